@@ -1,0 +1,38 @@
+import { createHash } from 'node:crypto';
+import { createReadStream } from 'node:fs';
+import { z } from 'zod';
+import { DigestMismatchError, InvalidInputError } from '../errors.js';
+
+/** `sha256:<64 lowercase hex>`: the only digest algorithm, spelled as OCI does. */
+export const DigestSchema = z.string().regex(/^sha256:[0-9a-f]{64}$/, 'expected sha256:<64 hex digits>');
+export type Digest = z.infer<typeof DigestSchema>;
+
+export function parseDigest(s: string): Digest {
+  const r = DigestSchema.safeParse(s);
+  if (!r.success) throw new InvalidInputError(`invalid digest ${JSON.stringify(s)}`, 'digests look like sha256:<64 hex digits>');
+  return r.data;
+}
+
+/** The 64 hex digits of a digest, for file and key names. */
+export function digestHex(d: Digest): string {
+  return d.slice(7);
+}
+
+export function sha256(data: Uint8Array | string): Digest {
+  return `sha256:${createHash('sha256').update(data).digest('hex')}`;
+}
+
+export async function sha256File(path: string): Promise<{ digest: Digest; size: number }> {
+  const h = createHash('sha256');
+  let size = 0;
+  for await (const chunk of createReadStream(path, { highWaterMark: 1 << 20 })) {
+    h.update(chunk as Buffer);
+    size += (chunk as Buffer).length;
+  }
+  return { digest: `sha256:${h.digest('hex')}`, size };
+}
+
+export function verifyDigest(what: string, expected: Digest, data: Uint8Array): void {
+  const actual = sha256(data);
+  if (actual !== expected) throw new DigestMismatchError(what, expected, actual);
+}

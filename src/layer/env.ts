@@ -1,0 +1,49 @@
+/**
+ * An environment: an ordered list of layers (lowest first, OCI stacking) plus a runtime config.
+ * Its digest is the sha256 of the canonical JSON of this document, stored as a registry blob.
+ */
+import { z } from 'zod';
+import { DigestSchema } from '../cas/digest.js';
+
+export const PackRefSchema = z.strictObject({
+  /** The pack archive blob. */
+  pack: DigestSchema,
+  /** The blob listing object -> location in that pack. */
+  index: DigestSchema,
+});
+export type PackRef = z.infer<typeof PackRefSchema>;
+
+export const LayerRefSchema = z.strictObject({
+  /** sha256 of the canonical (uncompressed) manifest: the layer's identity. */
+  digest: DigestSchema,
+  /** The registry blob holding the zstd-compressed manifest. */
+  manifest: DigestSchema,
+  /** Packs that together hold every object the layer references. */
+  packs: z.array(PackRefSchema),
+  /** Sum of file sizes (what an uncompressed image of this layer holds). */
+  size: z.number().int().min(0),
+  /** Number of manifest entries and of distinct objects. */
+  entries: z.number().int().min(0),
+  objects: z.number().int().min(0),
+});
+export type LayerRef = z.infer<typeof LayerRefSchema>;
+
+export const RuntimeConfigSchema = z.strictObject({
+  workdir: z.string().startsWith('/').default('/'),
+  env: z.record(z.string(), z.string()).default({}),
+  /** In-sandbox user; 0 is the sandbox's own (unprivileged on the host) root. */
+  user: z.strictObject({ uid: z.number().int().min(0), gid: z.number().int().min(0) }).default({ uid: 0, gid: 0 }),
+  hostname: z.string().default('sandbox'),
+  /** Default test command for scoring, if the environment has one. */
+  testCmd: z.string().optional(),
+  labels: z.record(z.string(), z.string()).default({}),
+});
+export type RuntimeConfig = z.infer<typeof RuntimeConfigSchema>;
+
+export const EnvConfigSchema = z.strictObject({
+  mediaType: z.literal('application/vnd.minisandbox.env.v1+json'),
+  layers: z.array(LayerRefSchema),
+  config: RuntimeConfigSchema,
+});
+export type EnvConfig = z.infer<typeof EnvConfigSchema>;
+export const ENV_MEDIA_TYPE = 'application/vnd.minisandbox.env.v1+json' as const;

@@ -1,0 +1,68 @@
+/**
+ * One interface for every registry backend (a local directory, an S3 prefix). Backends move bytes;
+ * they do not interpret them. Digest verification of whole blobs happens in registry/blobs.ts,
+ * of objects inside packs in pack/, so every backend gets the same checks.
+ *
+ * Layout shared by all backends (keys relative to the root or prefix):
+ *   blobs/sha256/<hex>       immutable content-addressed blobs (packs, indexes, manifests, env configs)
+ *   packs/<pack hex>         the pack catalog: body is the digest of the pack's index blob
+ *   refs/<name>              mutable tag -> digest (body: the digest and a newline)
+ */
+import type { Readable } from 'node:stream';
+import { z } from 'zod';
+import type { Digest } from '../cas/digest.js';
+import { InvalidInputError } from '../errors.js';
+
+export interface BlobStat {
+  size: number;
+  /** Last modification, ms since the epoch (gc grace periods). */
+  mtimeMs: number;
+}
+
+export interface Registry {
+  /** Human-readable location, e.g. `/srv/registry` or `s3://bucket/prefix`. */
+  readonly url: string;
+
+  statBlob(digest: Digest): Promise<BlobStat | null>;
+  /** Whole blob into memory: only for small blobs (manifests, indexes, configs). Not verified here. */
+  getBlob(digest: Digest): Promise<Buffer>;
+  /** Bytes [offset, offset+length) of a blob; backends with range reads fetch only those. */
+  getBlobRange(digest: Digest, offset: number, length: number): Promise<Buffer>;
+  /** Streaming read of a whole blob. */
+  openBlob(digest: Digest): Promise<Readable>;
+  /**
+   * Stores a local file as the blob `digest`. The caller has already hashed the file.
+   * Idempotent; concurrent puts of the same digest are harmless; never visible half-written.
+   */
+  putBlobFile(digest: Digest, path: string): Promise<void>;
+  putBlob(digest: Digest, data: Buffer): Promise<void>;
+  deleteBlob(digest: Digest): Promise<void>;
+  listBlobs(): AsyncIterable<{ digest: Digest } & BlobStat>;
+
+  /** Registers a pack in the catalog; call only after both blobs exist. */
+  putPack(pack: Digest, index: Digest): Promise<void>;
+  listPacks(): AsyncIterable<{ pack: Digest; index: Digest }>;
+  deletePack(pack: Digest): Promise<void>;
+
+  getRef(name: string): Promise<Digest | null>;
+  /** Writes a ref; the caller guarantees every blob it reaches exists. */
+  putRef(name: string, digest: Digest): Promise<void>;
+  deleteRef(name: string): Promise<void>;
+  listRefs(): AsyncIterable<{ name: string; digest: Digest }>;
+}
+
+/**
+ * Ref names: `dataset/instance_id` and the like. Path-like, but never able to name anything
+ * outside `refs/`, and the same set of names on every backend.
+ */
+export const RefNameSchema = z
+  .string()
+  .min(1)
+  .max(400)
+  .regex(/^[A-Za-z0-9_][A-Za-z0-9._+@=-]*(\/[A-Za-z0-9_][A-Za-z0-9._+@=-]*)*$/, 'ref names are `/`-separated parts of letters, digits and . _ + @ = - (a part must not start with . or -)');
+
+export function parseRefName(name: string): string {
+  const r = RefNameSchema.safeParse(name);
+  if (!r.success) throw new InvalidInputError(`invalid ref name ${JSON.stringify(name)}: ${r.error.issues[0]?.message ?? ''}`);
+  return r.data;
+}
