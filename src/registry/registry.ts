@@ -28,8 +28,8 @@ export interface Registry {
   getBlob(digest: Digest): Promise<Buffer>;
   /** Bytes [offset, offset+length) of a blob; backends with range reads fetch only those. */
   getBlobRange(digest: Digest, offset: number, length: number): Promise<Buffer>;
-  /** Streaming read of a whole blob. */
-  openBlob(digest: Digest): Promise<Readable>;
+  /** Streaming read of a whole blob, or of `length` bytes from `offset` (multi-GB pack frames). */
+  openBlob(digest: Digest, range?: { offset: number; length: number }): Promise<Readable>;
   /**
    * Stores a local file as the blob `digest`. The caller has already hashed the file.
    * Idempotent; concurrent puts of the same digest are harmless; never visible half-written.
