@@ -1,0 +1,118 @@
+/**
+ * Retries with exponential backoff and full jitter, and the classification of which failures are
+ * worth retrying. Backends wrap every remote call in `withRetry`; the SDK's own retry is switched
+ * off so that one policy (and one place to test it) covers SDK errors, socket errors and bodies
+ * that ended early.
+ */
+import { MinisandboxError } from '../errors.js';
+
+export interface RetryPolicy {
+  /** Total attempts, the first included. */
+  attempts: number;
+  /** Backoff before retry n (1-based) is uniform in [0, min(maxDelayMs, baseDelayMs * 2^(n-1))). */
+  baseDelayMs: number;
+  maxDelayMs: number;
+}
+
+export const DEFAULT_RETRY_POLICY: RetryPolicy = { attempts: 8, baseDelayMs: 100, maxDelayMs: 10_000 };
+
+/** A response body ended before its Content-Length: the bytes are useless, the request is retried. */
+export class TruncatedBodyError extends MinisandboxError {
+  constructor(what: string, expected: number, received: number) {
+    super('TRUNCATED_BODY', `${what}: body ended after ${received} of ${expected} bytes`, {
+      hint: 'the connection to the registry broke mid-transfer; the operation is retried, and if this persists check the network or proxy',
+    });
+  }
+}
+
+/** Every attempt failed with a retryable error, or a non-retryable one came first. */
+export class RemoteStoreError extends MinisandboxError {
+  readonly attempts: number;
+  constructor(what: string, attempts: number, cause: unknown) {
+    super('REMOTE_STORE', `${what} failed after ${attempts} attempt${attempts === 1 ? '' : 's'}: ${describe(cause)}`, {
+      hint: 'check the registry URL, credentials and network; transient failures were already retried with backoff',
+      cause,
+    });
+    this.attempts = attempts;
+  }
+}
+
+const RETRYABLE_STATUS = new Set([408, 429, 500, 502, 503, 504]);
+const RETRYABLE_NAMES = new Set([
+  'SlowDown',
+  'Throttling',
+  'ThrottlingException',
+  'TooManyRequestsException',
+  'RequestTimeout',
+  'RequestTimeoutException',
+  'InternalError',
+  'ServiceUnavailable',
+  'TimeoutError',
+  // S3's answer to two conditional writes racing on one key: the loser may simply try again.
+  'ConditionalRequestConflict',
+]);
+const RETRYABLE_CODES = new Set(['ECONNRESET', 'ECONNREFUSED', 'EPIPE', 'ETIMEDOUT', 'ECONNABORTED', 'EAI_AGAIN', 'ENOTFOUND', 'UND_ERR_SOCKET', 'ERR_STREAM_PREMATURE_CLOSE']);
+
+function field(e: unknown, key: string): unknown {
+  return typeof e === 'object' && e !== null ? (e as Record<string, unknown>)[key] : undefined;
+}
+
+export function httpStatusOf(e: unknown): number | undefined {
+  const meta = field(e, '$metadata');
+  const status = field(meta, 'httpStatusCode');
+  return typeof status === 'number' ? status : undefined;
+}
+
+/** Throttling, 5xx, timeouts, resets and truncated bodies are transient; 4xx answers are not. */
+export function isRetryable(e: unknown): boolean {
+  if (e instanceof TruncatedBodyError) return true;
+  if (e instanceof MinisandboxError) return false;
+  const status = httpStatusOf(e);
+  if (status !== undefined && RETRYABLE_STATUS.has(status)) return true;
+  const name = field(e, 'name');
+  if (typeof name === 'string' && RETRYABLE_NAMES.has(name)) return true;
+  const code = field(e, 'code');
+  if (typeof code === 'string' && RETRYABLE_CODES.has(code)) return true;
+  const message = field(e, 'message');
+  if (typeof message === 'string' && /socket hang up|aborted|premature close|ECONNRESET|EPIPE/i.test(message)) return true;
+  const cause = field(e, 'cause');
+  return cause !== undefined && cause !== e && isRetryable(cause);
+}
+
+export function backoffDelayMs(policy: RetryPolicy, retry: number, random: () => number = Math.random): number {
+  const cap = Math.min(policy.maxDelayMs, policy.baseDelayMs * 2 ** (retry - 1));
+  return Math.floor(random() * cap);
+}
+
+function describe(e: unknown): string {
+  const name = field(e, 'name');
+  const status = httpStatusOf(e);
+  const message = e instanceof Error ? e.message : String(e);
+  return [typeof name === 'string' && name !== 'Error' ? name : '', status === undefined ? '' : `HTTP ${status}`, message].filter((s) => s !== '').join(': ');
+}
+
+export interface RetryHooks {
+  /** Called before each backoff sleep; counts retries in tests and progress output. */
+  onRetry?: (info: { what: string; attempt: number; delayMs: number; error: unknown }) => void;
+}
+
+/**
+ * Runs `op` until it succeeds, a non-retryable error occurs, or the attempts run out. Typed
+ * MinisandboxErrors other than truncation pass through unchanged (NotFound is an answer, not a failure).
+ */
+export async function withRetry<T>(what: string, policy: RetryPolicy, op: (attempt: number) => Promise<T>, hooks: RetryHooks = {}): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await op(attempt);
+    } catch (e) {
+      if (!isRetryable(e)) {
+        if (e instanceof MinisandboxError) throw e;
+        throw new RemoteStoreError(what, attempt, e);
+      }
+      if (attempt >= policy.attempts) throw new RemoteStoreError(what, attempt, e);
+      const delayMs = backoffDelayMs(policy, attempt);
+      hooks.onRetry?.({ what, attempt, delayMs, error: e });
+      await new Promise((r) => setTimeout(r, delayMs));
+    }
+  }
+}
