@@ -1,0 +1,102 @@
+/**
+ * Checks a repository out at one commit so that nothing after that commit is reachable: the fix
+ * an instance asks for must not be readable from the future ("open-book" rewards).
+ *
+ * How: a fresh repository (no clone, so no remotes, no tags, no other branches) fetches exactly
+ * the wanted commit, which transfers only that commit's ancestry; a single branch points at it;
+ * FETCH_HEAD/ORIG_HEAD, reflogs and sample hooks are removed and the objects repacked, so no
+ * dangling object from the source survives either.
+ */
+import { mkdir, readdir, rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import { execa, ExecaError } from 'execa';
+import { InvalidInputError, MinisandboxError, NotFoundError } from '../errors.js';
+import { isErrno } from '../util/fs.js';
+import type { RepoSource } from './schema.js';
+
+export interface CheckoutOptions {
+  /** A local working repository, a bare mirror, or a URL git can fetch from. */
+  source: RepoSource;
+  commit: string;
+  /** Must not exist or be empty; becomes the work tree (e.g. `<layer root>/testbed`). */
+  target: string;
+  /** Branch that points at the commit (default `main`). */
+  branch?: string;
+}
+
+export class GitError extends MinisandboxError {
+  constructor(message: string, hint: string) {
+    super('GIT_FAILED', message, { hint });
+  }
+}
+
+export function repoSourceLocation(s: RepoSource): string {
+  return 'path' in s ? s.path : 'mirror' in s ? s.mirror : s.url;
+}
+
+/** Host git, isolated from the host's global and system config so results do not vary by machine. */
+async function git(args: string[], cwd?: string): Promise<string> {
+  try {
+    const r = await execa('git', args, {
+      cwd,
+      env: { GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null', GIT_TERMINAL_PROMPT: '0', LC_ALL: 'C' },
+      stdin: 'ignore',
+    });
+    return r.stdout;
+  } catch (e) {
+    if (e instanceof ExecaError) {
+      const stderr = String(e.stderr ?? '').trim();
+      throw new GitError(`git ${args[0] ?? ''} failed (${e.exitCode ?? e.signal ?? 'spawn error'}): ${stderr || e.shortMessage}`, 'is git installed and the repository readable? the full git error is above');
+    }
+    throw e;
+  }
+}
+
+async function ensureEmptyDir(dir: string): Promise<void> {
+  try {
+    if ((await readdir(dir)).length > 0) throw new InvalidInputError(`checkout target ${dir} is not empty`, 'check out into a fresh directory');
+  } catch (e) {
+    if (!isErrno(e, 'ENOENT')) throw e;
+    await mkdir(dir, { recursive: true });
+  }
+}
+
+export async function checkoutAtCommit(opts: CheckoutOptions): Promise<void> {
+  const branch = opts.branch ?? 'main';
+  const from = repoSourceLocation(opts.source);
+  await ensureEmptyDir(opts.target);
+  const t = opts.target;
+  await git(['init', '-q', '--template=', '-b', branch, t]);
+  // Protocol v2 serves any reachable commit; the v0 fallback needs allowAnySHA1InWant, and a source
+  // owned by another user needs safe.directory. Both apply to a local upload-pack only.
+  const uploadPack = "git -c uploadpack.allowAnySHA1InWant=true -c safe.directory='*' upload-pack";
+  try {
+    await git(['-C', t, 'fetch', '-q', '--no-tags', '--no-write-fetch-head', '--update-head-ok', '--upload-pack', uploadPack, from, `${opts.commit}:refs/heads/${branch}`]);
+  } catch (e) {
+    if (e instanceof GitError && /not our ref|couldn't find remote ref|no such remote ref|unadvertised object|bad object/i.test(e.message)) {
+      throw new NotFoundError(`commit ${opts.commit} in ${from}`, 'the dataset names a commit the repository does not have: update the mirror (`git fetch`) or fix base_commit');
+    }
+    throw e;
+  }
+  await git(['-C', t, 'reset', '-q', '--hard', branch]);
+  await git(['-C', t, 'reflog', 'expire', '--expire=now', '--all']);
+  await git(['-C', t, 'gc', '-q', '--prune=now']);
+  for (const f of ['ORIG_HEAD', 'FETCH_HEAD', 'logs', 'hooks']) await rm(join(t, '.git', f), { recursive: true, force: true });
+}
+
+/** Every commit reachable from any ref, HEAD or the index in a repository: for audits and tests. */
+export async function reachableCommits(repo: string): Promise<string[]> {
+  const out = await git(['-C', repo, 'rev-list', '--all', '--reflog', 'HEAD']);
+  return out.split('\n').filter((l) => l !== '');
+}
+
+/** Whether an object (commit, tree, blob) exists at all in a repository's object store. */
+export async function hasObject(repo: string, oid: string): Promise<boolean> {
+  try {
+    await git(['-C', repo, 'cat-file', '-e', oid]);
+    return true;
+  } catch (e) {
+    if (e instanceof GitError) return false;
+    throw e;
+  }
+}
