@@ -1,0 +1,109 @@
+/*
+ * fsmeta: applies file metadata in bulk, read as NUL-separated records on stdin.
+ *
+ * Node's fs cannot set nanosecond timestamps (utimes goes through a double), create device
+ * nodes or FIFOs, or set extended attributes; spawning touch/mknod/setfattr per file costs
+ * milliseconds each. One long-lived helper per lay-out makes exact round trips cheap.
+ *
+ * Records (fields NUL-terminated, paths are raw bytes, numbers decimal):
+ *   O path uid gid                 lchown
+ *   M path mode                    chmod (octal digits)
+ *   T path sec nsec                utimensat, atime = mtime, never follows symlinks
+ *   X path name hexvalue           lsetxattr
+ *   N path type mode major minor   mknod (type c|b|p)
+ * On the first failure it prints "fsmeta: <op> <path>: <error>" to stderr and exits 1.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
+#include <time.h>
+#include <unistd.h>
+
+static char *field(FILE *in) {
+  static char *bufs[8];
+  static size_t caps[8];
+  static int next = 0;
+  int slot = next++ & 7;
+  ssize_t n = getdelim(&bufs[slot], &caps[slot], '\0', in);
+  if (n <= 0) return NULL;
+  return bufs[slot];
+}
+
+static void fail(const char *op, const char *path) {
+  fprintf(stderr, "fsmeta: %s %s: %s\n", op, path, strerror(errno));
+  exit(1);
+}
+
+static int hexval(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;
+}
+
+int main(void) {
+  FILE *in = stdin;
+  char *op;
+  while ((op = field(in)) != NULL) {
+    char *path = field(in);
+    if (path == NULL) { fprintf(stderr, "fsmeta: truncated record\n"); return 1; }
+    switch (op[0]) {
+    case 'O': {
+      char *u = field(in), *g = field(in);
+      if (!u || !g) { fprintf(stderr, "fsmeta: truncated record\n"); return 1; }
+      if (lchown(path, (uid_t)strtoul(u, NULL, 10), (gid_t)strtoul(g, NULL, 10)) != 0) fail("chown", path);
+      break;
+    }
+    case 'M': {
+      char *m = field(in);
+      if (!m) { fprintf(stderr, "fsmeta: truncated record\n"); return 1; }
+      if (chmod(path, (mode_t)strtoul(m, NULL, 8)) != 0) fail("chmod", path);
+      break;
+    }
+    case 'T': {
+      char *s = field(in), *ns = field(in);
+      if (!s || !ns) { fprintf(stderr, "fsmeta: truncated record\n"); return 1; }
+      struct timespec ts[2];
+      ts[0].tv_sec = ts[1].tv_sec = (time_t)strtoll(s, NULL, 10);
+      ts[0].tv_nsec = ts[1].tv_nsec = strtol(ns, NULL, 10);
+      if (utimensat(AT_FDCWD, path, ts, AT_SYMLINK_NOFOLLOW) != 0) fail("utimensat", path);
+      break;
+    }
+    case 'X': {
+      char *name = field(in);
+      if (!name) { fprintf(stderr, "fsmeta: truncated record\n"); return 1; }
+      char *name_copy = strdup(name);
+      char *hex = field(in);
+      if (!hex) { fprintf(stderr, "fsmeta: truncated record\n"); return 1; }
+      size_t len = strlen(hex) / 2;
+      unsigned char *val = malloc(len + 1);
+      for (size_t i = 0; i < len; i++) {
+        int hi = hexval(hex[2 * i]), lo = hexval(hex[2 * i + 1]);
+        if (hi < 0 || lo < 0) { fprintf(stderr, "fsmeta: bad hex value\n"); return 1; }
+        val[i] = (unsigned char)(hi * 16 + lo);
+      }
+      if (lsetxattr(path, name_copy, val, len, 0) != 0) fail("setxattr", path);
+      free(val);
+      free(name_copy);
+      break;
+    }
+    case 'N': {
+      char *t = field(in), *m = field(in), *ma = field(in), *mi = field(in);
+      if (!t || !m || !ma || !mi) { fprintf(stderr, "fsmeta: truncated record\n"); return 1; }
+      mode_t type = t[0] == 'c' ? S_IFCHR : t[0] == 'b' ? S_IFBLK : S_IFIFO;
+      dev_t dev = makedev((unsigned)strtoul(ma, NULL, 10), (unsigned)strtoul(mi, NULL, 10));
+      if (mknod(path, type | ((mode_t)strtoul(m, NULL, 8) & 07777), dev) != 0) fail("mknod", path);
+      break;
+    }
+    default:
+      fprintf(stderr, "fsmeta: unknown op %s\n", op);
+      return 1;
+    }
+  }
+  return 0;
+}

@@ -1,0 +1,78 @@
+/**
+ * The node-local store: everything a node keeps between pulls.
+ *
+ *   objects/<hex>                    verified file contents, staging for lay-out
+ *   links/<hex>/<meta key>           one inode per (content, mode, owner, mtime, xattrs); layer files
+ *                                    are hardlinks to these, so identical files share disk across layers
+ *   layers/<hex>[+<idShift>]/        laid-out read-only layer trees (the rename into place commits them)
+ *   manifests/<hex>                  verified, uncompressed layer manifests
+ *   indexes/<hex>                    cached pack index blobs (immutable, so cached forever)
+ *   envs/<hex>.json                  environment configs that were pulled
+ *   refs/<name with / as %>          what each pulled ref resolved to
+ *   leases/<id>.json                 layers held by live sandboxes
+ *   sandboxes/                       sandbox state dirs (runtime)
+ *   tmp/                             work in progress; leftovers of crashes are removed by gc
+ */
+import { homedir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { type Digest, digestHex } from '../cas/digest.js';
+
+export function defaultStoreDir(): string {
+  if (process.env.MINISANDBOX_STORE) return resolve(process.env.MINISANDBOX_STORE);
+  if (process.getuid?.() === 0) return '/var/lib/minisandbox';
+  const base = process.env.XDG_DATA_HOME ?? join(homedir(), '.local', 'share');
+  return join(base, 'minisandbox');
+}
+
+export class StorePaths {
+  readonly root: string;
+  constructor(root: string) {
+    this.root = resolve(root);
+  }
+  object(d: Digest): string {
+    return join(this.root, 'objects', digestHex(d));
+  }
+  get objectsDir(): string {
+    return join(this.root, 'objects');
+  }
+  linkDir(d: Digest): string {
+    return join(this.root, 'links', digestHex(d));
+  }
+  get linksDir(): string {
+    return join(this.root, 'links');
+  }
+  layer(d: Digest, idShift: number): string {
+    return join(this.root, 'layers', layerDirName(d, idShift));
+  }
+  get layersDir(): string {
+    return join(this.root, 'layers');
+  }
+  manifest(d: Digest): string {
+    return join(this.root, 'manifests', digestHex(d));
+  }
+  index(d: Digest): string {
+    return join(this.root, 'indexes', digestHex(d));
+  }
+  env(d: Digest): string {
+    return join(this.root, 'envs', `${digestHex(d)}.json`);
+  }
+  ref(name: string): string {
+    return join(this.root, 'refs', name.replaceAll('/', '%'));
+  }
+  get refsDir(): string {
+    return join(this.root, 'refs');
+  }
+  get leasesDir(): string {
+    return join(this.root, 'leases');
+  }
+  get sandboxesDir(): string {
+    return join(this.root, 'sandboxes');
+  }
+  get tmpDir(): string {
+    return join(this.root, 'tmp');
+  }
+}
+
+export function layerDirName(d: Digest, idShift: number): string {
+  return idShift === 0 ? digestHex(d) : `${digestHex(d)}+${idShift}`;
+}

@@ -1,0 +1,169 @@
+/**
+ * Bringing environments into a node's store: fetch only the objects the store lacks, verify every
+ * byte against its digest, and lay each layer out once as a read-only tree.
+ */
+import { randomBytes } from 'node:crypto';
+import { access, mkdir, readdir, rename, rm, unlink, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { type Digest, verifyDigest } from '../cas/digest.js';
+import { Readable } from 'node:stream';
+import { InvalidInputError } from '../errors.js';
+import { readManifest } from '../layer/capture.js';
+import type { EnvConfig, LayerRef } from '../layer/env.js';
+import { fetchObjects } from '../pack/reader.js';
+import type { PackIndexEntry } from '../pack/index.js';
+import type { Registry } from '../registry/registry.js';
+import { canonicalJson } from '../layer/manifest.js';
+import { isErrno } from '../util/fs.js';
+import { loadPackIndex } from './catalog.js';
+import { withLock } from './lock.js';
+import { materialize } from './materialize.js';
+import type { StorePaths } from './paths.js';
+import { resolveEnv } from './push.js';
+import { decompressVerified } from './zstdfile.js';
+
+export interface PullOptions {
+  idShift?: number;
+  concurrency?: number;
+  onProgress?: (p: { layer: Digest; phase: 'manifest' | 'fetch' | 'layout' | 'cached'; objects?: number; bytes?: number }) => void;
+}
+
+export interface PulledEnv {
+  digest: Digest;
+  env: EnvConfig;
+  /** Laid-out layer directories, lowest first. */
+  layerDirs: string[];
+  fetchedObjects: number;
+  fetchedBytes: number;
+}
+
+/** A manifest bigger than this (uncompressed) is refused: 1 GiB covers tens of millions of files. */
+const MAX_MANIFEST_BYTES = 1 << 30;
+
+export async function pullEnv(reg: Registry, store: StorePaths, refOrDigest: string, opts: PullOptions = {}): Promise<PulledEnv> {
+  const { digest, config } = await resolveEnv(reg, refOrDigest);
+  const idShift = opts.idShift ?? 0;
+  const layerDirs: string[] = [];
+  let fetchedObjects = 0;
+  let fetchedBytes = 0;
+  for (const layer of config.layers) {
+    const r = await ensureLayer(reg, store, layer, idShift, opts);
+    layerDirs.push(r.dir);
+    fetchedObjects += r.fetchedObjects;
+    fetchedBytes += r.fetchedBytes;
+  }
+  await writeAtomic(store, store.env(digest), canonicalJson(config));
+  if (!refOrDigest.startsWith('sha256:')) await writeAtomic(store, store.ref(refOrDigest), `${digest}\n`);
+  return { digest, env: config, layerDirs, fetchedObjects, fetchedBytes };
+}
+
+async function exists(p: string): Promise<boolean> {
+  try {
+    await access(p);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+export async function ensureLayer(reg: Registry, store: StorePaths, layer: LayerRef, idShift: number, opts: PullOptions = {}): Promise<{ dir: string; fetchedObjects: number; fetchedBytes: number }> {
+  const dir = store.layer(layer.digest, idShift);
+  let fetchedObjects = 0;
+  let fetchedBytes = 0;
+  await mkdir(store.layersDir, { recursive: true });
+  const result = await withLock(`${dir}.lock`, () => exists(dir), async () => {
+    const manifestPath = await ensureManifest(reg, store, layer, opts);
+    const missing = await missingObjects(store, manifestPath);
+    if (missing.size > 0) {
+      opts.onProgress?.({ layer: layer.digest, phase: 'fetch', objects: missing.size });
+      const byPack = new Map<Digest, PackIndexEntry[]>();
+      for (const ref of layer.packs) {
+        const index = await loadPackIndex(reg, store, ref);
+        const wanted = index.entries.filter((e) => missing.has(e.digest));
+        for (const e of wanted) missing.delete(e.digest);
+        if (wanted.length > 0) byPack.set(ref.pack, wanted);
+      }
+      if (missing.size > 0) {
+        const first = missing.values().next().value;
+        throw new InvalidInputError(`layer ${layer.digest} references object ${first} that none of its packs holds (${missing.size} missing)`, 'the environment was pushed incompletely or the registry lost packs; run `minisandbox verify`');
+      }
+      await mkdir(store.objectsDir, { recursive: true });
+      for (const [pack, entries] of byPack) {
+        await fetchObjects(reg, pack, entries, store.objectsDir, { concurrency: opts.concurrency ?? 4 });
+        fetchedObjects += entries.length;
+        fetchedBytes += entries.reduce((s, e) => s + e.size, 0);
+      }
+    }
+    opts.onProgress?.({ layer: layer.digest, phase: 'layout' });
+    const tmp = join(store.layersDir, `.tmp-${process.pid}-${randomBytes(6).toString('hex')}`);
+    try {
+      await materialize(store, readManifest(manifestPath, `layer ${layer.digest}`), tmp, {
+        idShift,
+        share: true,
+        whiteouts: process.getuid?.() === 0 ? 'chardev' : 'xattr',
+        overlayXattrNs: 'user',
+      });
+      await rename(tmp, dir);
+    } catch (e) {
+      await rm(tmp, { recursive: true, force: true });
+      throw e;
+    }
+    await dropStagedObjects(store, manifestPath);
+    return dir;
+  });
+  if (result === null) opts.onProgress?.({ layer: layer.digest, phase: 'cached' });
+  return { dir, fetchedObjects, fetchedBytes };
+}
+
+/** The verified, uncompressed manifest of a layer, fetched once per store. */
+export async function ensureManifest(reg: Registry, store: StorePaths, layer: LayerRef, opts: PullOptions = {}): Promise<string> {
+  const path = store.manifest(layer.digest);
+  if (await exists(path)) return path;
+  opts.onProgress?.({ layer: layer.digest, phase: 'manifest' });
+  await mkdir(join(path, '..'), { recursive: true });
+  const tmp = `${path}.${process.pid}.${randomBytes(6).toString('hex')}`;
+  try {
+    const blob = await reg.getBlob(layer.manifest);
+    verifyDigest(`manifest blob of layer ${layer.digest}`, layer.manifest, blob);
+    await decompressVerified(Readable.from([blob]), tmp, layer.digest, `manifest of layer ${layer.digest}`, MAX_MANIFEST_BYTES);
+    await rename(tmp, path);
+  } catch (e) {
+    await rm(tmp, { force: true });
+    throw e;
+  }
+  return path;
+}
+
+/** Objects a manifest needs that the store has neither staged nor in its link pool. */
+async function missingObjects(store: StorePaths, manifestPath: string): Promise<Set<Digest>> {
+  const missing = new Set<Digest>();
+  const seen = new Set<Digest>();
+  for await (const e of readManifest(manifestPath, manifestPath)) {
+    if (e.type !== 'file' || seen.has(e.digest)) continue;
+    seen.add(e.digest);
+    if (await exists(store.object(e.digest))) continue;
+    const names = await readdir(store.linkDir(e.digest)).catch(() => [] as string[]);
+    if (names.length === 0) missing.add(e.digest);
+  }
+  return missing;
+}
+
+/** Once a layer is laid out its contents live in the link pool; the staged copies are redundant. */
+async function dropStagedObjects(store: StorePaths, manifestPath: string): Promise<void> {
+  for await (const e of readManifest(manifestPath, manifestPath)) {
+    if (e.type !== 'file') continue;
+    const names = await readdir(store.linkDir(e.digest)).catch(() => [] as string[]);
+    if (names.length > 0) await unlink(store.object(e.digest)).catch((err: unknown) => {
+      if (!isErrno(err, 'ENOENT')) throw err;
+    });
+  }
+}
+
+async function writeAtomic(store: StorePaths, path: string, data: string): Promise<void> {
+  await mkdir(join(path, '..'), { recursive: true });
+  await mkdir(store.tmpDir, { recursive: true });
+  const tmp = join(store.tmpDir, `w-${process.pid}-${randomBytes(6).toString('hex')}`);
+  await writeFile(tmp, data);
+  await rename(tmp, path);
+}
+

@@ -1,0 +1,118 @@
+/**
+ * Publishing a tree: capture it as a layer, pack the contents the registry lacks, upload packs,
+ * indexes and the manifest, then the environment config, and only then the ref.
+ * That order is the invariant that a ref never reaches a missing blob.
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdir, rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import { type Digest, parseDigest } from '../cas/digest.js';
+
+import { captureLayer } from '../layer/capture.js';
+import { ENV_MEDIA_TYPE, type EnvConfig, EnvConfigSchema, type LayerRef, type PackRef, type RuntimeConfig, RuntimeConfigSchema } from '../layer/env.js';
+import { PackWriter } from '../pack/writer.js';
+import { putJsonBlob, readJsonBlob } from '../registry/blobs.js';
+import type { Registry } from '../registry/registry.js';
+import { parseRefName } from '../registry/registry.js';
+import { NotFoundError } from '../errors.js';
+import { loadCatalog } from './catalog.js';
+import type { StorePaths } from './paths.js';
+import { compressFile } from './zstdfile.js';
+
+export interface PushOptions {
+  /** Environment to stack the new layer on. */
+  parent?: { digest: Digest; config: EnvConfig } | null;
+  /** Runtime config fields to set on top of the parent's. */
+  config?: Partial<RuntimeConfig>;
+  tag?: string;
+  overlayUpper?: boolean;
+  idShift?: number;
+  onProgress?: (p: { phase: string; files?: number; bytes?: number }) => void;
+}
+
+export interface PushResult {
+  env: Digest;
+  layer: LayerRef;
+  newObjects: number;
+  newBytes: number;
+  reusedObjects: number;
+  packs: number;
+}
+
+export async function resolveEnv(reg: Registry, refOrDigest: string): Promise<{ digest: Digest; config: EnvConfig }> {
+  const digest = refOrDigest.startsWith('sha256:') ? parseDigest(refOrDigest) : await reg.getRef(parseRefName(refOrDigest));
+  if (digest === null) throw new NotFoundError(`ref ${refOrDigest} in registry ${reg.url}`, 'list the refs with `minisandbox ls`');
+  const config = await readJsonBlob(reg, digest, EnvConfigSchema, 'environment config');
+  return { digest, config };
+}
+
+export async function pushTree(reg: Registry, store: StorePaths, dir: string, opts: PushOptions = {}): Promise<PushResult> {
+  if (opts.tag !== undefined) parseRefName(opts.tag);
+  const work = join(store.tmpDir, `push-${process.pid}-${randomBytes(6).toString('hex')}`);
+  await mkdir(work, { recursive: true });
+  try {
+    opts.onProgress?.({ phase: 'catalog' });
+    const catalog = await loadCatalog(reg, store);
+    const used = new Map<Digest, PackRef>();
+    const writer = new PackWriter({ dir: work });
+    let reused = 0;
+    opts.onProgress?.({ phase: 'capture' });
+    const manifestPath = join(work, 'manifest.jsonl');
+    const cap = await captureLayer(dir, {
+      manifestPath,
+      overlayUpper: opts.overlayUpper ?? false,
+      idShift: opts.idShift ?? 0,
+      onObject: async (o) => {
+        const have = catalog.get(o.digest);
+        if (have !== undefined) {
+          used.set(have.pack, have);
+          reused++;
+          return;
+        }
+        await writer.add(o);
+      },
+    });
+    const packs = await writer.finish();
+    opts.onProgress?.({ phase: 'upload' });
+    let newBytes = 0;
+    let newObjects = 0;
+    for (const p of packs) {
+      await reg.putBlobFile(p.pack, p.packPath);
+      await reg.putBlob(p.index, p.indexBytes);
+      await reg.putPack(p.pack, p.index);
+      used.set(p.pack, { pack: p.pack, index: p.index });
+      newBytes += p.packBytes;
+      newObjects += p.objects;
+    }
+    const compressed = join(work, 'manifest.jsonl.zst');
+    const m = await compressFile(manifestPath, compressed);
+    await reg.putBlobFile(m.digest, compressed);
+    const layer: LayerRef = {
+      digest: cap.digest,
+      manifest: m.digest,
+      packs: [...used.values()].sort((a, b) => (a.pack < b.pack ? -1 : 1)),
+      size: cap.size,
+      entries: cap.entries,
+      objects: cap.objects,
+    };
+    const parentConfig = opts.parent?.config;
+    const env: EnvConfig = {
+      mediaType: ENV_MEDIA_TYPE,
+      layers: [...(parentConfig?.layers ?? []), layer],
+      config: RuntimeConfigSchema.parse({ ...(parentConfig?.config ?? {}), ...(opts.config ?? {}) }),
+    };
+    const envDigest = await putJsonBlob(reg, env);
+    if (opts.tag !== undefined) await reg.putRef(opts.tag, envDigest);
+    return { env: envDigest, layer, newObjects, newBytes, reusedObjects: reused, packs: packs.length };
+  } finally {
+    await rm(work, { recursive: true, force: true });
+  }
+}
+
+/** Tags an environment made of existing layers with a new runtime config (no new layer). */
+export async function putEnv(reg: Registry, env: EnvConfig, tag?: string): Promise<Digest> {
+  const digest = await putJsonBlob(reg, EnvConfigSchema.parse(env));
+  if (tag !== undefined) await reg.putRef(tag, digest);
+  return digest;
+}
+
