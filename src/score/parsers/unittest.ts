@@ -1,0 +1,62 @@
+/**
+ * Plain `python -m unittest -v` output. A test is named as unittest prints it before ` ... `:
+ * `test_x (pkg.mod.Class)` (Python < 3.11) or `test_x (pkg.mod.Class.test_x)` (3.11+). Handled:
+ * a docstring line printed between the name and the result, a result on a later line after the
+ * test's own output, the `FAIL:`/`ERROR:` banners, skips, expected failures and unexpected successes.
+ */
+import type { StatusMap, TestStatus } from '../status.js';
+
+const HEADER = /^(\S+ \([\w.]+\))$/;
+const RESULT = /^(.*?) \.\.\. (.*)$/;
+
+function statusOf(result: string): TestStatus | null {
+  const r = result.trim();
+  if (r === 'ok') return 'PASSED';
+  if (r === 'FAIL') return 'FAILED';
+  if (r === 'ERROR') return 'ERROR';
+  if (r === 'expected failure') return 'XFAIL';
+  if (r === 'unexpected success') return 'FAILED';
+  if (r.startsWith('skipped')) return 'SKIPPED';
+  return null;
+}
+
+export function parseUnittest(log: string): StatusMap {
+  const map: StatusMap = new Map();
+  let header: string | null = null; // a name printed alone: the next line is its docstring
+  let pending: string | null = null; // a test whose result has not been printed yet
+  for (const raw of log.split('\n')) {
+    const line = raw.replace(/\r$/, '');
+    const banner = /^(FAIL|ERROR): (.+)$/.exec(line);
+    if (banner) {
+      map.set(banner[2]!.trim(), banner[1] === 'FAIL' ? 'FAILED' : 'ERROR');
+      pending = null;
+      continue;
+    }
+    const h = HEADER.exec(line);
+    if (h) {
+      header = h[1]!;
+      continue;
+    }
+    const r = RESULT.exec(line);
+    if (r) {
+      const name = header ?? r[1]!.trim();
+      header = null;
+      const status = statusOf(r[2]!);
+      if (status === null) pending = name;
+      else {
+        map.set(name, status);
+        pending = null;
+      }
+      continue;
+    }
+    header = null;
+    if (pending !== null) {
+      const status = statusOf(line);
+      if (status !== null) {
+        map.set(pending, status);
+        pending = null;
+      }
+    }
+  }
+  return map;
+}
