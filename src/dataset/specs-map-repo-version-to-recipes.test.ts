@@ -1,0 +1,50 @@
+import { mkdtemp, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { loadSpecs, lookupSpec } from './specs.js';
+
+async function specsDir(specs: string): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), 'specs-'));
+  await writeFile(join(dir, 'base.yaml'), 'kind: base\nfrom: {type: busybox}\n');
+  await writeFile(join(dir, 'env.yaml'), 'kind: env\nparent: base.yaml\ncommands: [echo hi]\n');
+  await writeFile(join(dir, 'specs.yaml'), specs);
+  return join(dir, 'specs.yaml');
+}
+
+describe('specs', () => {
+  it('resolves env recipes by path or inline, fills defaults, keeps unquoted versions as spelled', async () => {
+    const f = await specsDir(`base: base.yaml
+defaults: {testCmd: pytest -rA}
+repos:
+  o/r:
+    1.0: {env: env.yaml, install: [pip install -e .]}
+    1.10:
+      env: {kind: env, commands: [echo inline]}
+      testCmd: ./run-tests
+`);
+    const specs = await loadSpecs(f);
+    const a = lookupSpec(specs, 'o/r', '1.0', 'row 1');
+    expect(a).toMatchObject({ testCmd: 'pytest -rA', logParser: 'pytest', workdir: '/testbed', install: ['pip install -e .'] });
+    expect(specs.catalog.get(a.env)?.recipe.kind).toBe('env');
+    const b = lookupSpec(specs, 'o/r', '1.10', 'row 2');
+    expect(b.testCmd).toBe('./run-tests');
+    const inline = specs.catalog.get(b.env)?.recipe;
+    // An inline env without a parent sits on the specs' base.
+    expect(inline?.kind === 'env' && inline.parent).toEqual({ recipe: specs.base });
+    expect(specs.catalog.size).toBe(3);
+  });
+
+  it('names the instance and what exists when a repo or version is unknown', async () => {
+    const specs = await loadSpecs(await specsDir('base: base.yaml\nrepos:\n  o/r:\n    "1.0": {env: env.yaml, testCmd: t}\n'));
+    expect(() => lookupSpec(specs, 'o/r', '2.0', 'd.jsonl:7')).toThrow(/^d\.jsonl:7: no spec for repo o\/r version "2\.0" in .*\(it has versions "1\.0" of o\/r\)$/);
+    expect(() => lookupSpec(specs, 'x/y', '1.0', 'd.jsonl:8')).toThrow(/d\.jsonl:8: .*it has no entry for repo x\/y/);
+  });
+
+  it('names the field of a bad spec and a wrong recipe kind', async () => {
+    const f = await specsDir('base: base.yaml\nrepos:\n  o/r:\n    "1.0": {env: env.yaml}\n');
+    await expect(loadSpecs(f)).rejects.toThrow(`${f}: repos["o/r"]["1.0"]: testCmd: `);
+    const g = await specsDir('base: env.yaml\nrepos: {}\n');
+    await expect(loadSpecs(g)).rejects.toThrow(/base: .*env\.yaml is a env recipe, expected kind: base/);
+  });
+});

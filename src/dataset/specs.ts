@@ -1,0 +1,111 @@
+/**
+ * The specs file (YAML or JSON): how to build and test each (repo, version) of a dataset, as
+ * SWE-bench's MAP_REPO_VERSION_TO_SPECS does.
+ *
+ *   base: base.yaml                     # base recipe: a path or an inline recipe
+ *   defaults: {testCmd: ..., logParser: pytest, workdir: /testbed}
+ *   repos:
+ *     owner/name:
+ *       "1.0":
+ *         env: env-1.0.yaml             # env recipe: a path or inline (an inline one without
+ *                                       #   `parent` sits on the base)
+ *         preInstall: [...]             # run in the checkout before install
+ *         install: [...]                # e.g. an editable install
+ *         testCmd: python3 -m pytest -rA
+ *         logParser: pytest
+ *         evalEnv: {KEY: value}         # extra variables while scoring
+ */
+import { dirname, resolve } from 'node:path';
+import { z } from 'zod';
+import { InvalidInputError } from '../errors.js';
+import { addToCatalog, type CatalogEntry, type RecipeCatalog } from '../recipe/catalog.js';
+import { loadRecipe, recipeFromValue } from '../recipe/load.js';
+import { AbsolutePathSchema, CommandSchema, EnvVarsSchema } from '../recipe/schema.js';
+import { formatFieldPath, parseWith, readStructuredFile } from '../recipe/structured.js';
+import { RepoNameSchema } from './row.js';
+
+const RecipeRefSchema = z.union([z.string().min(1), z.record(z.string(), z.unknown())]);
+
+export const SpecSchema = z.strictObject({
+  env: RecipeRefSchema,
+  preInstall: z.array(CommandSchema).default([]),
+  install: z.array(CommandSchema).default([]),
+  testCmd: z.string().min(1, 'expected the test command'),
+  logParser: z.string().min(1).default('pytest'),
+  evalEnv: EnvVarsSchema.default({}),
+  workdir: AbsolutePathSchema.default('/testbed'),
+});
+const PartialSpecSchema = SpecSchema.partial();
+
+export const SpecsFileSchema = z.strictObject({
+  base: RecipeRefSchema,
+  defaults: PartialSpecSchema.default({}),
+  repos: z.record(RepoNameSchema, z.record(z.string().min(1), PartialSpecSchema)),
+});
+
+export interface ResolvedSpec {
+  repo: string;
+  version: string;
+  /** Catalog source of the env recipe. */
+  env: string;
+  preInstall: string[];
+  install: string[];
+  testCmd: string;
+  logParser: string;
+  evalEnv: Record<string, string>;
+  workdir: string;
+}
+
+export interface Specs {
+  file: string;
+  /** Catalog source of the base recipe. */
+  base: string;
+  /** Every recipe the specs reach, parents included. */
+  catalog: RecipeCatalog;
+  /** Keyed by specKey(repo, version). */
+  entries: Map<string, ResolvedSpec>;
+}
+
+export function specKey(repo: string, version: string): string {
+  return `${repo}@${version}`;
+}
+
+async function addRecipeRef(catalog: RecipeCatalog, ref: string | Record<string, unknown>, file: string, field: string, defaultParent?: string): Promise<CatalogEntry> {
+  const baseDir = dirname(file);
+  if (typeof ref === 'string') {
+    const loaded = await loadRecipe(resolve(baseDir, ref));
+    return addToCatalog(catalog, loaded.source, loaded.recipe);
+  }
+  const source = `${file}#${field}`;
+  const value = defaultParent !== undefined && ref.parent === undefined && ref.kind === 'env' ? { ...ref, parent: { recipe: defaultParent } } : ref;
+  return addToCatalog(catalog, source, recipeFromValue(value, source, baseDir));
+}
+
+/** Reads a specs file and every recipe it reaches; errors name the file and the field. */
+export async function loadSpecs(path: string): Promise<Specs> {
+  const file = resolve(path);
+  const raw = parseWith(SpecsFileSchema, await readStructuredFile(path), path, 'see recipes/demo/specs.yaml');
+  const catalog: RecipeCatalog = new Map();
+  const base = await addRecipeRef(catalog, raw.base, file, 'base');
+  if (base.recipe.kind !== 'base') throw new InvalidInputError(`${path}: base: ${base.source} is a ${base.recipe.kind} recipe, expected kind: base`);
+  const entries = new Map<string, ResolvedSpec>();
+  for (const [repo, versions] of Object.entries(raw.repos)) {
+    for (const [version, partial] of Object.entries(versions)) {
+      const field = formatFieldPath(['repos', repo, version]);
+      const spec = parseWith(SpecSchema, { ...raw.defaults, ...partial }, `${path}: ${field}`);
+      const env = await addRecipeRef(catalog, spec.env, file, `${field}.env`, base.source);
+      if (env.recipe.kind !== 'env') throw new InvalidInputError(`${path}: ${field}.env: ${env.source} is a ${env.recipe.kind} recipe, expected kind: env`);
+      entries.set(specKey(repo, version), { ...spec, repo, version, env: env.source });
+    }
+  }
+  return { file, base: base.source, catalog, entries };
+}
+
+/** The spec for a row's (repo, version), or an error naming the row and what the specs do have. */
+export function lookupSpec(specs: Specs, repo: string, version: string, where: string): ResolvedSpec {
+  const spec = specs.entries.get(specKey(repo, version));
+  if (spec) return spec;
+  const versions = [...specs.entries.values()].filter((s) => s.repo === repo).map((s) => JSON.stringify(s.version));
+  const known = versions.length > 0 ? `it has versions ${versions.join(', ')} of ${repo}` : `it has no entry for repo ${repo}`;
+  throw new InvalidInputError(`${where}: no spec for repo ${repo} version ${JSON.stringify(version)} in ${specs.file} (${known})`, `add repos["${repo}"]["${version}"] to the specs file, or drop the instance`);
+}
