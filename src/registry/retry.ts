@@ -28,13 +28,29 @@ export class TruncatedBodyError extends MinisandboxError {
 /** Every attempt failed with a retryable error, or a non-retryable one came first. */
 export class RemoteStoreError extends MinisandboxError {
   readonly attempts: number;
+  /** HTTP status of the last failure, if the server answered at all. */
+  readonly status: number | undefined;
+  /** S3 error code (`SlowDown`, `PreconditionFailed`, ...) or socket error code of the last failure. */
+  readonly remoteCode: string | undefined;
   constructor(what: string, attempts: number, cause: unknown) {
     super('REMOTE_STORE', `${what} failed after ${attempts} attempt${attempts === 1 ? '' : 's'}: ${describe(cause)}`, {
       hint: 'check the registry URL, credentials and network; transient failures were already retried with backoff',
-      cause,
+      cause: compact(cause),
     });
     this.attempts = attempts;
+    this.status = httpStatusOf(cause);
+    const name = field(cause, 'name');
+    const code = field(cause, 'code');
+    this.remoteCode = typeof code === 'string' ? code : typeof name === 'string' ? name : undefined;
   }
+}
+
+/** SDK errors carry the whole HTTP response (sockets, agents); keep only what explains the failure. */
+function compact(e: unknown): Error {
+  const c = new Error(describe(e));
+  const name = field(e, 'name');
+  if (typeof name === 'string') c.name = name;
+  return c;
 }
 
 const RETRYABLE_STATUS = new Set([408, 429, 500, 502, 503, 504]);

@@ -290,7 +290,7 @@ export class S3Registry implements Registry {
     try {
       return await this.getBytes(this.blobKey(digest), `blob ${digest}`, offset, offset + length);
     } catch (e) {
-      if (e instanceof RemoteStoreError && httpStatusOf(e.cause) === 416) throw rangePastEnd(digest, offset, length);
+      if (e instanceof RemoteStoreError && e.status === 416) throw rangePastEnd(digest, offset, length);
       throw e;
     }
   }
@@ -552,7 +552,7 @@ export class S3Registry implements Registry {
       await this.putSmall(key, body, etag === null ? { IfNoneMatch: '*' } : { IfMatch: etag });
       return true;
     } catch (e) {
-      if (isPreconditionFailed(e instanceof RemoteStoreError ? e.cause : e)) return false;
+      if (e instanceof RemoteStoreError ? e.status === 412 || e.remoteCode === 'PreconditionFailed' : isPreconditionFailed(e)) return false;
       throw e;
     }
   }

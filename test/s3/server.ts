@@ -43,7 +43,9 @@ export async function startS3Server(opts: { bucket?: string; timeoutMs?: number 
   const bucket = opts.bucket ?? 'minisandbox-test';
   const directory = await mkdtemp(join(tmpdir(), 's3rver-'));
   const main = createRequire(import.meta.url).resolve('s3rver');
-  const child = spawn(process.execPath, ['-e', CHILD], {
+  // s3rver makes ListObjectsV2 continuation tokens with DES, which OpenSSL 3 only has in its
+  // legacy provider: without it every second listing page is a 500.
+  const child = spawn(process.execPath, ['--openssl-legacy-provider', '-e', CHILD], {
     env: { ...process.env, S3RVER_MAIN: main, S3RVER_DIR: directory, S3RVER_BUCKET: bucket },
     stdio: ['pipe', 'pipe', 'pipe'],
   });

@@ -1,0 +1,207 @@
+/**
+ * A loopback HTTP proxy in front of an S3 server that injects the failures real networks and S3
+ * produce: 500 and 503 SlowDown answers, connection resets (before the request reaches the server,
+ * or after it was applied and before the client hears back), slow answers, truncated bodies.
+ * Faults follow a fixed schedule (request n gets schedule[n]) or seeded probabilities, so every run
+ * injects the same faults. Bounded (maxFaults) and self-stopping (lifetimeMs), so a forgotten proxy
+ * neither fails a whole suite nor keeps the test runner alive. It also logs every request, which
+ * makes it the request counter of tests and benchmarks (with no faults configured).
+ */
+import { createServer, request as httpRequest, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+export const FAULTS = ['status500', 'status503', 'reset', 'reset-after', 'slow', 'truncate'] as const;
+export type Fault = (typeof FAULTS)[number];
+
+export interface RequestInfo {
+  method: string;
+  /** Path without the query string, e.g. `/bucket/prefix/blobs/sha256/ab..`. */
+  path: string;
+  query: URLSearchParams;
+}
+
+export interface RequestRecord extends RequestInfo {
+  fault: Fault | null;
+}
+
+export interface FaultPlan {
+  /** The n-th eligible request gets schedule[n] (null: none); later requests get none. */
+  schedule?: (Fault | null)[];
+  /** Otherwise each eligible request draws a fault with these probabilities (summing to <= 1). */
+  probabilities?: Partial<Record<Fault, number>>;
+  seed?: number;
+  /** Which requests may get a fault (default all). */
+  match?: (r: RequestInfo) => boolean;
+  /** No more faults after this many (default: schedule length, or 1000). */
+  maxFaults?: number;
+  /** Delay of a 'slow' answer (default 2000 ms). */
+  slowMs?: number;
+}
+
+export interface FaultyProxy {
+  endpoint: string;
+  readonly log: RequestRecord[];
+  readonly faultsInjected: number;
+  /** Replaces the plan (and restarts its schedule, seed and fault count). */
+  setPlan(plan: FaultPlan): void;
+  /** Requests in the log matching a method and a path/query predicate. */
+  count(method: string, pred?: (r: RequestRecord) => boolean): number;
+  stop(): Promise<void>;
+}
+
+/** mulberry32: a tiny seeded PRNG, enough to make fault draws reproducible. */
+function seeded(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+class Plan {
+  private eligible = 0;
+  private injected = 0;
+  private readonly random: () => number;
+  constructor(readonly spec: FaultPlan) {
+    this.random = seeded(spec.seed ?? 1);
+  }
+  get faults(): number {
+    return this.injected;
+  }
+  draw(r: RequestInfo): Fault | null {
+    if (this.spec.match !== undefined && !this.spec.match(r)) return null;
+    const n = this.eligible++;
+    const max = this.spec.maxFaults ?? (this.spec.schedule !== undefined ? this.spec.schedule.length : 1000);
+    if (this.injected >= max) return null;
+    let f: Fault | null = null;
+    if (this.spec.schedule !== undefined) {
+      f = this.spec.schedule[n] ?? null;
+    } else if (this.spec.probabilities !== undefined) {
+      let x = this.random();
+      for (const k of FAULTS) {
+        const p = this.spec.probabilities[k] ?? 0;
+        if (x < p) {
+          f = k;
+          break;
+        }
+        x -= p;
+      }
+    }
+    if (f !== null) this.injected++;
+    return f;
+  }
+}
+
+function errorXml(code: string, message: string): string {
+  return `<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>${code}</Code><Message>${message}</Message><RequestId>faulty-proxy</RequestId></Error>`;
+}
+
+export async function startFaultyProxy(upstream: string, plan: FaultPlan = {}, opts: { lifetimeMs?: number } = {}): Promise<FaultyProxy> {
+  const up = new URL(upstream);
+  const log: RequestRecord[] = [];
+  let current = new Plan(plan);
+
+  const answer = (res: ServerResponse, status: number, code: string, message: string): void => {
+    const body = errorXml(code, message);
+    res.writeHead(status, { 'content-type': 'application/xml', 'content-length': Buffer.byteLength(body) });
+    res.end(body);
+  };
+
+  const forward = (req: IncomingMessage, res: ServerResponse, fault: Fault | null): void => {
+    const upReq = httpRequest({ host: up.hostname, port: up.port, method: req.method, path: req.url, headers: req.headers }, (upRes) => {
+      if (fault === 'reset-after') {
+        // The server applied the request; the client never learns it did.
+        upRes.resume();
+        upRes.on('end', () => req.socket.destroy());
+        return;
+      }
+      res.writeHead(upRes.statusCode ?? 502, upRes.headers);
+      if (fault === 'truncate') {
+        const declared = Number(upRes.headers['content-length'] ?? '0');
+        const cut = Math.floor(declared / 2);
+        let sent = 0;
+        upRes.on('data', (chunk: Buffer) => {
+          if (sent >= cut) return;
+          const part = chunk.subarray(0, cut - sent);
+          sent += part.length;
+          res.write(part);
+          if (sent >= cut) {
+            upRes.destroy();
+            // Let the half body reach the client before the connection dies mid-response.
+            setTimeout(() => req.socket.destroy(), 20);
+          }
+        });
+        upRes.on('end', () => req.socket.destroy());
+        if (cut === 0) setTimeout(() => req.socket.destroy(), 20);
+        return;
+      }
+      upRes.pipe(res);
+    });
+    upReq.on('error', () => req.socket.destroy());
+    req.on('aborted', () => upReq.destroy());
+    res.on('close', () => {
+      if (!res.writableFinished) upReq.destroy();
+    });
+    req.pipe(upReq);
+  };
+
+  const server = createServer((req, res) => {
+    const u = new URL(req.url ?? '/', 'http://proxy');
+    const info: RequestInfo = { method: req.method ?? 'GET', path: u.pathname, query: u.searchParams };
+    const fault = current.draw(info);
+    log.push({ ...info, fault });
+    switch (fault) {
+      case 'status500':
+        req.resume();
+        req.on('end', () => answer(res, 500, 'InternalError', 'injected by faulty-proxy'));
+        return;
+      case 'status503':
+        req.resume();
+        req.on('end', () => answer(res, 503, 'SlowDown', 'Please reduce your request rate. (injected by faulty-proxy)'));
+        return;
+      case 'reset':
+        req.socket.destroy();
+        return;
+      case 'slow': {
+        req.pause();
+        const timer = setTimeout(() => forward(req, res, null), current.spec.slowMs ?? 2000);
+        req.socket.on('close', () => clearTimeout(timer));
+        return;
+      }
+      default:
+        forward(req, res, fault);
+    }
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as AddressInfo).port;
+
+  let stopping: Promise<void> | undefined;
+  const stop = (): Promise<void> => {
+    stopping ??= new Promise<void>((resolve) => {
+      clearTimeout(lifetime);
+      server.close(() => resolve());
+      server.closeAllConnections();
+    });
+    return stopping;
+  };
+  const lifetime = setTimeout(() => void stop(), opts.lifetimeMs ?? 10 * 60_000);
+  lifetime.unref();
+
+  return {
+    endpoint: `http://127.0.0.1:${port}`,
+    log,
+    get faultsInjected() {
+      return current.faults;
+    },
+    setPlan(p: FaultPlan) {
+      current = new Plan(p);
+    },
+    count(method: string, pred?: (r: RequestRecord) => boolean) {
+      return log.filter((r) => r.method === method && (pred === undefined || pred(r))).length;
+    },
+    stop,
+  };
+}
