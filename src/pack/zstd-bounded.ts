@@ -1,0 +1,74 @@
+/**
+ * Streaming zstd decoding whose output may never exceed a stated bound: the defence against
+ * decompression bombs in data a hostile registry serves.
+ */
+import binding from 'zstd-napi/binding.js';
+
+const OUT_CHUNK = 1 << 17;
+
+/**
+ * Incremental decoder of exactly one zstd frame whose decoded length must equal `rawLength`.
+ * `push` yields decoded pieces; `end` checks the frame was complete and nothing followed it.
+ */
+export class BoundedFrameDecoder {
+  private readonly dctx = new binding.DCtx();
+  private produced = 0;
+  private frameDone = false;
+  private readonly out = Buffer.allocUnsafe(OUT_CHUNK);
+
+  constructor(private readonly rawLength: number, private readonly describe: () => string) {}
+
+  /** Decodes `input`, calling `sink` with each decoded piece (valid only during the call). */
+  push(input: Uint8Array, sink: (piece: Buffer) => void): void {
+    let src = input;
+    while (src.length > 0 || !this.frameDone) {
+      if (this.frameDone) throw new Error(`${this.describe()}: ${src.length} bytes follow the end of the frame (stated compressed length too large)`);
+      const room = Math.min(OUT_CHUNK, this.rawLength - this.produced + 1);
+      const out = this.out.subarray(0, room);
+      const [ret, produced, consumed] = this.dctx.decompressStream(out, src);
+      src = src.subarray(consumed);
+      if (produced > 0) {
+        this.produced += produced;
+        if (this.produced > this.rawLength) throw new Error(`${this.describe()}: decodes to more than the stated ${this.rawLength} bytes`);
+        sink(out.subarray(0, produced));
+      }
+      if (ret === 0) this.frameDone = true;
+      else if (src.length === 0 && produced < out.length) return;
+    }
+  }
+
+  end(): void {
+    if (!this.frameDone) throw new Error(`${this.describe()}: compressed data ends mid-frame (truncated, or stated compressed length too small)`);
+    if (this.produced !== this.rawLength) throw new Error(`${this.describe()}: decodes to ${this.produced} bytes, stated ${this.rawLength}`);
+  }
+}
+
+/** Whole-buffer decoding (any number of frames) with an output cap. */
+export function decompressBounded(input: Uint8Array, max: number): Buffer {
+  const dctx = new binding.DCtx();
+  const pieces: Buffer[] = [];
+  let total = 0;
+  let src = input;
+  let ret = 0;
+  while (src.length > 0) {
+    const out = Buffer.allocUnsafe(OUT_CHUNK);
+    const r = dctx.decompressStream(out, src);
+    ret = r[0];
+    src = src.subarray(r[2]);
+    total += r[1];
+    if (total > max) throw new Error(`decodes to more than ${max} bytes`);
+    pieces.push(Buffer.from(out.subarray(0, r[1])));
+    if (r[1] === 0 && r[2] === 0) throw new Error('decoder made no progress');
+  }
+  // Drain what the decoder still holds once the input is consumed.
+  while (ret !== 0) {
+    const out = Buffer.allocUnsafe(OUT_CHUNK);
+    const r = dctx.decompressStream(out, src);
+    ret = r[0];
+    total += r[1];
+    if (total > max) throw new Error(`decodes to more than ${max} bytes`);
+    pieces.push(Buffer.from(out.subarray(0, r[1])));
+    if (r[1] === 0) throw new Error('compressed data ends mid-frame');
+  }
+  return Buffer.concat(pieces);
+}
