@@ -1,0 +1,189 @@
+/**
+ * Hashing file contents off the main thread. For small files the per-file cost (open, read,
+ * close, hash setup) dominates, so files go to worker threads in batches; each worker reads
+ * with synchronous calls (no thread-pool round trip per syscall) through one reused buffer,
+ * so memory stays at one buffer per worker whatever the file sizes.
+ */
+import { createHash } from 'node:crypto';
+import { closeSync, openSync, readSync } from 'node:fs';
+import { Worker } from 'node:worker_threads';
+import { MinisandboxError } from '../errors.js';
+
+export interface HashResult {
+  /** 64 lowercase hex digits. */
+  hex: string;
+  /** Bytes actually read (the caller compares it with the size it saw in lstat). */
+  size: number;
+}
+export type HashCallback = (err: Error | undefined, r: HashResult | undefined) => void;
+
+const READ_BUF = 1 << 20;
+
+/** Reads and hashes one file on the calling thread. */
+export function hashFileSync(path: Buffer | string, buf: Buffer): HashResult {
+  const fd = openSync(path, 'r');
+  try {
+    const h = createHash('sha256');
+    let size = 0;
+    for (;;) {
+      const n = readSync(fd, buf, 0, buf.length, null);
+      if (n === 0) break;
+      h.update(buf.subarray(0, n));
+      size += n;
+    }
+    return { hex: h.digest('hex'), size };
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/*
+ * The worker is plain JavaScript given as source (eval), so it runs the same under node, tsx
+ * and vitest without a TypeScript loader in the worker. Keep it in step with hashFileSync.
+ */
+const WORKER_SOURCE = `
+const { parentPort } = require('node:worker_threads');
+const { createHash } = require('node:crypto');
+const { openSync, readSync, closeSync } = require('node:fs');
+const buf = Buffer.allocUnsafe(${READ_BUF});
+parentPort.on('message', (batch) => {
+  const out = [];
+  for (const path of batch.paths) {
+    let fd;
+    try {
+      fd = openSync(path, 'r');
+      const h = createHash('sha256');
+      let size = 0;
+      for (;;) {
+        const n = readSync(fd, buf, 0, buf.length, null);
+        if (n === 0) break;
+        h.update(buf.subarray(0, n));
+        size += n;
+      }
+      out.push({ hex: h.digest('hex'), size });
+    } catch (e) {
+      out.push({ error: String(e && e.message || e), code: e && e.code });
+    } finally {
+      if (fd !== undefined) closeSync(fd);
+    }
+  }
+  parentPort.postMessage({ id: batch.id, out });
+});
+`;
+
+interface WorkerReply {
+  id: number;
+  out: Array<{ hex: string; size: number } | { error: string; code?: string }>;
+}
+
+interface Pending {
+  callbacks: HashCallback[];
+  bytes: number;
+  worker: number;
+}
+
+/**
+ * A pool of hashing workers fed in batches. `workers: 0` hashes on the calling thread (no
+ * worker start-up cost: right for tiny trees and as a baseline).
+ */
+export class HashPool {
+  private readonly workers: Worker[] = [];
+  private readonly load: number[] = [];
+  private readonly pending = new Map<number, Pending>();
+  private nextId = 0;
+  private batchPaths: Buffer[] = [];
+  private batchCbs: HashCallback[] = [];
+  private batchBytes = 0;
+  private readonly inlineBuf: Buffer | undefined;
+  private waiters: Array<() => void> = [];
+  private failure: Error | undefined;
+
+  constructor(
+    workers: number,
+    private readonly batchFiles = 128,
+    private readonly batchMaxBytes = 16 << 20,
+  ) {
+    if (workers <= 0) {
+      this.inlineBuf = Buffer.allocUnsafe(READ_BUF);
+      return;
+    }
+    for (let i = 0; i < workers; i++) {
+      const w = new Worker(WORKER_SOURCE, { eval: true });
+      w.on('message', (m: WorkerReply) => this.onReply(m));
+      w.on('error', (e) => this.fail(e));
+      this.workers.push(w);
+      this.load.push(0);
+    }
+  }
+
+  /** Queues one file; `cb` runs once its digest is known (or reading it failed). */
+  submit(path: Buffer, size: number, cb: HashCallback): void {
+    if (this.inlineBuf !== undefined) {
+      let r: HashResult | undefined;
+      let err: Error | undefined;
+      try {
+        r = hashFileSync(path, this.inlineBuf);
+      } catch (e) {
+        err = e as Error;
+      }
+      cb(err, r);
+      return;
+    }
+    this.batchPaths.push(path);
+    this.batchCbs.push(cb);
+    this.batchBytes += size;
+    if (this.batchPaths.length >= this.batchFiles || this.batchBytes >= this.batchMaxBytes) this.flush();
+  }
+
+  /** Sends the partial batch, so that a caller about to wait is not waiting on itself. */
+  flush(): void {
+    if (this.batchPaths.length === 0) return;
+    let w = 0;
+    for (let i = 1; i < this.load.length; i++) if (this.load[i]! < this.load[w]!) w = i;
+    const id = this.nextId++;
+    const bytes = this.batchBytes + this.batchPaths.length * 4096; // per-file cost counts too
+    this.pending.set(id, { callbacks: this.batchCbs, bytes, worker: w });
+    this.load[w]! += bytes;
+    this.workers[w]!.postMessage({ id, paths: this.batchPaths });
+    this.batchPaths = [];
+    this.batchCbs = [];
+    this.batchBytes = 0;
+  }
+
+  /** Resolves when at least one more batch has finished (or the pool failed). */
+  progress(): Promise<void> {
+    if (this.failure !== undefined) return Promise.reject(this.failure);
+    return new Promise((resolve) => this.waiters.push(resolve));
+  }
+
+  async close(): Promise<void> {
+    await Promise.all(this.workers.map((w) => w.terminate()));
+  }
+
+  private onReply(m: WorkerReply): void {
+    const p = this.pending.get(m.id);
+    if (p === undefined) return;
+    this.pending.delete(m.id);
+    this.load[p.worker]! -= p.bytes;
+    m.out.forEach((r, i) => {
+      const cb = p.callbacks[i]!;
+      if ('error' in r) {
+        const e = new Error(r.error) as NodeJS.ErrnoException;
+        if (r.code !== undefined) e.code = r.code;
+        cb(e, undefined);
+      } else cb(undefined, r);
+    });
+    this.wake();
+  }
+
+  private fail(e: Error): void {
+    this.failure = new MinisandboxError('CAPTURE_HASH', `hashing worker failed: ${e.message}`, { cause: e, hint: 'retry the capture; if it persists, run with hashWorkers: 0' });
+    this.wake();
+  }
+
+  private wake(): void {
+    const w = this.waiters;
+    this.waiters = [];
+    for (const f of w) f();
+  }
+}

@@ -1,0 +1,113 @@
+/**
+ * Streaming, validating manifest reader. A registry may be hostile, so beyond what
+ * parseEntryLine checks line by line (schema, safe path, strict order) it checks the manifest
+ * as a whole: the header, canonical form, a final newline (no truncation), hardlinks only to
+ * an earlier `file` entry, and no entry below a non-directory entry (a path through a symlink).
+ *
+ * Memory: a 32-byte hash per `file` entry (for the hardlink check) and the chain of entries
+ * whose subtree the reader is still inside; never the manifest itself.
+ */
+import { createHash } from 'node:crypto';
+import { createReadStream } from 'node:fs';
+import type { Readable } from 'node:stream';
+import { InvalidInputError, UnsafePathError } from '../errors.js';
+import { DigestSet } from './capture-digestset.js';
+import { canonicalJson, MANIFEST_HEADER, parseEntryLine, type Entry } from './manifest.js';
+import { decodePath } from './path.js';
+
+const HEADER_LINE = canonicalJson(MANIFEST_HEADER);
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+export async function* readManifest(source: Readable | string, label: string): AsyncIterable<Entry> {
+  const stream = typeof source === 'string' ? createReadStream(source, { highWaterMark: 1 << 20 }) : source;
+  const check = new ManifestChecker(label);
+  let rest: Buffer | undefined;
+  let lineNo = 0;
+  try {
+    for await (const chunk of stream) {
+      const buf: Buffer = rest === undefined ? (chunk as Buffer) : Buffer.concat([rest, chunk as Buffer]);
+      let start = 0;
+      for (let nl = buf.indexOf(0x0a, start); nl >= 0; nl = buf.indexOf(0x0a, start)) {
+        const e = check.line(decodeLine(buf.subarray(start, nl), ++lineNo, label), lineNo);
+        start = nl + 1;
+        if (e !== undefined) yield e;
+      }
+      rest = start < buf.length ? Buffer.from(buf.subarray(start)) : undefined;
+    }
+  } finally {
+    if (typeof source === 'string') stream.destroy();
+  }
+  if (rest !== undefined) throw new InvalidInputError(`${label}: truncated manifest: line ${lineNo + 1} has no final newline`, 'the manifest blob is incomplete; re-push the layer');
+  if (lineNo === 0) throw new InvalidInputError(`${label}: empty manifest (no header line)`, 'the manifest blob is incomplete; re-push the layer');
+}
+
+function decodeLine(b: Buffer, lineNo: number, label: string): string {
+  try {
+    return utf8.decode(b);
+  } catch {
+    throw new InvalidInputError(`${label}: line ${lineNo}: not valid UTF-8`);
+  }
+}
+
+/** The whole-manifest rules, fed one line at a time; pure apart from its own state. */
+export class ManifestChecker {
+  private prev: string | undefined;
+  private headerSeen = false;
+  private readonly files = new DigestSet();
+  /** Entries whose subtree a later entry may still fall in; each is inside the one below it. */
+  private readonly open: Array<{ raw: Buffer; dir: boolean; path: string }> = [];
+
+  constructor(private readonly label: string) {}
+
+  line(line: string, lineNo: number): Entry | undefined {
+    if (!this.headerSeen) {
+      if (line !== HEADER_LINE) throw new InvalidInputError(`${this.label}: line 1 is not the layer manifest header ${HEADER_LINE}`, 'this is not a minisandbox layer manifest, or it is truncated at the start');
+      this.headerSeen = true;
+      return undefined;
+    }
+    const e = parseEntryLine(line, lineNo, this.prev, this.label);
+    if (canonicalJson(e) !== line) throw new InvalidInputError(`${this.label}: line ${lineNo}: entry ${JSON.stringify(e.path)} is not in canonical form`);
+    this.prev = e.path;
+    const raw = decodePath(e.path);
+    this.checkParents(e, raw);
+    if (e.type === 'hardlink') {
+      if (!this.files.has(pathKey(decodePath(e.target)))) {
+        throw new UnsafePathError(e.path, `hardlink target ${JSON.stringify(e.target)} is not an earlier file entry of this layer`);
+      }
+    } else if (e.type === 'file') this.files.add(pathKey(raw));
+    this.open.push({ raw, dir: e.type === 'dir', path: e.path });
+    return e;
+  }
+
+  /*
+   * In byte-wise order, everything after X up to the first path that neither starts with `X/`
+   * nor sorts before `X/` is X's subtree or a name extending X with a byte below `/`. Those
+   * ranges nest, so a stack holds the candidates: pop the ones whose range is over, and any
+   * left that is a proper ancestor of this entry must be a directory.
+   */
+  private checkParents(e: Entry, raw: Buffer): void {
+    while (this.open.length > 0) {
+      const top = this.open[this.open.length - 1]!;
+      if (isBelow(raw, top.raw) || sortsBeforeSlash(raw, top.raw)) break;
+      this.open.pop();
+    }
+    for (const o of this.open) {
+      if (!o.dir && isBelow(raw, o.raw)) throw new UnsafePathError(e.path, `its parent ${JSON.stringify(o.path)} is not a directory in this layer (a path through a symlink or file)`);
+    }
+  }
+}
+
+function pathKey(raw: Buffer): Buffer {
+  return createHash('sha256').update(raw).digest();
+}
+
+/** p is strictly inside a (p starts with `a/`). */
+function isBelow(p: Buffer, a: Buffer): boolean {
+  return p.length > a.length + 1 && p[a.length] === 0x2f && p.compare(a, 0, a.length, 0, a.length) === 0;
+}
+
+/** p < a + '/' byte-wise (given p > a). */
+function sortsBeforeSlash(p: Buffer, a: Buffer): boolean {
+  const c = Buffer.compare(p.subarray(0, a.length + 1), Buffer.concat([a, Buffer.from('/')]));
+  return c < 0;
+}

@@ -1,0 +1,341 @@
+/**
+ * Capture: a directory tree becomes a layer manifest (canonical JSONL, sorted byte-wise by
+ * path), written and hashed as it is produced, plus a report of every distinct file content.
+ *
+ * The walk is iterative and visits paths in canonical order directly: in a directory's sorted
+ * listing, a subdirectory `d` contributes its own entry under key `d` and its contents under
+ * key `d/`, which is exactly where byte-wise order of full paths puts them (`d` < `d-x` < `d/a`).
+ * So memory is the listings of the directories on the current path, never the whole tree.
+ * File hashing runs in worker threads; entries wait in a bounded window until their digests
+ * are in, and leave it in canonical order.
+ */
+import { randomBytes } from 'node:crypto';
+import { closeSync, fsyncSync, lstatSync, openSync, readdirSync, readlinkSync, realpathSync, renameSync, rmSync, writeSync, type BigIntStats } from 'node:fs';
+import { availableParallelism } from 'node:os';
+import { createHash } from 'node:crypto';
+import { dirname, basename, join } from 'node:path';
+import type { Digest } from '../cas/digest.js';
+import { InvalidInputError, MinisandboxError } from '../errors.js';
+import { isErrno } from '../util/fs.js';
+import { HashPool, type HashResult } from './capture-hash.js';
+import { DigestSet } from './capture-digestset.js';
+import { fastEntryLine } from './capture-line.js';
+import { canonicalJson, MANIFEST_HEADER, type Entry } from './manifest.js';
+import { encodePath } from './path.js';
+import { readTreeXattrs, xattrKey, type TreeXattrs, type Xattrs } from './xattr.js';
+
+export { readManifest } from './capture-read.js';
+
+export interface CapturedObject {
+  digest: Digest;
+  size: number;
+  /** Absolute path of one file holding these bytes (read it again to pack it). */
+  path: string;
+}
+
+export interface CaptureOptions {
+  /** Where the manifest is written (atomically: temporary name, then rename). */
+  manifestPath: string;
+  /** The tree is an overlayfs upper dir: record whiteouts and opaque dirs. */
+  overlayUpper?: boolean;
+  /** Host id base subtracted from every uid/gid (trees written by a rootless sandbox). */
+  idShift?: number;
+  /** Called once per distinct content, in canonical order of first use; awaited (backpressure). */
+  onObject?: (o: CapturedObject) => void | Promise<void>;
+  /** Things skipped or worth knowing (sockets, ...). */
+  onWarning?: (message: string) => void;
+  /** Hashing worker threads; 0 hashes on the calling thread. Default: min(4, cores). */
+  hashWorkers?: number;
+}
+
+export interface CaptureResult {
+  /** sha256 of the manifest bytes: the layer's identity. */
+  digest: Digest;
+  manifestPath: string;
+  entries: number;
+  /** Regular file entries (hardlinks not counted). */
+  files: number;
+  /** Sum of regular file sizes. */
+  size: number;
+  /** Distinct contents. */
+  objects: number;
+}
+
+/** Entries waiting for their digest, at most this many, so memory does not grow with the tree. */
+const WINDOW = 8192;
+const WRITE_CHUNK = 1 << 20;
+
+interface Item {
+  entry: Entry;
+  /** Absolute source path of a regular file still being hashed or to be reported. */
+  abs?: Buffer;
+  ready: boolean;
+  error?: Error;
+}
+
+interface Frame {
+  abs: Buffer;
+  rel: Buffer | undefined;
+  items: Array<{ name: Buffer; key: Buffer; descend: boolean }>;
+  next: number;
+}
+
+export async function captureLayer(root: string, opts: CaptureOptions): Promise<CaptureResult> {
+  const rootReal = realpathSync(root);
+  const rootStat = lstatSync(rootReal);
+  if (!rootStat.isDirectory()) throw new InvalidInputError(`capture: ${root} is not a directory`);
+  const xattrs = await readTreeXattrs(rootReal);
+  const idShift = opts.idShift ?? 0;
+  const overlay = opts.overlayUpper ?? false;
+  const warn = opts.onWarning ?? (() => undefined);
+
+  const tmp = join(dirname(opts.manifestPath), `.${basename(opts.manifestPath)}.tmp-${process.pid}-${randomBytes(4).toString('hex')}`);
+  const fd = openSync(tmp, 'wx', 0o644);
+  const hash = createHash('sha256');
+  let out: string[] = [];
+  let outLen = 0;
+  const writeOut = (s: string): void => {
+    out.push(s);
+    outLen += s.length;
+    if (outLen >= WRITE_CHUNK) flushOut();
+  };
+  const flushOut = (): void => {
+    if (out.length === 0) return;
+    const b = Buffer.from(out.join(''), 'utf8');
+    hash.update(b);
+    let off = 0;
+    while (off < b.length) off += writeSync(fd, b, off, b.length - off);
+    out = [];
+    outLen = 0;
+  };
+
+  const pool = new HashPool(opts.hashWorkers ?? Math.min(4, availableParallelism()));
+  const seen = new DigestSet();
+  const links = new Map<string, string>(); // dev:ino -> path of the group's file entry (nlink > 1 only)
+  const queue: Item[] = [];
+  let head = 0;
+  const res = { entries: 0, files: 0, size: 0, objects: 0 };
+
+  const emit = async (it: Item): Promise<void> => {
+    if (it.error !== undefined) throw it.error;
+    const e = it.entry;
+    writeOut(fastEntryLine(e));
+    res.entries++;
+    if (e.type === 'file') {
+      res.files++;
+      res.size += e.size;
+      if (seen.add(Buffer.from(e.digest.slice(7), 'hex'))) {
+        res.objects++;
+        const r = opts.onObject?.({ digest: e.digest, size: e.size, path: it.abs!.toString() });
+        if (r !== undefined) await r;
+      }
+    }
+  };
+  /** Emits every finished item at the head of the window, in order. */
+  const drainReady = async (): Promise<void> => {
+    while (head < queue.length && queue[head]!.ready) {
+      const it = queue[head]!;
+      queue[head++] = undefined as unknown as Item; // let it be collected
+      await emit(it);
+    }
+    if (head > 4096 && head * 2 > queue.length) {
+      queue.splice(0, head);
+      head = 0;
+    }
+  };
+  /** Waits until the window has room (or, with `all`, until it is empty). */
+  const drain = async (all: boolean): Promise<void> => {
+    await drainReady();
+    while (queue.length - head >= (all ? 1 : WINDOW)) {
+      pool.flush();
+      await pool.progress();
+      await drainReady();
+    }
+  };
+
+  try {
+    writeOut(canonicalJson(MANIFEST_HEADER) + '\n');
+    const stack: Frame[] = [listDir(Buffer.from(rootReal), undefined)];
+    let sinceYield = 0;
+    while (stack.length > 0) {
+      const f = stack[stack.length - 1]!;
+      if (f.next >= f.items.length) {
+        stack.pop();
+        continue;
+      }
+      const item = f.items[f.next++]!;
+      const abs = Buffer.concat([f.abs, SLASH, item.name]);
+      const rel = f.rel === undefined ? item.name : Buffer.concat([f.rel, SLASH, item.name]);
+      if (item.descend) {
+        stack.push(listDir(abs, rel));
+        continue;
+      }
+      const it = makeItem(abs, rel, xattrs, overlay, idShift, links, warn);
+      if (it === undefined) continue;
+      queue.push(it);
+      if (!it.ready) {
+        const size = it.entry.type === 'file' ? it.entry.size : 0;
+        pool.submit(abs, size, (err, r) => settle(it, err, r));
+      }
+      if (queue.length - head >= WINDOW) await drain(false);
+      else if (++sinceYield >= 512) {
+        // let finished batches come back so the workers never starve while we walk
+        sinceYield = 0;
+        pool.flush();
+        await new Promise<void>((r) => setImmediate(r));
+        await drainReady();
+      }
+    }
+    await drain(true);
+    flushOut();
+    fsyncSync(fd);
+    closeSync(fd);
+    renameSync(tmp, opts.manifestPath);
+  } catch (e) {
+    try {
+      closeSync(fd);
+    } catch {
+      // already closed
+    }
+    rmSync(tmp, { force: true });
+    throw e;
+  } finally {
+    await pool.close();
+  }
+  return { digest: `sha256:${hash.digest('hex')}`, manifestPath: opts.manifestPath, ...res };
+}
+
+const SLASH = Buffer.from('/');
+
+function settle(it: Item, err: Error | undefined, r: HashResult | undefined): void {
+  it.ready = true;
+  const e = it.entry;
+  if (e.type !== 'file') return;
+  if (err !== undefined || r === undefined) {
+    it.error = treeChanged(e.path, err);
+    return;
+  }
+  if (r.size !== e.size) {
+    it.error = new InvalidInputError(`capture: ${JSON.stringify(e.path)} changed size while being read (${e.size} -> ${r.size} bytes)`, 'capture a tree nothing is writing to');
+    return;
+  }
+  e.digest = `sha256:${r.hex}`;
+}
+
+function treeChanged(path: string, cause: unknown): Error {
+  if (isErrno(cause, 'ENAMETOOLONG')) {
+    return new InvalidInputError(`capture: ${JSON.stringify(path)} is longer than PATH_MAX (4096 bytes) as an absolute path`, 'capture from a shorter root path or flatten the tree');
+  }
+  return new MinisandboxError('CAPTURE_IO', `capture: cannot read ${JSON.stringify(path)}: ${(cause as Error | undefined)?.message ?? 'unknown error'}`, {
+    cause,
+    hint: 'capture a tree nothing is writing to, readable by this user',
+  });
+}
+
+function listDir(abs: Buffer, rel: Buffer | undefined): Frame {
+  let dirents;
+  try {
+    dirents = readdirSync(abs, { encoding: 'buffer', withFileTypes: true });
+  } catch (e) {
+    throw treeChanged(rel === undefined ? '.' : encodePath(rel), e);
+  }
+  const items: Frame['items'] = [];
+  for (const d of dirents) {
+    const name = d.name as unknown as Buffer;
+    items.push({ name, key: name, descend: false });
+    if (d.isDirectory()) items.push({ name, key: Buffer.concat([name, SLASH]), descend: true });
+  }
+  items.sort((a, b) => Buffer.compare(a.key, b.key));
+  return { abs, rel, items, next: 0 };
+}
+
+function shiftId(id: number, base: number, what: string, path: string): number {
+  if (id < base) {
+    throw new InvalidInputError(
+      `capture: ${JSON.stringify(path)} has ${what} ${id}, below the id shift base ${base}`,
+      'the tree was not written only by the sandbox whose id base was given; fix the owner or capture without idShift',
+    );
+  }
+  return id - base;
+}
+
+const OVERLAY_XATTR = /^(trusted|user)\.overlay\./;
+
+function makeItem(
+  abs: Buffer,
+  rel: Buffer,
+  tree: TreeXattrs,
+  overlay: boolean,
+  idShift: number,
+  links: Map<string, string>,
+  warn: (m: string) => void,
+): Item | undefined {
+  const path = encodePath(rel);
+  let st: BigIntStats;
+  try {
+    st = lstatSync(abs, { bigint: true });
+  } catch (e) {
+    throw treeChanged(path, e);
+  }
+  const raw = tree.size === 0 ? undefined : tree.get(xattrKey(rel));
+  let xattrs: Xattrs | undefined;
+  let ovl: Xattrs | undefined;
+  if (raw !== undefined) {
+    for (const [k, v] of Object.entries(raw)) {
+      // overlayfs' own attributes are stacking metadata, expressed by whiteout/opaque entries
+      if (OVERLAY_XATTR.test(k)) (ovl ??= {})[k.replace(OVERLAY_XATTR, '')] = v;
+      else (xattrs ??= {})[k] = v;
+    }
+  }
+  if (overlay && ovl !== undefined && (ovl['redirect'] !== undefined || ovl['metacopy'] !== undefined)) {
+    throw new InvalidInputError(
+      `capture: ${JSON.stringify(path)} carries overlayfs ${ovl['redirect'] !== undefined ? 'redirect' : 'metacopy'} metadata, which a layer cannot express`,
+      'mount the sandbox overlay with redirect_dir=off,metacopy=off',
+    );
+  }
+  const mode = Number(st.mode & 0o7777n);
+  const uid = shiftId(Number(st.uid), idShift, 'uid', path);
+  const gid = shiftId(Number(st.gid), idShift, 'gid', path);
+  const common = { path, mode, uid, gid, mtime: st.mtimeNs.toString(), ...(xattrs === undefined ? {} : { xattrs }) };
+  if (st.isDirectory()) {
+    const opaque = overlay && ovl !== undefined && ovl['opaque'] !== undefined && Buffer.from(ovl['opaque'], 'base64').toString('latin1') === 'y';
+    return { entry: { type: 'dir', ...common, ...(opaque ? { opaque: true as const } : {}) }, ready: true };
+  }
+  if (st.isFile()) {
+    if (overlay && ovl !== undefined && ovl['whiteout'] !== undefined) return { entry: { type: 'whiteout', path }, ready: true };
+    if (st.nlink > 1n) {
+      const key = `${st.dev}:${st.ino}`;
+      const first = links.get(key);
+      // canonical order visits the byte-wise first name of a group first: it becomes the file
+      if (first !== undefined) return { entry: { type: 'hardlink', path, target: first }, ready: true };
+      links.set(key, path);
+    }
+    const size = Number(st.size);
+    // the digest is filled in when the hash arrives; until then the entry is not emitted
+    return { entry: { type: 'file', ...common, size, digest: PENDING }, abs, ready: false };
+  }
+  if (st.isSymbolicLink()) {
+    let target: Buffer;
+    try {
+      target = readlinkSync(abs, { encoding: 'buffer' });
+    } catch (e) {
+      throw treeChanged(path, e);
+    }
+    return { entry: { type: 'symlink', ...common, target: encodePath(target) }, ready: true };
+  }
+  if (st.isFIFO()) return { entry: { type: 'fifo', ...common }, ready: true };
+  if (st.isCharacterDevice() || st.isBlockDevice()) {
+    const rdev = st.rdev;
+    if (overlay && st.isCharacterDevice() && rdev === 0n) return { entry: { type: 'whiteout', path }, ready: true };
+    const major = Number(((rdev >> 8n) & 0xfffn) | ((rdev >> 32n) & ~0xfffn));
+    const minor = Number((rdev & 0xffn) | ((rdev >> 12n) & ~0xffn));
+    return { entry: { type: st.isCharacterDevice() ? 'char' : 'block', ...common, major, minor }, ready: true };
+  }
+  if (st.isSocket()) {
+    warn(`capture: skipped socket ${JSON.stringify(path)} (a socket cannot be recreated from a layer)`);
+    return undefined;
+  }
+  throw new InvalidInputError(`capture: ${JSON.stringify(path)} has an unknown file type (mode ${st.mode.toString(8)})`);
+}
+
+const PENDING = `sha256:${'0'.repeat(64)}` as Digest;

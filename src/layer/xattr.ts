@@ -1,0 +1,122 @@
+/**
+ * Extended attributes of a whole tree. Node has no xattr API, and spawning getfattr per file
+ * costs milliseconds each, so one `getfattr -R` process dumps the tree and we keep only the
+ * files that have attributes (usually few; the map grows with those, not with the file count).
+ */
+import { spawn } from 'node:child_process';
+import { HostCapabilityError, InvalidInputError } from '../errors.js';
+
+/** xattr name -> base64 value. */
+export type Xattrs = Record<string, string>;
+
+/**
+ * Map from the relative path's raw bytes (as a latin1 string, so any byte sequence is a key)
+ * to that entry's attributes. The root itself is not included.
+ */
+export type TreeXattrs = Map<string, Xattrs>;
+
+/** Key under which `readTreeXattrs` files a relative path (raw bytes). */
+export function xattrKey(rel: Buffer): string {
+  return rel.toString('latin1');
+}
+
+/**
+ * Dumps every attribute in every namespace the caller may read (as root: trusted.* and
+ * security.* too). `-h` reads symlinks' own attributes (without it getfattr fails on dangling
+ * ones), `-P` never walks through a symlinked directory.
+ */
+export async function readTreeXattrs(root: string): Promise<TreeXattrs> {
+  const child = spawn('getfattr', ['-R', '-h', '-P', '-d', '-m', '-', '-e', 'base64', '--absolute-names', '--', root], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const parser = new GetfattrParser(root);
+  let stderr = '';
+  child.stderr.setEncoding('utf8');
+  child.stderr.on('data', (d: string) => {
+    if (stderr.length < 4096) stderr += d;
+  });
+  const exited = new Promise<number | null>((resolve, reject) => {
+    child.on('error', (e) => {
+      reject(
+        (e as NodeJS.ErrnoException).code === 'ENOENT'
+          ? new HostCapabilityError('getfattr not found: capture needs it to read extended attributes', 'install the Debian package `attr`')
+          : e,
+      );
+    });
+    child.on('close', (code) => resolve(code));
+  });
+  for await (const chunk of child.stdout) parser.push(chunk as Buffer);
+  const code = await exited;
+  parser.end();
+  if (code !== 0) throw new InvalidInputError(`getfattr -R ${root} failed (exit ${code}): ${stderr.trim()}`, 'check that the tree is readable and unchanged during capture');
+  return parser.result;
+}
+
+/**
+ * Parses getfattr's dump format: `# file: NAME`, then `name=0sBASE64` lines, then a blank line.
+ * getfattr writes names with backslash, newline and other control bytes as `\ooo` octal escapes
+ * and every other byte raw, so the stream is split on raw newlines and unescaped byte-wise.
+ */
+export class GetfattrParser {
+  readonly result: TreeXattrs = new Map();
+  private readonly prefix: string;
+  private rest = '';
+  private current: { key: string; attrs: Xattrs } | undefined;
+
+  constructor(root: string) {
+    this.prefix = Buffer.from(root.endsWith('/') ? root : `${root}/`, 'utf8').toString('latin1');
+  }
+
+  push(chunk: Buffer): void {
+    // latin1 maps each byte to one char, so lines and escapes can be handled as strings
+    const text = this.rest + chunk.toString('latin1');
+    const lines = text.split('\n');
+    this.rest = lines.pop() ?? '';
+    for (const line of lines) this.line(line);
+  }
+
+  end(): void {
+    if (this.rest !== '') this.line(this.rest);
+    this.rest = '';
+    this.flush();
+  }
+
+  private line(line: string): void {
+    if (line.startsWith('# file: ')) {
+      this.flush();
+      const abs = unescapeOctal(line.slice(8));
+      const rootNoSlash = this.prefix.slice(0, -1);
+      if (abs === rootNoSlash) {
+        this.current = undefined;
+        return;
+      }
+      if (!abs.startsWith(this.prefix)) throw new InvalidInputError(`getfattr reported ${JSON.stringify(abs)} outside ${rootNoSlash}`);
+      this.current = { key: abs.slice(this.prefix.length), attrs: {} };
+      return;
+    }
+    if (line === '') {
+      this.flush();
+      return;
+    }
+    if (this.current === undefined) return; // the root's own attributes: the root is not an entry
+    const eq = line.indexOf('=');
+    const rawName = eq < 0 ? line : line.slice(0, eq);
+    const rawValue = eq < 0 ? '' : line.slice(eq + 1);
+    const name = Buffer.from(unescapeOctal(rawName), 'latin1').toString('utf8');
+    let value: string;
+    if (rawValue.startsWith('0s')) value = rawValue.slice(2);
+    else if (rawValue === '') value = '';
+    else throw new InvalidInputError(`getfattr: unexpected value encoding for ${name}: ${rawValue.slice(0, 20)}`);
+    this.current.attrs[name] = value;
+  }
+
+  private flush(): void {
+    if (this.current !== undefined && Object.keys(this.current.attrs).length > 0) this.result.set(this.current.key, this.current.attrs);
+    this.current = undefined;
+  }
+}
+
+function unescapeOctal(s: string): string {
+  if (!s.includes('\\')) return s;
+  return s.replace(/\\([0-7]{3})/g, (_m, o: string) => String.fromCharCode(parseInt(o, 8)));
+}
