@@ -1,0 +1,129 @@
+import { execFileSync } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { makeCalcRepo, resetCalcRepo, type CalcRepo } from './fixtures/calc-repo.js';
+import { hostEvalRunner } from './host-runner.js';
+import { START_TEST_OUTPUT } from './markers.js';
+import type { EvalRunner } from './runner.js';
+import { scoreInstance } from './score-instance.js';
+
+let root: string;
+let repo: CalcRepo;
+
+/** Each evaluation starts from the base tree, as each would in a fresh sandbox. */
+function freshRunner(maxOutputBytes?: number): EvalRunner {
+  const host = hostEvalRunner(maxOutputBytes === undefined ? {} : { maxOutputBytes });
+  return async (files, script, opts) => {
+    resetCalcRepo(repo);
+    return host(files, script, opts);
+  };
+}
+
+function score(patch: string | null, opts: { timeoutMs?: number; maxOutputBytes?: number } = {}) {
+  return scoreInstance(repo.instance, repo.spec, patch, freshRunner(opts.maxOutputBytes), {
+    timeoutMs: opts.timeoutMs ?? 30_000,
+    filesDir: join(root, 'files'),
+    modelName: 'test/model',
+  });
+}
+
+function processesMatching(pattern: string): string[] {
+  try {
+    return execFileSync('pgrep', ['-f', pattern], { encoding: 'utf8' }).trim().split('\n');
+  } catch {
+    return []; // pgrep exits 1 when nothing matches
+  }
+}
+
+/** A model patch made by editing calc.py's add(). */
+function patchAdd(body: string): string {
+  return repo.gold.replace('+    return a + b', body.split('\n').map((l) => `+${l}`).join('\n')).replace(/@@ -(\d+),(\d+) \+(\d+),(\d+) @@/, (_m, a, b, c, d) => `@@ -${a},${b} +${c},${Number(d) + body.split('\n').length - 1} @@`);
+}
+
+beforeAll(async () => {
+  root = await mkdtemp(join(tmpdir(), 'score-host-'));
+  repo = await makeCalcRepo(join(root, 'repo'));
+});
+afterAll(async () => {
+  await rm(root, { recursive: true, force: true });
+});
+
+describe('eval script run for real with bash on a git repository', () => {
+  it('resolves the gold patch, applied by plain git apply', async () => {
+    const { result, log } = await score(repo.gold);
+    expect(result.status).toBe('completed');
+    expect(result.applied_with).toBe('git apply --verbose');
+    expect(result.resolved).toBe(true);
+    expect(result.report).toMatchObject({ patch_is_None: false, patch_exists: true, patch_successfully_applied: true, resolved: true });
+    expect(result.report.tests_status?.FAIL_TO_PASS).toEqual({ success: [repo.names.add], failure: [] });
+    expect(result.report.tests_status?.PASS_TO_PASS.failure).toEqual([]);
+    expect(log).toContain(`+ : '${START_TEST_OUTPUT}'`);
+    // The test files were reset after the run, as the harness does.
+    expect(execFileSync('git', ['status', '--porcelain'], { cwd: repo.dir, encoding: 'utf8' })).toBe(' M calc.py\n');
+  });
+
+  it('does not resolve an empty patch: the new test fails on the base tree', async () => {
+    const { result } = await score(null);
+    expect(result.status).toBe('completed');
+    expect(result.resolved).toBe(false);
+    expect(result.report.patch_is_None).toBe(true);
+    expect(result.report.tests_status?.FAIL_TO_PASS.failure).toEqual([repo.names.add]);
+    expect(result.report.tests_status?.PASS_TO_PASS.failure).toEqual([]);
+  });
+
+  it('falls back to patch --fuzz for a patch whose context git apply rejects', async () => {
+    const fuzzy = repo.gold.replace(' def sub(a, b):', ' def sub(x, y):');
+    expect(fuzzy).not.toBe(repo.gold);
+    const { result, log } = await score(fuzzy);
+    expect(log).toContain('+ git apply --verbose --reject');
+    expect(result.applied_with).toBe('patch --batch --fuzz=5 -p1 -i');
+    expect(result.resolved).toBe(true);
+  });
+
+  it('reports patch apply failed for a patch that applies nowhere, and runs no test', async () => {
+    const broken = repo.gold.replaceAll('a - b', 'a * b').replace(' import math', ' import cmath').replace(' # calc module', ' # nothing like it');
+    const { result, log } = await score(broken);
+    expect(result.status).toBe('patch_apply_failed');
+    expect(result.resolved).toBe(false);
+    expect(result.report.patch_successfully_applied).toBe(false);
+    expect(result.report.tests_status).toBeUndefined();
+    expect(log).not.toContain(START_TEST_OUTPUT);
+  });
+
+  it('undoes a patch that edits the test files before the tests run', async () => {
+    // Fix add() and also weaken test_sub: the reset to the base commit restores the real test.
+    const cheat = execFileSync('bash', ['-c', `cd ${repo.dir} && git apply - && sed -i 's/sub(5, 3), 2/sub(5, 3), sub(5, 3)/' tests/test_calc.py && git diff && git checkout -q -- .`], {
+      input: repo.gold,
+      encoding: 'utf8',
+    });
+    expect(cheat).toContain('tests/test_calc.py');
+    const { result, log } = await score(cheat);
+    expect(result.resolved).toBe(true);
+    expect(log).toContain(`git checkout ${repo.baseCommit} -- tests/test_calc.py`);
+  });
+
+  it('kills a hanging test command at the timeout, with every process it started', async () => {
+    const tag = `${86_000 + Math.floor(Math.random() * 399)}.25`;
+    const hang = patchAdd(`    import subprocess\n    subprocess.run(['sleep', '${tag}'])\n    return a + b`);
+    const t0 = Date.now();
+    const { result, log } = await score(hang, { timeoutMs: 2_000 });
+    expect(Date.now() - t0).toBeLessThan(15_000);
+    expect(result.status).toBe('timeout');
+    expect(result.resolved).toBe(false);
+    expect(log).toContain('Timeout error: 2 seconds exceeded.');
+    expect(log).toContain(`${repo.names.add} ... `); // the hanging test had started
+    expect(processesMatching(`sleep ${tag}`)).toEqual([]);
+  });
+
+  it('grades a test suite that floods its output, keeping head and tail within the cap', async () => {
+    const flood = patchAdd(`    import sys\n    for _ in range(20000): sys.stderr.write('x' * 999 + '\\n')\n    return a + b`);
+    const { result, log } = await score(flood, { maxOutputBytes: 1 << 20 });
+    expect(result.runner?.truncated).toBe(true);
+    expect(Buffer.byteLength(log)).toBeLessThan((1 << 20) + 200);
+    expect(log).toMatch(/\[minisandbox: \d+ bytes of output elided\]/);
+    expect(result.status).toBe('completed');
+    expect(result.resolved).toBe(true);
+  });
+});
