@@ -135,7 +135,9 @@ export class S3Registry implements Registry {
       responseChecksumValidation: 'WHEN_REQUIRED',
       requestHandler: {
         connectionTimeout: opts.connectTimeoutMs ?? 10_000,
-        requestTimeout: opts.idleTimeoutMs ?? 60_000,
+        // Idle socket time, not total request time: a multi-GB pack may take minutes, a stalled
+        // socket is abandoned (and the request retried or the stream resumed).
+        socketTimeout: opts.idleTimeoutMs ?? 60_000,
         httpAgent: new HttpAgent(agentOpts),
         httpsAgent: new HttpsAgent(agentOpts),
       },
@@ -445,16 +447,17 @@ export class S3Registry implements Registry {
       };
       await Promise.all(Array.from({ length: Math.min(this.partConcurrency, count) }, worker));
       await this.retried(`COMPLETE-MULTIPART ${key}`, async (attempt) => {
-        try {
-          await this.budget.run(0, () => this.client.send(new CompleteMultipartUploadCommand({ Bucket: this.bucket, Key: key, UploadId: uploadId, MultipartUpload: { Parts: parts } })));
-        } catch (e) {
-          // A retried Complete whose first attempt did land finds the upload gone: the object is there.
-          if (attempt > 1 && isNotFound(e)) {
-            const h = await this.headObject(key);
-            if (h !== null && h.size === size) return;
+        // An earlier attempt may have landed with its answer lost; the upload id is then gone
+        // (servers answer 404 or 500 to it), but the object is there.
+        if (attempt > 1) {
+          const h = await this.headObject(key);
+          if (h !== null && h.size === size) {
+            // Ours or a racing pusher's: either way the blob is whole; drop our upload if it lingers.
+            await this.abortMultipart(key, uploadId);
+            return;
           }
-          throw e;
         }
+        await this.budget.run(0, () => this.client.send(new CompleteMultipartUploadCommand({ Bucket: this.bucket, Key: key, UploadId: uploadId, MultipartUpload: { Parts: parts } })));
       });
     } catch (e) {
       await this.abortMultipart(key, uploadId);

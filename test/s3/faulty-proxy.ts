@@ -22,6 +22,10 @@ export interface RequestInfo {
 
 export interface RequestRecord extends RequestInfo {
   fault: Fault | null;
+  /** The request headers that tests assert on (ranges, conditional writes). */
+  range: string | undefined;
+  ifMatch: string | undefined;
+  ifNoneMatch: string | undefined;
 }
 
 export interface FaultPlan {
@@ -152,7 +156,7 @@ export async function startFaultyProxy(upstream: string, plan: FaultPlan = {}, o
     const u = new URL(req.url ?? '/', 'http://proxy');
     const info: RequestInfo = { method: req.method ?? 'GET', path: u.pathname, query: u.searchParams };
     const fault = current.draw(info);
-    log.push({ ...info, fault });
+    log.push({ ...info, fault, range: req.headers.range, ifMatch: req.headers['if-match'], ifNoneMatch: req.headers['if-none-match'] });
     switch (fault) {
       case 'status500':
         req.resume();
