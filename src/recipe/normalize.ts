@@ -11,7 +11,7 @@ import { canonicalJson } from '../layer/manifest.js';
 import { NotFoundError } from '../errors.js';
 import { isErrno } from '../util/fs.js';
 import { treeDigest } from './tree.js';
-import type { BaseSource, Recipe } from './schema.js';
+import type { BaseSource, InstanceRecipe, Recipe } from './schema.js';
 
 const Vars = z.record(z.string(), z.string());
 
@@ -58,6 +58,7 @@ export const NormalizedInstanceSchema = z.strictObject({
 export const NormalizedRecipeSchema = z.discriminatedUnion('kind', [NormalizedBaseSchema, NormalizedEnvSchema, NormalizedInstanceSchema]);
 export type NormalizedRecipe = z.infer<typeof NormalizedRecipeSchema>;
 export type NormalizedBase = z.infer<typeof NormalizedBaseSchema>;
+export type NormalizedInstance = z.infer<typeof NormalizedInstanceSchema>;
 
 async function fileDigest(path: string): Promise<Digest> {
   try {
@@ -109,17 +110,22 @@ export async function normalizeRecipe(recipe: Recipe): Promise<NormalizedRecipe>
       };
     }
     case 'instance':
-      return {
-        v: 1,
-        kind: 'instance',
-        repoName: recipe.repoName,
-        commit: recipe.commit,
-        workdir: recipe.workdir,
-        commands: recipe.commands,
-        env: recipe.env,
-        shell: recipe.shell,
-      };
+      return normalizeInstance(recipe);
   }
+}
+
+/** Instance recipes name no local content, so they normalize without I/O (plans build them from dataset rows). */
+export function normalizeInstance(recipe: InstanceRecipe): NormalizedInstance {
+  return {
+    v: 1,
+    kind: 'instance',
+    repoName: recipe.repoName,
+    commit: recipe.commit,
+    workdir: recipe.workdir,
+    commands: recipe.commands,
+    env: recipe.env,
+    shell: recipe.shell,
+  };
 }
 
 /** sha256 of the normalized recipe alone: identifies "the same recipe" before parents are known. */
