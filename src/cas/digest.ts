@@ -22,7 +22,7 @@ export function sha256(data: Uint8Array | string): Digest {
   return `sha256:${createHash('sha256').update(data).digest('hex')}`;
 }
 
-export async function sha256File(path: string): Promise<{ digest: Digest; size: number }> {
+export async function sha256File(path: string | Buffer): Promise<{ digest: Digest; size: number }> {
   const h = createHash('sha256');
   let size = 0;
   for await (const chunk of createReadStream(path, { highWaterMark: 1 << 20 })) {

@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import type { Digest } from '../cas/digest.js';
 import { verifyDigest } from '../cas/digest.js';
 import type { PackRef } from '../layer/env.js';
-import { type PackIndex, parsePackIndex } from '../pack/index.js';
+import { type PackIndex, parsePackIndex } from '../pack/pack-index.js';
 import type { Registry } from '../registry/registry.js';
 import { isErrno } from '../util/fs.js';
 import type { StorePaths } from './paths.js';

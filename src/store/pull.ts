@@ -11,7 +11,7 @@ import { InvalidInputError } from '../errors.js';
 import { readManifest } from '../layer/capture.js';
 import type { EnvConfig, LayerRef } from '../layer/env.js';
 import { fetchObjects } from '../pack/reader.js';
-import type { PackIndexEntry } from '../pack/index.js';
+import type { PackIndexEntry } from '../pack/pack-index.js';
 import type { Registry } from '../registry/registry.js';
 import { canonicalJson } from '../layer/manifest.js';
 import { isErrno } from '../util/fs.js';

@@ -54,7 +54,7 @@ export async function pushTree(reg: Registry, store: StorePaths, dir: string, op
     opts.onProgress?.({ phase: 'catalog' });
     const catalog = await loadCatalog(reg, store);
     const used = new Map<Digest, PackRef>();
-    const writer = new PackWriter({ dir: work });
+    const writer = new PackWriter({ tempDir: work });
     let reused = 0;
     opts.onProgress?.({ phase: 'capture' });
     const manifestPath = join(work, 'manifest.jsonl');
@@ -101,6 +101,13 @@ export async function pushTree(reg: Registry, store: StorePaths, dir: string, op
       layers: [...(parentConfig?.layers ?? []), layer],
       config: RuntimeConfigSchema.parse({ ...(parentConfig?.config ?? {}), ...(opts.config ?? {}) }),
     };
+    // Reused packs were found in the catalog earlier; a registry gc may have removed an
+    // unreferenced one since. Check before publishing anything that reaches them.
+    for (const p of layer.packs) {
+      if ((await reg.statBlob(p.pack)) === null || (await reg.statBlob(p.index)) === null) {
+        throw new NotFoundError(`pack ${p.pack} vanished during the push (a concurrent gc?)`, 'run the push again');
+      }
+    }
     const envDigest = await putJsonBlob(reg, env);
     if (opts.tag !== undefined) await reg.putRef(opts.tag, envDigest);
     return { env: envDigest, layer, newObjects, newBytes, reusedObjects: reused, packs: packs.length };

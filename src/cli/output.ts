@@ -1,0 +1,108 @@
+/**
+ * How commands talk to people and scripts: progress on a terminal as one rewritten line on stderr,
+ * as JSON lines on stderr when stderr is not a terminal; results as text, or as one JSON document
+ * on stdout with --json. Exit codes mean something (see EXIT).
+ */
+import { MinisandboxError, errorMessage } from '../errors.js';
+
+export const EXIT = {
+  ok: 0,
+  /** The operation ran and found problems (verify), or failed. */
+  failed: 1,
+  /** Bad input: usage, invalid recipe/manifest/ref. */
+  invalid: 2,
+  notFound: 3,
+  /** The host lacks something (user namespaces, uidmap, ...). */
+  host: 4,
+} as const;
+
+export class Output {
+  private lastLen = 0;
+  private lastAt = 0;
+  constructor(
+    readonly json: boolean,
+    private readonly stderr: NodeJS.WriteStream = process.stderr,
+    private readonly stdout: NodeJS.WriteStream = process.stdout,
+  ) {}
+
+  get tty(): boolean {
+    return this.stderr.isTTY === true;
+  }
+
+  /** A progress event: throttled line on a terminal, a JSON line otherwise. */
+  progress(event: Record<string, unknown> & { message: string }): void {
+    if (!this.tty) {
+      this.stderr.write(`${JSON.stringify({ type: 'progress', time: new Date().toISOString(), ...event })}\n`);
+      return;
+    }
+    const now = Date.now();
+    if (now - this.lastAt < 80) return;
+    this.lastAt = now;
+    const cols = this.stderr.columns ?? 100;
+    const line = event.message.length > cols - 1 ? `${event.message.slice(0, cols - 2)}…` : event.message;
+    this.stderr.write(`\r${line.padEnd(this.lastLen)}`);
+    this.lastLen = line.length;
+  }
+
+  /** Ends a progress line so the next output starts clean. */
+  done(): void {
+    if (this.tty && this.lastLen > 0) this.stderr.write(`\r${' '.repeat(this.lastLen)}\r`);
+    this.lastLen = 0;
+  }
+
+  /** The command's result: `human` for people, `value` for --json. */
+  result(value: unknown, human: () => string): void {
+    this.done();
+    if (this.json) this.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
+    else {
+      const text = human();
+      if (text.length > 0) this.stdout.write(text.endsWith('\n') ? text : `${text}\n`);
+    }
+  }
+
+  warn(message: string): void {
+    this.done();
+    if (this.tty || !this.json) this.stderr.write(`warning: ${message}\n`);
+    else this.stderr.write(`${JSON.stringify({ type: 'warning', message })}\n`);
+  }
+
+  /** Reports an error and returns the exit code it maps to. */
+  error(e: unknown): number {
+    this.done();
+    const code = e instanceof MinisandboxError ? e.code : 'ERROR';
+    const hint = e instanceof MinisandboxError ? e.hint : undefined;
+    if (this.json) this.stdout.write(`${JSON.stringify({ error: { code, message: errorMessage(e), hint } })}\n`);
+    this.stderr.write(`error: ${errorMessage(e)}\n${hint !== undefined ? `hint: ${hint}\n` : ''}`);
+    if (!(e instanceof MinisandboxError) && process.env.MINISANDBOX_DEBUG && e instanceof Error) this.stderr.write(`${e.stack ?? ''}\n`);
+    switch (code) {
+      case 'INVALID_INPUT':
+      case 'UNSAFE_PATH':
+      case 'USAGE':
+        return EXIT.invalid;
+      case 'NOT_FOUND':
+        return EXIT.notFound;
+      case 'HOST_CAPABILITY':
+        return EXIT.host;
+      default:
+        return EXIT.failed;
+    }
+  }
+}
+
+export function formatBytes(n: number): string {
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let v = n;
+  let i = 0;
+  while (v >= 1024 && i < units.length - 1) {
+    v /= 1024;
+    i++;
+  }
+  return `${i === 0 ? v : v.toFixed(1)} ${units[i]}`;
+}
+
+/** Plain left-aligned table for terminal output. */
+export function table(rows: string[][]): string {
+  const widths: number[] = [];
+  for (const r of rows) r.forEach((c, i) => (widths[i] = Math.max(widths[i] ?? 0, c.length)));
+  return rows.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i] ?? 0))).join('  ')).join('\n');
+}

@@ -1,0 +1,124 @@
+/**
+ * Store garbage collection. Roots: the envs of the store's refs and the layers leased by live
+ * sandboxes. Everything else older than the grace period goes: unreached layer trees, their
+ * manifests, pool inodes no layer links to any more (link count 1), staged objects, crash leftovers.
+ */
+import { lstat, readFile, readdir, rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import { DigestSchema, digestHex } from '../cas/digest.js';
+import { EnvConfigSchema } from '../layer/env.js';
+import { isErrno } from '../util/fs.js';
+import { liveLeases } from './leases.js';
+import type { StorePaths } from './paths.js';
+
+export interface StoreGcResult {
+  removedLayers: string[];
+  removedManifests: number;
+  removedLinks: number;
+  removedObjects: number;
+  removedTmp: number;
+  freedBytes: number;
+}
+
+async function list(dir: string): Promise<string[]> {
+  try {
+    return await readdir(dir);
+  } catch (e) {
+    if (isErrno(e, 'ENOENT')) return [];
+    throw e;
+  }
+}
+
+async function treeBytes(p: string): Promise<number> {
+  const st = await lstat(p).catch(() => null);
+  if (st === null) return 0;
+  if (!st.isDirectory()) return st.nlink <= 1 ? st.size : 0;
+  let n = 0;
+  for (const c of await list(p)) n += await treeBytes(join(p, c));
+  return n;
+}
+
+export async function gcStore(store: StorePaths, opts: { graceMs: number; dryRun: boolean; now?: number }): Promise<StoreGcResult> {
+  const now = opts.now ?? Date.now();
+  const old = async (p: string): Promise<boolean> => {
+    const st = await lstat(p).catch(() => null);
+    return st !== null && now - st.mtimeMs >= opts.graceMs;
+  };
+  const liveLayers = new Set<string>();
+  const liveEnvs = new Set<string>();
+  for (const name of await list(store.refsDir)) {
+    const d = DigestSchema.safeParse((await readFile(join(store.refsDir, name), 'utf8').catch(() => '')).trim());
+    if (!d.success) continue;
+    liveEnvs.add(digestHex(d.data));
+    const env = EnvConfigSchema.safeParse(await readFile(store.env(d.data), 'utf8').then((s) => JSON.parse(s) as unknown).catch(() => null));
+    if (env.success) for (const l of env.data.layers) liveLayers.add(digestHex(l.digest));
+  }
+  const leased = new Set<string>();
+  for (const lease of await liveLeases(store)) for (const l of lease.layers) leased.add(l);
+
+  const res: StoreGcResult = { removedLayers: [], removedManifests: 0, removedLinks: 0, removedObjects: 0, removedTmp: 0, freedBytes: 0 };
+  const remove = async (p: string): Promise<void> => {
+    if (!opts.dryRun) await rm(p, { recursive: true, force: true });
+  };
+
+  // Layer trees first, so that the link counts below already reflect their removal.
+  for (const name of await list(store.layersDir)) {
+    const p = join(store.layersDir, name);
+    if (name.startsWith('.tmp-') || name.endsWith('.lock')) {
+      if (await old(p)) {
+        res.removedTmp++;
+        await remove(p);
+      }
+      continue;
+    }
+    const hex = name.split('+')[0] ?? name;
+    if (liveLayers.has(hex) || leased.has(name) || !(await old(p))) continue;
+    res.removedLayers.push(name);
+    await remove(p);
+  }
+  const keptLayerHex = new Set((await list(store.layersDir)).map((n) => n.split('+')[0] ?? n));
+  for (const h of liveLayers) keptLayerHex.add(h);
+  for (const name of await list(join(store.root, 'manifests'))) {
+    const hex = name.split('.')[0] ?? name;
+    if (keptLayerHex.has(hex)) continue;
+    const p = join(store.root, 'manifests', name);
+    if (!(await old(p))) continue;
+    res.removedManifests++;
+    await remove(p);
+  }
+  for (const name of await list(join(store.root, 'envs'))) {
+    const p = join(store.root, 'envs', name);
+    if (liveEnvs.has(name.replace(/\.json$/, '')) || !(await old(p))) continue;
+    await remove(p);
+  }
+  for (const hex of await list(store.linksDir)) {
+    const dir = join(store.linksDir, hex);
+    const names = await list(dir);
+    let left = names.length;
+    for (const n of names) {
+      const p = join(dir, n);
+      const st = await lstat(p).catch(() => null);
+      if (st === null || st.nlink > 1 || now - st.mtimeMs < opts.graceMs) continue;
+      res.removedLinks++;
+      res.freedBytes += st.size;
+      left--;
+      await remove(p);
+    }
+    if (left === 0 && !opts.dryRun) await rm(dir, { recursive: true, force: true });
+  }
+  for (const name of await list(store.objectsDir)) {
+    const p = join(store.objectsDir, name);
+    if (!(await old(p))) continue;
+    res.removedObjects++;
+    res.freedBytes += await treeBytes(p);
+    await remove(p);
+  }
+  for (const name of await list(store.tmpDir)) {
+    const p = join(store.tmpDir, name);
+    if (!(await old(p))) continue;
+    res.removedTmp++;
+    await remove(p);
+  }
+  return res;
+}
+

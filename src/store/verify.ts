@@ -1,0 +1,142 @@
+/**
+ * `verify`: recompute every digest in a registry and a store, and check that every ref reaches
+ * only blobs that exist. Reports problems instead of stopping at the first.
+ */
+import { createHash } from 'node:crypto';
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import { type Digest, DigestSchema, sha256File } from '../cas/digest.js';
+import { errorMessage } from '../errors.js';
+import { readManifest } from '../layer/capture.js';
+import { decodePath } from '../layer/path.js';
+import { fetchObjects } from '../pack/reader.js';
+import { parsePackIndex } from '../pack/pack-index.js';
+import { envClosure } from '../registry/closure.js';
+import type { Registry } from '../registry/registry.js';
+import { isErrno } from '../util/fs.js';
+import type { StorePaths } from './paths.js';
+
+export interface Problem {
+  kind: 'corrupt-blob' | 'missing-blob' | 'dangling-ref' | 'bad-pack' | 'bad-catalog' | 'corrupt-store' | 'bad-layer';
+  subject: string;
+  detail: string;
+}
+
+export interface VerifyReport {
+  blobs: number;
+  packs: number;
+  objects: number;
+  refs: number;
+  storeFiles: number;
+  problems: Problem[];
+}
+
+async function hashStream(s: NodeJS.ReadableStream): Promise<Digest> {
+  const h = createHash('sha256');
+  for await (const c of s) h.update(c as Buffer);
+  return `sha256:${h.digest('hex')}`;
+}
+
+export async function verifyRegistry(reg: Registry, scratchDir: string, onProgress?: (what: string) => void): Promise<Omit<VerifyReport, 'storeFiles'>> {
+  const problems: Problem[] = [];
+  const present = new Set<Digest>();
+  let blobs = 0;
+  for await (const b of reg.listBlobs()) {
+    blobs++;
+    onProgress?.(`blob ${b.digest}`);
+    try {
+      const actual = await hashStream(await reg.openBlob(b.digest));
+      if (actual === b.digest) present.add(b.digest);
+      else problems.push({ kind: 'corrupt-blob', subject: b.digest, detail: `content hashes to ${actual}` });
+    } catch (e) {
+      problems.push({ kind: 'corrupt-blob', subject: b.digest, detail: errorMessage(e) });
+    }
+  }
+  let packs = 0;
+  let objects = 0;
+  for await (const p of reg.listPacks()) {
+    packs++;
+    if (!present.has(p.pack) || !present.has(p.index)) {
+      problems.push({ kind: 'bad-catalog', subject: p.pack, detail: `pack or its index ${p.index} is missing or corrupt` });
+      continue;
+    }
+    onProgress?.(`pack ${p.pack}`);
+    const dir = await mkdtemp(join(scratchDir, 'verify-'));
+    try {
+      const index = parsePackIndex(await reg.getBlob(p.index), p.index);
+      // Decompressing every object and checking its digest is the only way to trust a pack.
+      await fetchObjects(reg, p.pack, index.entries, dir, { concurrency: 2 });
+      objects += index.entries.length;
+    } catch (e) {
+      problems.push({ kind: 'bad-pack', subject: p.pack, detail: errorMessage(e) });
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  }
+  let refs = 0;
+  for await (const r of reg.listRefs()) {
+    refs++;
+    try {
+      const c = await envClosure(reg, r.digest);
+      for (const b of c.blobs) {
+        if (!present.has(b)) problems.push({ kind: 'dangling-ref', subject: r.name, detail: `reaches missing or corrupt blob ${b}` });
+      }
+    } catch (e) {
+      problems.push({ kind: 'dangling-ref', subject: r.name, detail: errorMessage(e) });
+    }
+  }
+  return { blobs, packs, objects, refs, problems };
+}
+
+async function list(dir: string): Promise<string[]> {
+  try {
+    return await readdir(dir);
+  } catch (e) {
+    if (isErrno(e, 'ENOENT')) return [];
+    throw e;
+  }
+}
+
+/** Every pooled inode and staged object against its name; every laid-out layer against its manifest. */
+export async function verifyStore(store: StorePaths, onProgress?: (what: string) => void): Promise<{ storeFiles: number; problems: Problem[] }> {
+  const problems: Problem[] = [];
+  let storeFiles = 0;
+  for (const hex of await list(store.linksDir)) {
+    for (const n of await list(join(store.linksDir, hex))) {
+      storeFiles++;
+      const p = join(store.linksDir, hex, n);
+      const { digest } = await sha256File(p);
+      if (digest !== `sha256:${hex}`) problems.push({ kind: 'corrupt-store', subject: p, detail: `content hashes to ${digest}` });
+    }
+  }
+  for (const hex of await list(store.objectsDir)) {
+    storeFiles++;
+    const p = join(store.objectsDir, hex);
+    const { digest } = await sha256File(p);
+    if (digest !== `sha256:${hex}`) problems.push({ kind: 'corrupt-store', subject: p, detail: `content hashes to ${digest}` });
+  }
+  for (const name of await list(store.layersDir)) {
+    if (name.startsWith('.') || name.endsWith('.lock')) continue;
+    const d = DigestSchema.safeParse(`sha256:${name.split('+')[0]}`);
+    if (!d.success) continue;
+    onProgress?.(`layer ${name}`);
+    const dir = join(store.layersDir, name);
+    try {
+      const manifestPath = store.manifest(d.data);
+      const actual = (await sha256File(manifestPath)).digest;
+      if (actual !== d.data) {
+        problems.push({ kind: 'corrupt-store', subject: manifestPath, detail: `manifest hashes to ${actual}` });
+        continue;
+      }
+      for await (const e of readManifest(manifestPath, `layer ${d.data}`)) {
+        if (e.type !== 'file') continue;
+        const p = Buffer.concat([Buffer.from(`${dir}/`), decodePath(e.path)]);
+        const got = await sha256File(p).catch(() => null);
+        if (got === null || got.digest !== e.digest) problems.push({ kind: 'bad-layer', subject: `${name}/${e.path}`, detail: got === null ? 'missing' : `content hashes to ${got.digest}` });
+      }
+    } catch (e) {
+      problems.push({ kind: 'bad-layer', subject: name, detail: errorMessage(e) });
+    }
+  }
+  return { storeFiles, problems };
+}
