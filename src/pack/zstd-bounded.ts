@@ -18,11 +18,15 @@ export class BoundedFrameDecoder {
 
   constructor(private readonly rawLength: number, private readonly describe: () => string) {}
 
-  /** Decodes `input`, calling `sink` with each decoded piece (valid only during the call). */
-  push(input: Uint8Array, sink: (piece: Buffer) => void): void {
+  /**
+   * Decodes `input`, yielding decoded pieces. A piece is a view of a reused buffer: consume it
+   * before advancing the iterator.
+   */
+  *decode(input: Uint8Array): Generator<Buffer, void, undefined> {
     let src = input;
     while (src.length > 0 || !this.frameDone) {
       if (this.frameDone) throw new Error(`${this.describe()}: ${src.length} bytes follow the end of the frame (stated compressed length too large)`);
+      // One byte of room past the stated length, so a frame that decodes longer is caught.
       const room = Math.min(OUT_CHUNK, this.rawLength - this.produced + 1);
       const out = this.out.subarray(0, room);
       const [ret, produced, consumed] = this.dctx.decompressStream(out, src);
@@ -30,7 +34,7 @@ export class BoundedFrameDecoder {
       if (produced > 0) {
         this.produced += produced;
         if (this.produced > this.rawLength) throw new Error(`${this.describe()}: decodes to more than the stated ${this.rawLength} bytes`);
-        sink(out.subarray(0, produced));
+        yield out.subarray(0, produced);
       }
       if (ret === 0) this.frameDone = true;
       else if (src.length === 0 && produced < out.length) return;

@@ -1,0 +1,168 @@
+/**
+ * Pulls the wanted objects out of one pack frame as its compressed bytes arrive: decodes with the
+ * output bounded by the index's stated frame length, hashes each object while streaming, and
+ * publishes it as `<destDir>/<hex>` by temp name + rename only when its digest matches.
+ */
+import { createHash, randomBytes, type Hash } from 'node:crypto';
+import { open, rename, rm, writeFile, type FileHandle } from 'node:fs/promises';
+import { join } from 'node:path';
+import { digestHex, type Digest } from '../cas/digest.js';
+import { DigestMismatchError } from '../errors.js';
+import { CorruptPackError } from './errors.js';
+import type { PackIndexEntry } from './pack-index.js';
+import { BoundedFrameDecoder } from './zstd-bounded.js';
+
+/** Objects up to this size are collected in memory and written with one call. */
+const SMALL_OBJECT_BYTES = 1 << 20;
+/** Small-object writes in flight per frame: hides file-creation latency. */
+const WRITES_IN_FLIGHT = 32;
+
+export interface FrameRef {
+  offset: number;
+  length: number;
+  rawLength: number;
+}
+
+interface Current {
+  entry: PackIndexEntry;
+  hash: Hash;
+  got: number;
+  pieces: Buffer[] | null;
+  fh: FileHandle | null;
+  tmp: string;
+}
+
+export function tempName(destDir: string, digest: Digest): string {
+  return join(destDir, `.tmp-${digestHex(digest)}-${process.pid}-${randomBytes(4).toString('hex')}`);
+}
+
+export function finalName(destDir: string, digest: Digest): string {
+  return join(destDir, digestHex(digest));
+}
+
+export class FrameExtractor {
+  private readonly decoder: BoundedFrameDecoder;
+  private pos = 0;
+  private next = 0;
+  private cur: Current | null = null;
+  private readonly writes: Promise<void>[] = [];
+
+  /** `wanted` must be sorted by offset and lie inside the frame (validated by the caller). */
+  constructor(
+    private readonly pack: Digest,
+    private readonly frame: FrameRef,
+    private readonly wanted: PackIndexEntry[],
+    private readonly destDir: string,
+    private readonly onObject: (e: PackIndexEntry) => void,
+  ) {
+    this.decoder = new BoundedFrameDecoder(frame.rawLength, () => `pack ${pack} frame at ${frame.offset}`);
+  }
+
+  /** Feeds compressed bytes of this frame, in order. */
+  async push(input: Uint8Array): Promise<void> {
+    try {
+      for (const piece of this.decoder.decode(input)) await this.take(piece);
+    } catch (e) {
+      throw await this.failed(e);
+    }
+  }
+
+  /** Called after the last compressed byte: checks the frame was whole and every object came out. */
+  async end(): Promise<void> {
+    try {
+      this.decoder.end();
+      if (this.cur || this.next < this.wanted.length) throw new Error('frame ended before all its objects');
+      await Promise.all(this.writes.splice(0));
+    } catch (e) {
+      throw await this.failed(e);
+    }
+  }
+
+  /** Cleans up after an error and turns it into one that names the objects affected. */
+  private async failed(e: unknown): Promise<unknown> {
+    await Promise.allSettled(this.writes.splice(0));
+    if (this.cur) {
+      await this.cur.fh?.close().catch(() => undefined);
+      await rm(this.cur.tmp, { force: true });
+    }
+    if (e instanceof DigestMismatchError || e instanceof CorruptPackError) return e;
+    const affected = this.wanted.slice(this.cur ? this.next - 1 : this.next).map((w) => w.digest);
+    const names = affected.slice(0, 3).join(', ') + (affected.length > 3 ? ` and ${affected.length - 3} more` : '');
+    const msg = e instanceof Error ? e.message : String(e);
+    return new CorruptPackError(`pack ${this.pack}, frame at ${this.frame.offset}: ${msg}; objects not extracted: ${names || 'none'}`, { cause: e });
+  }
+
+  /** Routes one decoded piece (valid only until the next await of the caller's loop). */
+  private async take(piece: Buffer): Promise<void> {
+    let p = piece;
+    while (p.length > 0) {
+      if (!this.cur) {
+        const w = this.wanted[this.next];
+        if (!w) {
+          this.pos += p.length; // bytes after the last wanted object (other objects, end of archive)
+          return;
+        }
+        if (this.pos < w.offset) {
+          const skip = Math.min(p.length, w.offset - this.pos);
+          this.pos += skip;
+          p = p.subarray(skip);
+          continue;
+        }
+        await this.begin(w);
+        continue;
+      }
+      const c = this.cur;
+      const n = Math.min(p.length, c.entry.size - c.got);
+      const data = p.subarray(0, n);
+      c.hash.update(data);
+      if (c.pieces) c.pieces.push(Buffer.from(data));
+      else await writeAll(c.fh!, data);
+      c.got += n;
+      this.pos += n;
+      p = p.subarray(n);
+      if (c.got === c.entry.size) await this.complete();
+    }
+  }
+
+  private async begin(w: PackIndexEntry): Promise<void> {
+    this.next++;
+    const small = w.size <= SMALL_OBJECT_BYTES;
+    const tmp = tempName(this.destDir, w.digest);
+    this.cur = { entry: w, hash: createHash('sha256'), got: 0, pieces: small ? [] : null, fh: small ? null : await open(tmp, 'wx'), tmp };
+    if (w.size === 0) await this.complete();
+  }
+
+  private async complete(): Promise<void> {
+    const c = this.cur!;
+    this.cur = null;
+    const actual: Digest = `sha256:${c.hash.digest('hex')}`;
+    if (c.fh) await c.fh.close();
+    if (actual !== c.entry.digest) {
+      await rm(c.tmp, { force: true });
+      throw new DigestMismatchError(`object ${c.entry.digest} in pack ${this.pack}`, c.entry.digest, actual);
+    }
+    const dest = finalName(this.destDir, c.entry.digest);
+    if (c.pieces) {
+      const data = Buffer.concat(c.pieces);
+      const write = (async () => {
+        await writeFile(c.tmp, data, { flag: 'wx' });
+        await rename(c.tmp, dest);
+        this.onObject(c.entry);
+      })();
+      write.catch(() => undefined); // awaited in end() or failed()
+      this.writes.push(write);
+      if (this.writes.length >= WRITES_IN_FLIGHT) await Promise.all(this.writes.splice(0));
+    } else {
+      await rename(c.tmp, dest);
+      this.onObject(c.entry);
+    }
+  }
+}
+
+async function writeAll(fh: FileHandle, data: Uint8Array): Promise<void> {
+  let done = 0;
+  while (done < data.length) {
+    const { bytesWritten } = await fh.write(data, done, data.length - done);
+    done += bytesWritten;
+  }
+}

@@ -1,0 +1,211 @@
+/**
+ * Fetching objects out of a pack in a registry: only the frames holding wanted objects are read,
+ * neighbouring frames in one range read, large frames streamed; every object is verified before
+ * it becomes visible under its final name.
+ */
+import { rename, writeFile } from 'node:fs/promises';
+import type { Readable } from 'node:stream';
+import { sha256, type Digest } from '../cas/digest.js';
+import { DigestMismatchError, InvalidInputError } from '../errors.js';
+import type { Registry } from '../registry/registry.js';
+import { CorruptPackError } from './errors.js';
+import { finalName, FrameExtractor, tempName, type FrameRef } from './frame-extract.js';
+import { PackIndexEntrySchema, TAR_BLOCK, type PackIndexEntry } from './pack-index.js';
+import { MAX_BUFFERED_RANGE_BYTES, MERGE_GAP_BYTES } from './settings.js';
+
+export { parsePackIndex, type PackIndex, type PackIndexEntry } from './pack-index.js';
+
+export interface FetchProgress {
+  objects: number;
+  bytes: number;
+  totalObjects: number;
+  totalBytes: number;
+}
+
+export interface FetchOptions {
+  /** Range reads in flight (default 4). */
+  concurrency?: number;
+  onProgress?: (p: FetchProgress) => void;
+}
+
+export interface FetchResult {
+  objects: number;
+  /** Bytes of object content written. */
+  bytes: number;
+  /** Compressed bytes read from the registry. */
+  fetchedBytes: number;
+  /** Range reads issued. */
+  reads: number;
+}
+
+interface FrameWork {
+  frame: FrameRef;
+  wanted: PackIndexEntry[];
+}
+
+/** One registry read: a run of nearby frames, or one large frame to stream. */
+interface RangeWork {
+  offset: number;
+  length: number;
+  streamed: boolean;
+  frames: FrameWork[];
+}
+
+/**
+ * Writes each wanted object to `<destDir>/<hex>` (temp name + rename, so concurrent fetchers of
+ * the same object are harmless). A corrupt object throws DigestMismatchError naming it and the
+ * pack, and leaves nothing under its final name; objects already verified stay.
+ */
+export async function fetchObjects(
+  registry: Registry,
+  pack: Digest,
+  entries: PackIndexEntry[],
+  destDir: string,
+  opts: FetchOptions = {},
+): Promise<FetchResult> {
+  const unique = dedupe(entries);
+  const totalBytes = unique.reduce((n, e) => n + e.size, 0);
+  const progress: FetchProgress = { objects: 0, bytes: 0, totalObjects: unique.length, totalBytes };
+  const onObject = (e: PackIndexEntry): void => {
+    progress.objects++;
+    progress.bytes += e.size;
+    opts.onProgress?.({ ...progress });
+  };
+
+  // Empty objects need no bytes from the registry.
+  const empty = unique.filter((e) => e.size === 0);
+  for (const e of empty) await writeEmpty(pack, e, destDir, onObject);
+
+  const ranges = planRanges(frameWork(pack, unique.filter((e) => e.size > 0)));
+  const result: FetchResult = { objects: 0, bytes: 0, fetchedBytes: 0, reads: ranges.length };
+  await runPool(ranges, opts.concurrency ?? 4, async (r) => {
+    result.fetchedBytes += r.length;
+    if (r.streamed) await fetchStreamed(registry, pack, r, destDir, onObject);
+    else await fetchBuffered(registry, pack, r, destDir, onObject);
+  });
+  result.objects = progress.objects;
+  result.bytes = progress.bytes;
+  return result;
+}
+
+function dedupe(entries: PackIndexEntry[]): PackIndexEntry[] {
+  const seen = new Map<Digest, PackIndexEntry>();
+  for (const e of entries) {
+    const r = PackIndexEntrySchema.safeParse(e);
+    if (!r.success) throw new InvalidInputError(`invalid pack index entry for ${String(e.digest)}: ${r.error.issues[0]?.message ?? ''}`);
+    if (e.offset + e.size > e.frameRawLength) throw new InvalidInputError(`pack index entry ${e.digest} ends past its frame`);
+    seen.set(e.digest, r.data);
+  }
+  return [...seen.values()];
+}
+
+async function writeEmpty(pack: Digest, e: PackIndexEntry, destDir: string, onObject: (e: PackIndexEntry) => void): Promise<void> {
+  const actual = sha256(new Uint8Array(0));
+  if (actual !== e.digest) throw new DigestMismatchError(`object ${e.digest} in pack ${pack}`, e.digest, actual);
+  const tmp = tempName(destDir, e.digest);
+  await writeFile(tmp, new Uint8Array(0), { flag: 'wx' });
+  await rename(tmp, finalName(destDir, e.digest));
+  onObject(e);
+}
+
+/** Groups entries by frame, rejecting entries whose frames or objects overlap (hostile input). */
+function frameWork(pack: Digest, entries: PackIndexEntry[]): FrameWork[] {
+  const byFrame = new Map<number, FrameWork>();
+  for (const e of entries) {
+    let w = byFrame.get(e.frameOffset);
+    if (!w) {
+      w = { frame: { offset: e.frameOffset, length: e.frameLength, rawLength: e.frameRawLength }, wanted: [] };
+      byFrame.set(e.frameOffset, w);
+    } else if (w.frame.length !== e.frameLength || w.frame.rawLength !== e.frameRawLength) {
+      throw new CorruptPackError(`pack ${pack}: entries disagree about the frame at ${e.frameOffset}`);
+    }
+    w.wanted.push(e);
+  }
+  const frames = [...byFrame.values()].sort((a, b) => a.frame.offset - b.frame.offset);
+  let end = 0;
+  for (const f of frames) {
+    if (f.frame.offset < end) throw new CorruptPackError(`pack ${pack}: frames at ${f.frame.offset} and before overlap`);
+    end = f.frame.offset + f.frame.length;
+    f.wanted.sort((a, b) => a.offset - b.offset);
+    let objEnd = 0;
+    for (const o of f.wanted) {
+      if (o.offset < objEnd + TAR_BLOCK) throw new CorruptPackError(`pack ${pack}: object ${o.digest} overlaps another in the frame at ${f.frame.offset}`);
+      objEnd = o.offset + o.size;
+    }
+  }
+  return frames;
+}
+
+/** Coalesces frames into few reads: neighbours within MERGE_GAP_BYTES share a buffered read. */
+function planRanges(frames: FrameWork[]): RangeWork[] {
+  const ranges: RangeWork[] = [];
+  let cur: RangeWork | null = null;
+  for (const f of frames) {
+    const { offset, length } = f.frame;
+    if (length > MAX_BUFFERED_RANGE_BYTES) {
+      ranges.push({ offset, length, streamed: true, frames: [f] });
+      continue;
+    }
+    const end = offset + length;
+    if (cur && offset - (cur.offset + cur.length) <= MERGE_GAP_BYTES && end - cur.offset <= MAX_BUFFERED_RANGE_BYTES) {
+      cur.length = end - cur.offset;
+      cur.frames.push(f);
+    } else {
+      cur = { offset, length, streamed: false, frames: [f] };
+      ranges.push(cur);
+    }
+  }
+  return ranges;
+}
+
+async function fetchBuffered(registry: Registry, pack: Digest, r: RangeWork, destDir: string, onObject: (e: PackIndexEntry) => void): Promise<void> {
+  const buf = await registry.getBlobRange(pack, r.offset, r.length);
+  if (buf.length !== r.length) {
+    throw new CorruptPackError(`pack ${pack}: read of ${r.length} bytes at ${r.offset} returned ${buf.length} (truncated pack?); objects not extracted: ${r.frames.flatMap((f) => f.wanted.map((w) => w.digest)).slice(0, 3).join(', ')}`);
+  }
+  for (const f of r.frames) {
+    const x = new FrameExtractor(pack, f.frame, f.wanted, destDir, onObject);
+    const start = f.frame.offset - r.offset;
+    await x.push(buf.subarray(start, start + f.frame.length));
+    await x.end();
+  }
+}
+
+async function fetchStreamed(registry: Registry, pack: Digest, r: RangeWork, destDir: string, onObject: (e: PackIndexEntry) => void): Promise<void> {
+  const f = r.frames[0]!;
+  const x = new FrameExtractor(pack, f.frame, f.wanted, destDir, onObject);
+  const stream: Readable = await registry.openBlob(pack, { offset: r.offset, length: r.length });
+  let got = 0;
+  try {
+    for await (const chunk of stream as AsyncIterable<Buffer>) {
+      got += chunk.length;
+      // A backend sending more than asked must not make us decode foreign bytes as this frame.
+      const usable = got > r.length ? chunk.subarray(0, chunk.length - (got - r.length)) : chunk;
+      if (usable.length > 0) await x.push(usable);
+      if (got >= r.length) break;
+    }
+  } finally {
+    stream.destroy();
+  }
+  await x.end();
+}
+
+async function runPool<T>(items: T[], concurrency: number, work: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  let failed = false;
+  const lane = async (): Promise<void> => {
+    while (!failed && next < items.length) {
+      const item = items[next++]!;
+      try {
+        await work(item);
+      } catch (e) {
+        failed = true;
+        throw e;
+      }
+    }
+  };
+  const lanes = Array.from({ length: Math.max(1, Math.min(concurrency, items.length)) }, lane);
+  const results = await Promise.allSettled(lanes);
+  const err = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+  if (err) throw err.reason;
+}

@@ -1,0 +1,59 @@
+/**
+ * Test and benchmark helper: writes object files with deterministic pseudo-random contents of a
+ * given kind and returns them as pack sources (hashed, as capture would).
+ */
+import { createHash } from 'node:crypto';
+import { writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { Digest } from '../cas/digest.js';
+import type { PackSource } from './writer.js';
+
+/** Small deterministic PRNG (mulberry32): reproducible trees without global state. */
+export function prng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+const WORDS = ['const', 'return', 'function', 'import', 'export', 'if', 'else', 'for', 'while', 'self', 'def', 'class',
+  'value', 'result', 'error', 'options', 'module', 'data', 'index', 'length', 'string', 'number', 'await', 'async',
+  '=', '(', ')', '{', '}', '[', ']', ';', ':', ',', '.', '+', '-', '*', '/', '==', '!=', '=>', 'null', 'None', 'True'];
+
+/** Source-like text: words from a small vocabulary, indented lines (compresses about 4-6x, like code). */
+export function sourceText(size: number, rand: () => number): Buffer {
+  const parts: string[] = [];
+  let n = 0;
+  while (n < size) {
+    const indent = ' '.repeat(2 * Math.floor(rand() * 4));
+    const words: string[] = [];
+    const count = 1 + Math.floor(rand() * 10);
+    for (let i = 0; i < count; i++) {
+      const w = WORDS[Math.floor(rand() * WORDS.length)]!;
+      words.push(rand() < 0.15 ? `${w}${Math.floor(rand() * 1000)}` : w);
+    }
+    const line = `${indent}${words.join(' ')}\n`;
+    parts.push(line);
+    n += line.length;
+  }
+  return Buffer.from(parts.join('')).subarray(0, size);
+}
+
+/** Incompressible bytes (compiled binaries, archives, images). */
+export function randomBytesSeeded(size: number, rand: () => number): Buffer {
+  const b = Buffer.allocUnsafe(size);
+  for (let i = 0; i + 4 <= size; i += 4) b.writeUInt32LE(Math.floor(rand() * 4294967296), i);
+  for (let i = size - (size % 4); i < size; i++) b[i] = Math.floor(rand() * 256);
+  return b;
+}
+
+export async function writeObject(dir: string, name: string, data: Buffer): Promise<PackSource> {
+  const path = join(dir, name);
+  await writeFile(path, data);
+  const digest: Digest = `sha256:${createHash('sha256').update(data).digest('hex')}`;
+  return { digest, size: data.length, path };
+}
