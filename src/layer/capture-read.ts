@@ -4,8 +4,8 @@
  * as a whole: the header, canonical form, a final newline (no truncation), hardlinks only to
  * an earlier `file` entry, and no entry below a non-directory entry (a path through a symlink).
  *
- * Memory: a 32-byte hash per `file` entry (for the hardlink check) and the chain of entries
- * whose subtree the reader is still inside; never the manifest itself.
+ * Memory: a 32-byte hash per `file` entry (for the hardlink check) and a short chain of
+ * recent non-directory entries; never the manifest itself.
  */
 import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
@@ -55,7 +55,7 @@ export class ManifestChecker {
   private headerSeen = false;
   private readonly files = new DigestSet();
   /** Entries whose subtree a later entry may still fall in; each is inside the one below it. */
-  private readonly open: Array<{ raw: Buffer; dir: boolean; path: string }> = [];
+  private readonly open: Array<{ raw: Buffer; path: string }> = [];
 
   constructor(private readonly label: string) {}
 
@@ -75,15 +75,16 @@ export class ManifestChecker {
         throw new UnsafePathError(e.path, `hardlink target ${JSON.stringify(e.target)} is not an earlier file entry of this layer`);
       }
     } else if (e.type === 'file') this.files.add(pathKey(raw));
-    this.open.push({ raw, dir: e.type === 'dir', path: e.path });
+    // only non-directories can make a later path unsafe, and their ranges nest like any others'
+    if (e.type !== 'dir') this.open.push({ raw, path: e.path });
     return e;
   }
 
   /*
    * In byte-wise order, everything after X up to the first path that neither starts with `X/`
    * nor sorts before `X/` is X's subtree or a name extending X with a byte below `/`. Those
-   * ranges nest, so a stack holds the candidates: pop the ones whose range is over, and any
-   * left that is a proper ancestor of this entry must be a directory.
+   * ranges nest, so a stack holds the non-directory entries whose range is still open: pop the
+   * ones whose range is over; any left that is a proper ancestor of this entry makes it unsafe.
    */
   private checkParents(e: Entry, raw: Buffer): void {
     while (this.open.length > 0) {
@@ -92,7 +93,7 @@ export class ManifestChecker {
       this.open.pop();
     }
     for (const o of this.open) {
-      if (!o.dir && isBelow(raw, o.raw)) throw new UnsafePathError(e.path, `its parent ${JSON.stringify(o.path)} is not a directory in this layer (a path through a symlink or file)`);
+      if (isBelow(raw, o.raw)) throw new UnsafePathError(e.path, `its parent ${JSON.stringify(o.path)} is not a directory in this layer (a path through a symlink or file)`);
     }
   }
 }
