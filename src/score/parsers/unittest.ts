@@ -7,7 +7,9 @@
 import type { StatusMap, TestStatus } from '../status.js';
 
 const HEADER = /^(\S+ \([\w.]+\))$/;
-const RESULT = /^(.*?) \.\.\. (.*)$/;
+const RESULT = /^(.*?) \.\.\.(?: (.*))?$/;
+/** `test_x (mod.Class.test_x) (i=1)`: one subtest of test_x. */
+const SUBTEST = /^(\S+ \([\w.]+\)) \(.*\)$/;
 
 function statusOf(result: string): TestStatus | null {
   const r = result.trim();
@@ -20,6 +22,13 @@ function statusOf(result: string): TestStatus | null {
   return null;
 }
 
+/** A failing subtest fails its test too (unittest prints no result line for the parent then). */
+function setResult(map: StatusMap, name: string, status: TestStatus): void {
+  map.set(name, status);
+  const sub = SUBTEST.exec(name);
+  if (sub && (status === 'FAILED' || status === 'ERROR')) map.set(sub[1]!, status);
+}
+
 export function parseUnittest(log: string): StatusMap {
   const map: StatusMap = new Map();
   let header: string | null = null; // a name printed alone: the next line is its docstring
@@ -28,7 +37,7 @@ export function parseUnittest(log: string): StatusMap {
     const line = raw.replace(/\r$/, '');
     const banner = /^(FAIL|ERROR): (.+)$/.exec(line);
     if (banner) {
-      map.set(banner[2]!.trim(), banner[1] === 'FAIL' ? 'FAILED' : 'ERROR');
+      setResult(map, banner[2]!.trim(), banner[1] === 'FAIL' ? 'FAILED' : 'ERROR');
       pending = null;
       continue;
     }
@@ -41,11 +50,11 @@ export function parseUnittest(log: string): StatusMap {
     if (r) {
       const name = header ?? r[1]!.trim();
       header = null;
-      const status = statusOf(r[2]!);
+      const status = statusOf(r[2] ?? '');
       if (status === null) pending = name;
       else {
-        map.set(name, status);
-        pending = null;
+        setResult(map, name, status);
+        if (!SUBTEST.test(name)) pending = null;
       }
       continue;
     }

@@ -1,0 +1,45 @@
+import { describe, expect, it } from 'vitest';
+import { gradeTests, rate, resolutionStatus } from './grading.js';
+import type { StatusMap, TestStatus } from './status.js';
+
+const sm = (o: Record<string, TestStatus>): StatusMap => new Map(Object.entries(o));
+
+describe('grading rules (SWE-bench)', () => {
+  it('FAIL_TO_PASS passes on PASSED or XFAIL only', () => {
+    const r = gradeTests(sm({ a: 'PASSED', b: 'XFAIL', c: 'SKIPPED', d: 'FAILED', e: 'ERROR' }), { FAIL_TO_PASS: ['a', 'b', 'c', 'd', 'e'], PASS_TO_PASS: [] });
+    expect(r.FAIL_TO_PASS).toEqual({ success: ['a', 'b'], failure: ['c', 'd', 'e'] });
+  });
+
+  it('PASS_TO_PASS also accepts SKIPPED', () => {
+    const r = gradeTests(sm({ a: 'PASSED', b: 'XFAIL', c: 'SKIPPED', d: 'FAILED', e: 'ERROR' }), { FAIL_TO_PASS: [], PASS_TO_PASS: ['a', 'b', 'c', 'd', 'e'] });
+    expect(r.PASS_TO_PASS).toEqual({ success: ['a', 'b', 'c'], failure: ['d', 'e'] });
+  });
+
+  it('a test missing from the log failed, in either list', () => {
+    const r = gradeTests(sm({ other: 'PASSED' }), { FAIL_TO_PASS: ['gone'], PASS_TO_PASS: ['also_gone'] });
+    expect(r.FAIL_TO_PASS.failure).toEqual(['gone']);
+    expect(r.PASS_TO_PASS.failure).toEqual(['also_gone']);
+    expect(resolutionStatus(r)).toBe('RESOLVED_NO');
+  });
+
+  it('an empty list scores 1.0, so an instance with both lists empty resolves', () => {
+    expect(rate({ success: [], failure: [] })).toBe(1);
+    const r = gradeTests(new Map(), { FAIL_TO_PASS: [], PASS_TO_PASS: [] });
+    expect(resolutionStatus(r)).toBe('RESOLVED_FULL');
+  });
+
+  it('resolved needs both lists at 1.0; some FAIL_TO_PASS with all PASS_TO_PASS is partial', () => {
+    const gold = { FAIL_TO_PASS: ['f1', 'f2'], PASS_TO_PASS: ['p1'] };
+    expect(resolutionStatus(gradeTests(sm({ f1: 'PASSED', f2: 'PASSED', p1: 'PASSED' }), gold))).toBe('RESOLVED_FULL');
+    expect(resolutionStatus(gradeTests(sm({ f1: 'PASSED', f2: 'FAILED', p1: 'PASSED' }), gold))).toBe('RESOLVED_PARTIAL');
+    expect(resolutionStatus(gradeTests(sm({ f1: 'PASSED', f2: 'PASSED', p1: 'FAILED' }), gold))).toBe('RESOLVED_NO');
+    expect(resolutionStatus(gradeTests(sm({ f1: 'FAILED', f2: 'FAILED', p1: 'PASSED' }), gold))).toBe('RESOLVED_NO');
+  });
+
+  it('FAIL_TO_FAIL and PASS_TO_FAIL are graded like FAIL_TO_PASS when given, empty otherwise', () => {
+    const r = gradeTests(sm({ x: 'PASSED', y: 'SKIPPED' }), { FAIL_TO_PASS: [], PASS_TO_PASS: [], FAIL_TO_FAIL: ['x'], PASS_TO_FAIL: ['y'] });
+    expect(r.FAIL_TO_FAIL).toEqual({ success: ['x'], failure: [] });
+    expect(r.PASS_TO_FAIL).toEqual({ success: [], failure: ['y'] });
+    expect(gradeTests(new Map(), { FAIL_TO_PASS: [], PASS_TO_PASS: [] }).FAIL_TO_FAIL).toEqual({ success: [], failure: [] });
+  });
+});
