@@ -30,7 +30,12 @@ function truthy(v: string | null | undefined): boolean | undefined {
 
 export function hostNeedsPathStyle(endpoint: string | undefined): boolean {
   if (endpoint === undefined) return false;
-  const host = new URL(endpoint).hostname.replace(/^\[|\]$/g, '');
+  let host: string;
+  try {
+    host = new URL(endpoint).hostname.replace(/^\[|\]$/g, '');
+  } catch {
+    return false; // the schema rejects the endpoint itself, with a better message
+  }
   return isIP(host) !== 0 || host === 'localhost' || host.endsWith('.localhost');
 }
 
@@ -42,6 +47,10 @@ export function parseS3Url(url: string, env: NodeJS.ProcessEnv = process.env): S
     throw new InvalidInputError(`invalid S3 registry URL ${JSON.stringify(url)}`, 'write it as s3://bucket/prefix');
   }
   if (u.protocol !== 's3:') throw new InvalidInputError(`not an S3 URL: ${JSON.stringify(url)}`, 'write it as s3://bucket/prefix');
+  // URL parsing would silently resolve `a/../b` to `b`: a prefix that is not what was written.
+  if ((url.split(/[?#]/)[0] ?? '').split('/').slice(3).some((seg) => seg === '..' || seg === '.')) {
+    throw new InvalidInputError(`S3 registry URL ${JSON.stringify(url)} has . or .. segments`, 'write the prefix without . and .. parts');
+  }
   const q = u.searchParams;
   const endpoint = q.get('endpoint') ?? env.AWS_ENDPOINT_URL_S3 ?? env.AWS_ENDPOINT_URL ?? undefined;
   const region = q.get('region') ?? env.AWS_REGION ?? env.AWS_DEFAULT_REGION ?? undefined;

@@ -46,6 +46,8 @@ export interface FaultyProxy {
   endpoint: string;
   readonly log: RequestRecord[];
   readonly faultsInjected: number;
+  /** Most requests the proxy had open at once: checks client-side concurrency bounds. */
+  readonly peakConcurrent: number;
   /** Replaces the plan (and restarts its schedule, seed and fault count). */
   setPlan(plan: FaultPlan): void;
   /** Requests in the log matching a method and a path/query predicate. */
@@ -107,6 +109,8 @@ export async function startFaultyProxy(upstream: string, plan: FaultPlan = {}, o
   const up = new URL(upstream);
   const log: RequestRecord[] = [];
   let current = new Plan(plan);
+  let open = 0;
+  let peak = 0;
 
   const answer = (res: ServerResponse, status: number, code: string, message: string): void => {
     const body = errorXml(code, message);
@@ -155,6 +159,9 @@ export async function startFaultyProxy(upstream: string, plan: FaultPlan = {}, o
   const server = createServer((req, res) => {
     const u = new URL(req.url ?? '/', 'http://proxy');
     const info: RequestInfo = { method: req.method ?? 'GET', path: u.pathname, query: u.searchParams };
+    open++;
+    peak = Math.max(peak, open);
+    res.once('close', () => open--);
     const fault = current.draw(info);
     log.push({ ...info, fault, range: req.headers.range, ifMatch: req.headers['if-match'], ifNoneMatch: req.headers['if-none-match'] });
     switch (fault) {
@@ -199,6 +206,9 @@ export async function startFaultyProxy(upstream: string, plan: FaultPlan = {}, o
     log,
     get faultsInjected() {
       return current.faults;
+    },
+    get peakConcurrent() {
+      return peak;
     },
     setPlan(p: FaultPlan) {
       current = new Plan(p);
