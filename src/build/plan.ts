@@ -8,6 +8,7 @@
  * parents are done. Identical recipe chains collapse into one node: 500 instances over 60
  * (repo, version) pairs with 60 distinct env recipes give 1 base + 60 env + 500 instance nodes.
  */
+import { join, resolve } from 'node:path';
 import { type Digest, digestHex, sha256 } from '../cas/digest.js';
 import { InvalidInputError } from '../errors.js';
 import type { RecipeCatalog } from '../recipe/catalog.js';
@@ -74,8 +75,8 @@ export interface DatasetPlanInput {
  */
 export function defaultRepoSource(reposDir?: string): (repo: string) => RepoSource {
   if (reposDir === undefined) return (repo) => ({ url: `https://github.com/${repo}.git` });
-  const dir = reposDir.replace(/\/+$/, '');
-  return (repo) => ({ path: `${dir}/${repo}` });
+  const dir = resolve(reposDir);
+  return (repo) => ({ path: join(dir, repo) });
 }
 
 /** The key of a node once the digests of all its lower layers (lowest first) are known. */

@@ -1,0 +1,114 @@
+/**
+ * Regenerates recipes/demo/dataset.jsonl from the demo project: runs make-repo.sh into a temporary
+ * directory, takes each "Fix #N:" commit as the gold solution of instance demo__pycalc-N (base =
+ * its parent; gold patch = its change under pycalc/, test patch = its change under tests/), and
+ * computes FAIL_TO_PASS / PASS_TO_PASS by really running pytest before and after the gold patch.
+ *
+ *   npx tsx recipes/demo/make-dataset.ts      (needs git and python3 with pytest)
+ */
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const GIT_ENV = { ...process.env, GIT_CONFIG_GLOBAL: '/dev/null', GIT_CONFIG_NOSYSTEM: '1', LC_ALL: 'C' };
+
+const PROBLEMS: Record<number, string> = {
+  1: '`pycalc.stats.mean([])` fails with ZeroDivisionError. Like `median`, it should raise a ValueError saying the sequence is empty.',
+  2: '`pycalc.text.slugify("Hello   World")` returns "hello---world": runs of whitespace (and hyphens) should become a single hyphen, giving "hello-world".',
+  3: '`pycalc.roman.to_roman(4)` returns "IIII" and `to_roman(1994)` "MDCCCCLXXXXIIII". Roman numerals use subtractive notation: 4 is "IV", 1994 is "MCMXCIV".',
+  4: '`pycalc.text.is_palindrome("A man, a plan, a canal: Panama")` is False. Palindrome checks should ignore case, spaces and punctuation.',
+};
+
+function git(repo: string, ...args: string[]): string {
+  return execFileSync('git', ['-C', repo, ...args], { env: GIT_ENV, encoding: 'utf8', maxBuffer: 1 << 26 });
+}
+
+/** pytest -rA short summary: `PASSED tests/x.py::name`, `FAILED tests/x.py::name - msg`. */
+function runTests(dir: string, files: string[]): Map<string, string> {
+  let out: string;
+  try {
+    out = execFileSync('python3', ['-m', 'pytest', '-rA', '-p', 'no:cacheprovider', ...files], { cwd: dir, encoding: 'utf8', env: { ...process.env, PYTHONDONTWRITEBYTECODE: '1', PYTEST_DISABLE_PLUGIN_AUTOLOAD: '1' } });
+  } catch (e) {
+    out = String((e as { stdout?: unknown }).stdout ?? '');
+  }
+  const status = new Map<string, string>();
+  for (const line of out.split('\n')) {
+    const m = /^(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS) (\S+::\S+)/.exec(line);
+    if (m) status.set(m[2]!, m[1]!);
+  }
+  if (status.size === 0) throw new Error(`no test results parsed from pytest in ${dir}:\n${out}`);
+  return status;
+}
+
+function checkoutWith(repo: string, commit: string, patches: string[]): string {
+  const dir = mkdtempSync(join(tmpdir(), 'pycalc-eval-'));
+  execFileSync('sh', ['-c', `git -C "$1" archive "$2" | tar -x -C "$3"`, 'sh', repo, commit, dir], { env: GIT_ENV });
+  for (const p of patches) if (p !== '') execFileSync('git', ['apply', '-'], { cwd: dir, input: p, env: GIT_ENV });
+  return dir;
+}
+
+function versionAt(repo: string, commit: string): string {
+  const m = /__version__ = "([^"]+)"/.exec(git(repo, 'show', `${commit}:pycalc/__init__.py`));
+  if (!m) throw new Error(`no __version__ at ${commit}`);
+  return m[1]!;
+}
+
+function main(): void {
+  const work = mkdtempSync(join(tmpdir(), 'pycalc-'));
+  const repo = join(work, 'pycalc');
+  try {
+    execFileSync(join(here, 'make-repo.sh'), [repo], { stdio: ['ignore', 'ignore', 'inherit'] });
+    const log = git(repo, 'log', '--reverse', '--format=%H %P %s').trim().split('\n').map((l) => l.split(' '));
+    const firstOfVersion = new Map<string, string>();
+    for (const [c] of log) {
+      const v = versionAt(repo, c!);
+      if (!firstOfVersion.has(v)) firstOfVersion.set(v, c!);
+    }
+    const rows: string[] = [];
+    for (const [fix, base, ...subject] of log) {
+      const m = /^Fix #(\d+):/.exec(subject.join(' '));
+      if (!m || fix === undefined || base === undefined) continue;
+      const n = Number(m[1]);
+      const patch = git(repo, 'diff', base, fix, '--', 'pycalc');
+      const testPatch = git(repo, 'diff', base, fix, '--', 'tests');
+      const testFiles = git(repo, 'diff', '--name-only', base, fix, '--', 'tests').trim().split('\n');
+      const beforeDir = checkoutWith(repo, base, [testPatch]);
+      const afterDir = checkoutWith(repo, base, [testPatch, patch]);
+      const before = runTests(beforeDir, testFiles);
+      const after = runTests(afterDir, testFiles);
+      rmSync(beforeDir, { recursive: true, force: true });
+      rmSync(afterDir, { recursive: true, force: true });
+      const failToPass = [...after].filter(([t, s]) => s === 'PASSED' && before.get(t) !== 'PASSED').map(([t]) => t);
+      const passToPass = [...after].filter(([t, s]) => s === 'PASSED' && before.get(t) === 'PASSED').map(([t]) => t);
+      const broken = [...after].filter(([, s]) => s !== 'PASSED');
+      if (failToPass.length === 0 || broken.length > 0) throw new Error(`instance ${n}: gold patch does not fix the tests cleanly: ${JSON.stringify({ failToPass, broken })}`);
+      const version = versionAt(repo, base);
+      rows.push(
+        JSON.stringify({
+          instance_id: `demo__pycalc-${n}`,
+          repo: 'demo/pycalc',
+          base_commit: base,
+          version,
+          environment_setup_commit: firstOfVersion.get(version),
+          created_at: git(repo, 'show', '-s', '--format=%aI', fix).trim(),
+          problem_statement: PROBLEMS[n] ?? '',
+          hints_text: '',
+          patch,
+          test_patch: testPatch,
+          // Classic SWE-bench spelling: JSON strings holding lists.
+          FAIL_TO_PASS: JSON.stringify(failToPass),
+          PASS_TO_PASS: JSON.stringify(passToPass),
+        }),
+      );
+      process.stderr.write(`demo__pycalc-${n}: base ${base.slice(0, 12)} version ${version}: ${failToPass.length} fail-to-pass, ${passToPass.length} pass-to-pass\n`);
+    }
+    writeFileSync(join(here, 'dataset.jsonl'), `${rows.join('\n')}\n`);
+  } finally {
+    rmSync(work, { recursive: true, force: true });
+  }
+}
+
+main();
