@@ -30,7 +30,7 @@ export interface CapturedObject {
   digest: Digest;
   size: number;
   /** Absolute path of one file holding these bytes (read it again to pack it). */
-  path: string;
+  path: string | Buffer;
 }
 
 export interface CaptureOptions {
@@ -126,7 +126,7 @@ export async function captureLayer(root: string, opts: CaptureOptions): Promise<
       res.size += e.size;
       if (seen.add(Buffer.from(e.digest.slice(7), 'hex'))) {
         res.objects++;
-        const r = opts.onObject?.({ digest: e.digest, size: e.size, path: it.abs!.toString() });
+        const r = opts.onObject?.({ digest: e.digest, size: e.size, path: it.abs! });
         if (r !== undefined) await r;
       }
     }

@@ -86,6 +86,8 @@ export class FrameExtractor {
       await rm(this.cur.tmp, { force: true });
     }
     if (e instanceof DigestMismatchError || e instanceof CorruptPackError) return e;
+    // A local I/O failure (ENOSPC, EACCES) says nothing about the pack: keep its own code.
+    if (e instanceof Error && typeof (e as NodeJS.ErrnoException).syscall === 'string') return e;
     const affected = this.wanted.slice(this.cur ? this.next - 1 : this.next).map((w) => w.digest);
     const names = affected.slice(0, 3).join(', ') + (affected.length > 3 ? ` and ${affected.length - 3} more` : '');
     const msg = e instanceof Error ? e.message : String(e);

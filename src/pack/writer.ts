@@ -39,7 +39,7 @@ export interface PackSource {
   digest: Digest;
   size: number;
   /** Local file holding the object's bytes. */
-  path: string;
+  path: string | Buffer;
 }
 
 export interface WrittenPack {
@@ -205,7 +205,7 @@ async function readSmall(obj: PackSource, verify: boolean): Promise<Buffer> {
       got += bytesRead;
       if (got === buf.length) break;
     }
-    if (got !== obj.size) throw new SourceChangedError(obj.path, `expected ${obj.size} bytes, found ${got === buf.length ? 'more' : got}`);
+    if (got !== obj.size) throw new SourceChangedError(obj.path.toString(), `expected ${obj.size} bytes, found ${got === buf.length ? 'more' : got}`);
     const data = buf.subarray(0, obj.size);
     if (verify) checkDigest(obj, createHash('sha256').update(data));
     return data;
@@ -306,13 +306,13 @@ class PackBuilder {
         const { bytesRead } = await fh.read(buf, 0, buf.length, got);
         if (bytesRead === 0) break;
         got += bytesRead;
-        if (got > obj.size) throw new SourceChangedError(obj.path, `expected ${obj.size} bytes, found more`);
+        if (got > obj.size) throw new SourceChangedError(obj.path.toString(), `expected ${obj.size} bytes, found more`);
         const piece = buf.subarray(0, bytesRead);
         h?.update(piece);
         if (!sink.write(piece)) await drained(sink);
         if (this.failure) throw this.failure;
       }
-      if (got !== obj.size) throw new SourceChangedError(obj.path, `expected ${obj.size} bytes, found ${got}`);
+      if (got !== obj.size) throw new SourceChangedError(obj.path.toString(), `expected ${obj.size} bytes, found ${got}`);
       if (h) checkDigest(obj, h);
     } catch (e) {
       sink.destroy(e instanceof Error ? e : new Error(String(e)));
