@@ -34,7 +34,7 @@ import {
   type S3ClientConfig,
 } from '@aws-sdk/client-s3';
 import { createHash } from 'node:crypto';
-import { type Digest, DigestSchema, digestHex } from '../cas/digest.js';
+import { type Digest, DigestSchema, digestHex, parseDigest } from '../cas/digest.js';
 import { InvalidInputError, MinisandboxError, NotFoundError } from '../errors.js';
 import { type BlobStat, type Registry, parseRefName } from './registry.js';
 import { DEFAULT_RETRY_POLICY, RemoteStoreError, type RetryHooks, type RetryPolicy, TruncatedBodyError, backoffDelayMs, httpStatusOf, isRetryable, withRetry } from './retry.js';
@@ -158,7 +158,7 @@ export class S3Registry implements Registry {
   }
 
   private blobKey(d: Digest): string {
-    return this.key(`blobs/sha256/${digestHex(DigestSchema.parse(d))}`);
+    return this.key(`blobs/sha256/${digestHex(parseDigest(d))}`);
   }
 
   private refKey(name: string): string {
@@ -166,7 +166,7 @@ export class S3Registry implements Registry {
   }
 
   private packKey(pack: Digest): string {
-    return this.key(`packs/${digestHex(DigestSchema.parse(pack))}`);
+    return this.key(`packs/${digestHex(parseDigest(pack))}`);
   }
 
   private get bucket(): string {
@@ -492,7 +492,7 @@ export class S3Registry implements Registry {
   // ---- pack catalog ----------------------------------------------------------------------
 
   async putPack(pack: Digest, index: Digest): Promise<void> {
-    await this.putSmall(this.packKey(pack), Buffer.from(`${DigestSchema.parse(index)}\n`));
+    await this.putSmall(this.packKey(pack), Buffer.from(`${parseDigest(index)}\n`));
   }
 
   async *listPacks(): AsyncIterable<{ pack: Digest; index: Digest }> {
@@ -520,7 +520,7 @@ export class S3Registry implements Registry {
   /** Last writer wins (see the rule at the top of this file). */
   async putRef(name: string, digest: Digest): Promise<void> {
     const key = this.refKey(name);
-    const body = Buffer.from(`${DigestSchema.parse(digest)}\n`);
+    const body = Buffer.from(`${parseDigest(digest)}\n`);
     for (let round = 1; ; round++) {
       const cur = await this.headObject(key);
       if (await this.conditionalPut(key, body, cur?.etag ?? null)) return;
@@ -547,7 +547,9 @@ export class S3Registry implements Registry {
     } else if ((await this.headObject(key)) !== null) {
       return false;
     }
-    return this.conditionalPut(key, Buffer.from(`${DigestSchema.parse(next)}\n`), etag);
+    if (await this.conditionalPut(key, Buffer.from(`${parseDigest(next)}\n`), etag)) return true;
+    // A retried write whose first attempt landed (answer lost) fails its own precondition.
+    return (await this.getRef(name)) === next;
   }
 
   private async conditionalPut(key: string, body: Buffer, etag: string | null): Promise<boolean> {
