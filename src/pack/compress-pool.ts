@@ -14,7 +14,7 @@ const { parentPort, workerData } = require('node:worker_threads');
 const b = require(workerData.binding);
 const cctx = new b.CCtx();
 cctx.setParameter(b.CParameter.compressionLevel, workerData.level);
-cctx.setParameter(b.CParameter.checksumFlag, 1);
+// No zstd checksum: objects are verified by sha256 (see stream-compressor.ts).
 parentPort.on('message', ({ id, data }) => {
   try {
     const out = Buffer.allocUnsafeSlow(b.compressBound(data.length));

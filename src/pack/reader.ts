@@ -161,7 +161,8 @@ function planRanges(frames: FrameWork[]): RangeWork[] {
 async function fetchBuffered(registry: Registry, pack: Digest, r: RangeWork, destDir: string, onObject: (e: PackIndexEntry) => void): Promise<void> {
   const buf = await registry.getBlobRange(pack, r.offset, r.length);
   if (buf.length !== r.length) {
-    throw new CorruptPackError(`pack ${pack}: read of ${r.length} bytes at ${r.offset} returned ${buf.length} (truncated pack?); objects not extracted: ${r.frames.flatMap((f) => f.wanted.map((w) => w.digest)).slice(0, 3).join(', ')}`);
+    const lost = r.frames.filter((f) => f.frame.offset + f.frame.length > r.offset + buf.length).flatMap((f) => f.wanted.map((w) => w.digest));
+    throw new CorruptPackError(`pack ${pack}: read of ${r.length} bytes at ${r.offset} returned ${buf.length} (truncated pack?); objects not extracted: ${nameSome(lost)}`);
   }
   for (const f of r.frames) {
     const x = new FrameExtractor(pack, f.frame, f.wanted, destDir, onObject);
@@ -188,6 +189,10 @@ async function fetchStreamed(registry: Registry, pack: Digest, r: RangeWork, des
     stream.destroy();
   }
   await x.end();
+}
+
+function nameSome(digests: string[]): string {
+  return digests.slice(0, 3).join(', ') + (digests.length > 3 ? ` and ${digests.length - 3} more` : '');
 }
 
 async function runPool<T>(items: T[], concurrency: number, work: (item: T) => Promise<void>): Promise<void> {

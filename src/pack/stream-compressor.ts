@@ -12,7 +12,9 @@ export class StreamFrameCompressor {
 
   constructor(opts: { level: number; workers: number }) {
     this.cctx.setParameter(binding.CParameter.compressionLevel, opts.level);
-    this.cctx.setParameter(binding.CParameter.checksumFlag, 1);
+    // No zstd checksum: every object's sha256 is verified while streaming, so a flipped byte is
+    // reported as a DigestMismatchError naming the object rather than as an anonymous frame error.
+    this.cctx.setParameter(binding.CParameter.checksumFlag, 0);
     if (opts.workers > 0) this.cctx.setParameter(binding.CParameter.nbWorkers, opts.workers);
   }
 

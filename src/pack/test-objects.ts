@@ -3,10 +3,13 @@
  * given kind and returns them as pack sources (hashed, as capture would).
  */
 import { createHash } from 'node:crypto';
-import { writeFile } from 'node:fs/promises';
+import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { Digest } from '../cas/digest.js';
-import type { PackSource } from './writer.js';
+import { digestHex, type Digest } from '../cas/digest.js';
+import { LocalRegistry } from '../registry/local.js';
+import { parsePackIndex, type PackIndex } from './pack-index.js';
+import { publishPacks } from './publish.js';
+import { PackWriter, type PackSource } from './writer.js';
 
 /** Small deterministic PRNG (mulberry32): reproducible trees without global state. */
 export function prng(seed: number): () => number {
@@ -56,4 +59,27 @@ export async function writeObject(dir: string, name: string, data: Buffer): Prom
   await writeFile(path, data);
   const digest: Digest = `sha256:${createHash('sha256').update(data).digest('hex')}`;
   return { digest, size: data.length, path };
+}
+
+/** Packs `sources` into a fresh local registry directory; returns the registry and parsed indexes. */
+export async function packIntoRegistry(
+  root: string,
+  sources: PackSource[],
+  opts: { frameBytes?: number; targetPackBytes?: number } = {},
+): Promise<{ registry: LocalRegistry; packs: Array<{ pack: Digest; index: PackIndex; packPath: string }> }> {
+  const tmp = join(root, 'packtmp');
+  await mkdir(tmp, { recursive: true });
+  const w = new PackWriter({ tempDir: tmp, ...opts });
+  for (const s of sources) await w.add(s);
+  const written = await w.finish();
+  const registry = new LocalRegistry(join(root, 'registry'));
+  await publishPacks(registry, written);
+  return {
+    registry,
+    packs: written.map((p) => ({
+      pack: p.pack,
+      index: parsePackIndex(p.indexBytes, p.index),
+      packPath: join(registry.root, 'blobs', 'sha256', digestHex(p.pack)),
+    })),
+  };
 }
