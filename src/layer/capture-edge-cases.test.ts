@@ -135,6 +135,10 @@ describe('capture of a tree with every kind of entry', () => {
   it('encodes names that are not valid UTF-8, keeping their xattrs', () => {
     expect(c.byPath.get('f\\xff\\xfe.bin')).toMatchObject({ type: 'file', digest: sha256('bin'), xattrs: { 'user.k': Buffer.from('v').toString('base64') } });
     expect(c.byPath.get('back\\x5cslash\nnewline')).toMatchObject({ type: 'file', digest: sha256('odd') });
+    // the pack writer must be able to open it again: raw bytes, not a lossy string
+    const obj = c.objectsSeen.find((o) => o.digest === sha256('bin'))!;
+    expect(Buffer.isBuffer(obj.path)).toBe(true);
+    expect(readFileSync(obj.path, 'utf8')).toBe('bin');
   });
 });
 

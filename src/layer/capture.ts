@@ -9,6 +9,7 @@
  * File hashing runs in worker threads; entries wait in a bounded window until their digests
  * are in, and leave it in canonical order.
  */
+import { isUtf8 } from 'node:buffer';
 import { randomBytes } from 'node:crypto';
 import { closeSync, fsyncSync, lstatSync, openSync, readdirSync, readlinkSync, realpathSync, renameSync, rmSync, writeSync, type BigIntStats } from 'node:fs';
 import { availableParallelism } from 'node:os';
