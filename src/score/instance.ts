@@ -1,33 +1,11 @@
 /**
- * The dataset-row fields scoring needs. The dataset module (src/dataset/) owns the full SWE-bench
- * row schema; until it lands this is the narrow view scoring depends on, and any richer row
- * (extra fields are allowed) parses through it.
+ * The dataset-row fields scoring needs. The dataset module (src/dataset/row.ts) owns the full
+ * SWE-bench row schema; this is the narrower view scoring depends on (a DatasetRow always parses
+ * through it), so the reward API also takes rows from elsewhere, e.g. a numeric version.
  */
 import { z } from 'zod';
+import { TestListSchema } from '../dataset/row.js';
 import { InvalidInputError } from '../errors.js';
-
-/**
- * FAIL_TO_PASS / PASS_TO_PASS are JSON-encoded strings in the classic datasets
- * (SWE-bench, Lite, Verified) and plain lists in newer ones; both become a list.
- */
-export const TestListSchema = z.union([
-  z.array(z.string()),
-  z.string().transform((s, ctx) => {
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(s);
-    } catch {
-      ctx.addIssue({ code: 'custom', message: 'expected a list of test names or a JSON string encoding one' });
-      return z.NEVER;
-    }
-    const list = z.array(z.string()).safeParse(parsed);
-    if (!list.success) {
-      ctx.addIssue({ code: 'custom', message: 'the JSON string does not encode a list of test names' });
-      return z.NEVER;
-    }
-    return list.data;
-  }),
-]);
 
 export const ScoreInstanceSchema = z.looseObject({
   instance_id: z.string().min(1),

@@ -1,0 +1,85 @@
+import { existsSync } from 'node:fs';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { calcRunnerFactory, makeCalcRepo, type CalcRepo } from './fixtures/calc-repo.js';
+import type { Prediction } from './predictions.js';
+import { ReportFileSchema, RunSummarySchema, ScoreResultSchema } from './report.js';
+import { scoreRun, type RunnerFactory } from './score-run.js';
+
+let root: string;
+const repos = new Map<string, CalcRepo>();
+
+const factory: RunnerFactory = calcRunnerFactory(repos);
+
+beforeAll(async () => {
+  root = await mkdtemp(join(tmpdir(), 'score-run-'));
+  for (const id of ['demo__calc-1', 'demo__calc-2', 'demo__calc-3', 'demo__calc-4']) repos.set(id, await makeCalcRepo(join(root, id), id));
+});
+afterAll(async () => {
+  await rm(root, { recursive: true, force: true });
+});
+
+describe('scoring a run of predictions', () => {
+  it('grades each instance, records empty, unknown and failing ones, writes harness-shaped reports and resumes', async () => {
+    const rows = [...repos.values()].map((r) => r.instance);
+    const model = 'org/model-x';
+    const pred = (id: string, patch: string | null): Prediction => ({ instance_id: id, model_patch: patch, model_name_or_path: model });
+    const predictions = [
+      pred('demo__calc-1', repos.get('demo__calc-1')!.gold),
+      pred('demo__calc-2', 'diff --git a/nope.py b/nope.py\n--- a/nope.py\n+++ b/nope.py\n@@ -1 +1 @@\n-x\n+y\n'),
+      pred('demo__calc-3', ''),
+      pred('demo__calc-4', repos.get('demo__calc-4')!.gold),
+      pred('not__in-dataset-1', 'x'),
+    ];
+    // demo__calc-4's spec names a parser that does not exist: that instance errors, the run goes on.
+    const specs = (i: { instance_id: string }) => ({ ...repos.get(i.instance_id)!.spec, ...(i.instance_id === 'demo__calc-4' ? { parser: 'nosuch' } : {}) });
+    const reportDir = join(root, 'reports');
+    const seen: string[] = [];
+    const out = await scoreRun(rows, predictions, specs, factory, { jobs: 2, runId: 'r1', reportDir, timeoutS: 60, filesDir: (i) => join(root, 'files', i.instance_id), onResult: (r) => seen.push(r.instance_id) });
+
+    expect(out.summary).toMatchObject({
+      total_instances: 4,
+      submitted_instances: 5,
+      completed_instances: 1,
+      resolved_instances: 1,
+      unresolved_instances: 0,
+      empty_patch_instances: 1,
+      error_instances: 2,
+      resolved_ids: ['demo__calc-1'],
+      empty_patch_ids: ['demo__calc-3'],
+      error_ids: ['demo__calc-2', 'demo__calc-4'],
+      patch_apply_failed_ids: ['demo__calc-2'],
+      unknown_ids: ['not__in-dataset-1'],
+      incomplete_ids: [],
+    });
+    expect(seen.sort()).toEqual(['demo__calc-1', 'demo__calc-2', 'demo__calc-4']);
+    expect(out.summaryPath).toBe(join(reportDir, 'org__model-x.r1.json'));
+    expect(RunSummarySchema.parse(JSON.parse(await readFile(out.summaryPath, 'utf8')))).toEqual(out.summary);
+
+    const dir = join(reportDir, 'r1', 'org__model-x', 'demo__calc-1');
+    const report = ReportFileSchema.parse(JSON.parse(await readFile(join(dir, 'report.json'), 'utf8')));
+    expect(report['demo__calc-1']).toMatchObject({ patch_is_None: false, patch_exists: true, patch_successfully_applied: true, resolved: true });
+    expect(await readFile(join(dir, 'test_output.txt'), 'utf8')).toContain('>>>>> End Test Output');
+    expect(await readFile(join(dir, 'eval.sh'), 'utf8')).toMatch(/^#!\/bin\/bash\nset -uxo pipefail\n/);
+    const failed = ScoreResultSchema.parse(JSON.parse(await readFile(join(reportDir, 'r1', 'org__model-x', 'demo__calc-2', 'result.json'), 'utf8')));
+    expect(failed.status).toBe('patch_apply_failed');
+    expect(existsSync(join(reportDir, 'r1', 'org__model-x', 'demo__calc-4', 'error.txt'))).toBe(true);
+    expect(out.results.find((r) => r.instance_id === 'demo__calc-4')?.error).toMatch(/unknown log parser/);
+
+    // A second attempt of the same run reuses graded results and retries only the errored instance.
+    const again: string[] = [];
+    const factory2: RunnerFactory = (instance) => {
+      again.push(instance.instance_id);
+      return factory(instance);
+    };
+    const out2 = await scoreRun(rows, predictions, specs, factory2, { jobs: 2, runId: 'r1', reportDir, timeoutS: 60, filesDir: (i) => join(root, 'files', i.instance_id) });
+    expect(again).toEqual(['demo__calc-4']);
+    expect(out2.summary).toEqual(out.summary);
+  });
+
+  it('refuses a run id that would escape the report directory', async () => {
+    await expect(scoreRun([], [], () => ({ testCmd: 'true', parser: 'pytest' }), factory, { jobs: 1, runId: '../x', reportDir: root, timeoutS: 1 })).rejects.toThrow(/run id/);
+  });
+});

@@ -1,0 +1,158 @@
+/**
+ * Scoring a whole prediction file against a dataset, as `swebench.harness.run_evaluation` does:
+ * every non-empty prediction of a known instance is graded in its own fresh environment, `jobs`
+ * at a time; each instance's report.json, result.json, test_output.txt, patch.diff and eval.sh go
+ * under <reportDir>/<runId>/<model>/<instance_id>/, the run summary to
+ * <reportDir>/<model>.<runId>.json. One instance's failure never stops the run; an instance that
+ * already has a result.json from an earlier attempt of the same run is not run again.
+ */
+import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { errorMessage, InvalidInputError } from '../errors.js';
+import { isErrno } from '../util/fs.js';
+import { parseScoreInstance, type ScoreInstance } from './instance.js';
+import type { Prediction } from './predictions.js';
+import { makeRunSummary, ScoreResultSchema, type RunSummary, type ScoreResult } from './report.js';
+import type { EvalRunner } from './runner.js';
+import { scoreInstance } from './score-instance.js';
+import type { EvalSpecInput } from './spec.js';
+
+export type SpecLookup = (instance: ScoreInstance) => EvalSpecInput;
+/** A runner for one instance's environment; each call of it must start from a fresh sandbox. */
+/** A directory, or one per instance. */
+export type FilesDir = string | ((instance: ScoreInstance) => string);
+
+export function filesDirFor(dir: FilesDir | undefined, instance: ScoreInstance): { filesDir?: string } {
+  if (dir === undefined) return {};
+  return { filesDir: typeof dir === 'string' ? dir : dir(instance) };
+}
+
+export type RunnerFactory = (instance: ScoreInstance) => EvalRunner | Promise<EvalRunner>;
+
+export interface ScoreRunOptions {
+  jobs: number;
+  runId: string;
+  reportDir: string;
+  timeoutS: number;
+  /** Where patch files go inside the environment (see scoreInstance); per instance when environments share a filesystem. */
+  filesDir?: FilesDir;
+  /** Called as each instance finishes, e.g. for progress lines. */
+  onResult?: (result: ScoreResult) => void;
+}
+
+export interface ScoreRunOutcome {
+  summary: RunSummary;
+  summaryPath: string;
+  results: ScoreResult[];
+}
+
+/** One path component that cannot climb out of its directory. */
+export function safeComponent(s: string, what: string): string {
+  if (s === '' || s === '.' || s === '..' || s.includes('/') || s.includes('\0')) {
+    throw new InvalidInputError(`${what} ${JSON.stringify(s)} cannot name a report directory`, `use a ${what} without "/", NUL, "." or ".."`);
+  }
+  return s;
+}
+
+/** The harness's directory name for a model. */
+export function modelDirName(model: string): string {
+  return safeComponent(model.replaceAll('/', '__'), 'model name');
+}
+
+async function writeAtomic(path: string, content: string): Promise<void> {
+  const tmp = `${path}.tmp-${process.pid}-${Math.random().toString(36).slice(2)}`;
+  await writeFile(tmp, content);
+  await rename(tmp, path);
+}
+
+async function previousResult(dir: string): Promise<ScoreResult | null> {
+  try {
+    const r = ScoreResultSchema.safeParse(JSON.parse(await readFile(join(dir, 'result.json'), 'utf8')));
+    // Infrastructure errors are retried; a graded, timed-out or non-applying patch is not.
+    return r.success && r.data.status !== 'error' ? r.data : null;
+  } catch (e) {
+    if (isErrno(e, 'ENOENT') || e instanceof SyntaxError) return null;
+    throw e;
+  }
+}
+
+/** Runs `work` over `items` with at most `jobs` in flight, in order of items. */
+async function pool<T>(items: readonly T[], jobs: number, work: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) {
+      const item = items[next++]!;
+      await work(item);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.max(1, Math.min(jobs, items.length)) }, worker));
+}
+
+export async function scoreRun(
+  rows: readonly unknown[],
+  predictions: readonly Prediction[],
+  specs: SpecLookup,
+  runnerFactory: RunnerFactory,
+  opts: ScoreRunOptions,
+): Promise<ScoreRunOutcome> {
+  safeComponent(opts.runId, 'run id');
+  if (!Number.isInteger(opts.jobs) || opts.jobs < 1) throw new InvalidInputError(`jobs must be a positive integer, got ${opts.jobs}`);
+  if (!(opts.timeoutS > 0)) throw new InvalidInputError(`timeout must be positive, got ${opts.timeoutS} s`);
+  const instances = rows.map((r, i) => parseScoreInstance(r, `dataset row ${i + 1}`));
+  const byId = new Map(instances.map((x) => [x.instance_id, x]));
+  const preds = new Map(predictions.map((p) => [p.instance_id, p]));
+  const model = predictions[0]?.model_name_or_path ?? 'None';
+
+  // Like the harness: only known instances with a non-empty patch are run.
+  const todo = [...preds.values()].filter((p) => byId.has(p.instance_id) && p.model_patch !== null && p.model_patch !== '');
+  const results = new Map<string, ScoreResult>();
+  await pool(todo, opts.jobs, async (pred) => {
+    const instance = byId.get(pred.instance_id)!;
+    const result = await scoreOne(instance, pred, specs, runnerFactory, opts);
+    results.set(instance.instance_id, result);
+    opts.onResult?.(result);
+  });
+
+  const summary = makeRunSummary({ datasetIds: instances.map((x) => x.instance_id), predictions: preds, results });
+  await mkdir(opts.reportDir, { recursive: true });
+  const summaryPath = join(opts.reportDir, `${modelDirName(model)}.${opts.runId}.json`);
+  await writeAtomic(summaryPath, JSON.stringify(summary, null, 4) + '\n');
+  return { summary, summaryPath, results: todo.flatMap((p) => results.get(p.instance_id) ?? []) };
+}
+
+async function scoreOne(instance: ScoreInstance, pred: Prediction, specs: SpecLookup, runnerFactory: RunnerFactory, opts: ScoreRunOptions): Promise<ScoreResult> {
+  const modelName = pred.model_name_or_path;
+  let dir: string | null = null;
+  try {
+    dir = join(opts.reportDir, opts.runId, modelDirName(modelName), safeComponent(instance.instance_id, 'instance id'));
+    const earlier = await previousResult(dir);
+    if (earlier !== null) return earlier;
+    await mkdir(dir, { recursive: true });
+    await writeAtomic(join(dir, 'patch.diff'), pred.model_patch ?? '');
+    const runner = await runnerFactory(instance);
+    const { result, log, script } = await scoreInstance(instance, specs(instance), pred.model_patch, runner, {
+      timeoutMs: opts.timeoutS * 1000,
+      modelName,
+      ...filesDirFor(opts.filesDir, instance),
+    });
+    await writeAtomic(join(dir, 'eval.sh'), script);
+    await writeAtomic(join(dir, 'test_output.txt'), log);
+    await writeAtomic(join(dir, 'report.json'), JSON.stringify({ [instance.instance_id]: result.report }, null, 4) + '\n');
+    await writeAtomic(join(dir, 'result.json'), JSON.stringify(result, null, 2) + '\n');
+    return result;
+  } catch (e) {
+    // A bad spec, a runner that could not be made, a full disk: this instance errored, the run goes on.
+    const result: ScoreResult = {
+      instance_id: instance.instance_id,
+      model_name_or_path: modelName,
+      status: 'error',
+      resolved: false,
+      applied_with: null,
+      report: { patch_is_None: pred.model_patch === null, patch_exists: pred.model_patch !== null, patch_successfully_applied: false, resolved: false },
+      runner: null,
+      error: errorMessage(e),
+    };
+    if (dir !== null) await writeAtomic(join(dir, 'error.txt'), `${result.error}\n`).catch(() => undefined);
+    return result;
+  }
+}
