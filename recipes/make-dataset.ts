@@ -1,10 +1,11 @@
 /**
- * Regenerates recipes/demo/dataset.jsonl from the demo project: runs make-repo.sh into a temporary
- * directory, takes each "Fix #N:" commit as the gold solution of instance demo__pycalc-N (base =
- * its parent; gold patch = its change under pycalc/, test patch = its change under tests/), and
- * computes FAIL_TO_PASS / PASS_TO_PASS by really running pytest before and after the gold patch.
+ * Regenerates recipes/<set>/dataset.jsonl from that set's generated project: runs its make-repo.sh
+ * into a temporary directory, takes each "Fix #N:" commit as the gold solution of instance
+ * <prefix>-N (base = its parent; test patch = its change under tests/, gold patch = the rest), and
+ * computes FAIL_TO_PASS / PASS_TO_PASS by really running the tests before and after the gold patch.
  *
- *   npx tsx recipes/demo/make-dataset.ts      (needs git and python3 with pytest)
+ *   npx tsx recipes/make-dataset.ts demo     (needs git and python3 with pytest)
+ *   npx tsx recipes/make-dataset.ts test     (needs git and sh)
  */
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -12,14 +13,43 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-const here = dirname(fileURLToPath(import.meta.url));
+const recipes = dirname(fileURLToPath(import.meta.url));
+
+interface DatasetSource {
+  repo: string;
+  idPrefix: string;
+  /** The test command, to which the test files are appended. */
+  testCmd: string[];
+  versionFile: string;
+  versionPattern: RegExp;
+  problems: Record<number, string>;
+}
 const GIT_ENV = { ...process.env, GIT_CONFIG_GLOBAL: '/dev/null', GIT_CONFIG_NOSYSTEM: '1', LC_ALL: 'C' };
 
-const PROBLEMS: Record<number, string> = {
+const DEMO_PROBLEMS: Record<number, string> = {
   1: '`pycalc.stats.mean([])` fails with ZeroDivisionError. Like `median`, it should raise a ValueError saying the sequence is empty.',
   2: '`pycalc.text.slugify("Hello   World")` returns "hello---world": runs of whitespace (and hyphens) should become a single hyphen, giving "hello-world".',
   3: '`pycalc.roman.to_roman(4)` returns "IIII" and `to_roman(1994)` "MDCCCCLXXXXIIII". Roman numerals use subtractive notation: 4 is "IV", 1994 is "MCMXCIV".',
   4: '`pycalc.text.is_palindrome("A man, a plan, a canal: Panama")` is False. Palindrome checks should ignore case, spaces and punctuation.',
+};
+
+const SOURCES: Record<string, DatasetSource> = {
+  demo: {
+    repo: 'demo/pycalc',
+    idPrefix: 'demo__pycalc',
+    testCmd: ['python3', '-m', 'pytest', '-rA', '-p', 'no:cacheprovider'],
+    versionFile: 'pycalc/__init__.py',
+    versionPattern: /__version__ = "([^"]+)"/,
+    problems: DEMO_PROBLEMS,
+  },
+  test: {
+    repo: 'test/shlib',
+    idPrefix: 'test__shlib',
+    testCmd: ['sh', 'run_tests.sh'],
+    versionFile: 'VERSION',
+    versionPattern: /^(\S+)/,
+    problems: { 1: '`max 3 5` prints 3; it should print the larger argument.', 2: '`abs -4` prints -4; it should print 4.' },
+  },
 };
 
 function git(repo: string, ...args: string[]): string {
@@ -27,10 +57,10 @@ function git(repo: string, ...args: string[]): string {
 }
 
 /** pytest -rA short summary: `PASSED tests/x.py::name`, `FAILED tests/x.py::name - msg`. */
-function runTests(dir: string, files: string[]): Map<string, string> {
+function runTests(src: DatasetSource, dir: string, files: string[]): Map<string, string> {
   let out: string;
   try {
-    out = execFileSync('python3', ['-m', 'pytest', '-rA', '-p', 'no:cacheprovider', ...files], { cwd: dir, encoding: 'utf8', env: { ...process.env, PYTHONDONTWRITEBYTECODE: '1', PYTEST_DISABLE_PLUGIN_AUTOLOAD: '1' } });
+    out = execFileSync(src.testCmd[0]!, [...src.testCmd.slice(1), ...files], { cwd: dir, encoding: 'utf8', env: { ...process.env, PYTHONDONTWRITEBYTECODE: '1', PYTEST_DISABLE_PLUGIN_AUTOLOAD: '1' } });
   } catch (e) {
     out = String((e as { stdout?: unknown }).stdout ?? '');
   }
@@ -50,21 +80,24 @@ function checkoutWith(repo: string, commit: string, patches: string[]): string {
   return dir;
 }
 
-function versionAt(repo: string, commit: string): string {
-  const m = /__version__ = "([^"]+)"/.exec(git(repo, 'show', `${commit}:pycalc/__init__.py`));
+function versionAt(src: DatasetSource, repo: string, commit: string): string {
+  const m = src.versionPattern.exec(git(repo, 'show', `${commit}:${src.versionFile}`));
   if (!m) throw new Error(`no __version__ at ${commit}`);
   return m[1]!;
 }
 
-function main(): void {
-  const work = mkdtempSync(join(tmpdir(), 'pycalc-'));
-  const repo = join(work, 'pycalc');
+function main(set: string): void {
+  const src = SOURCES[set];
+  if (!src) throw new Error(`usage: make-dataset.ts ${Object.keys(SOURCES).join('|')}`);
+  const here = join(recipes, set);
+  const work = mkdtempSync(join(tmpdir(), `${set}-`));
+  const repo = join(work, 'repo');
   try {
     execFileSync(join(here, 'make-repo.sh'), [repo], { stdio: ['ignore', 'ignore', 'inherit'] });
     const log = git(repo, 'log', '--reverse', '--format=%H %P %s').trim().split('\n').map((l) => l.split(' '));
     const firstOfVersion = new Map<string, string>();
     for (const [c] of log) {
-      const v = versionAt(repo, c!);
+      const v = versionAt(src, repo, c!);
       if (!firstOfVersion.has(v)) firstOfVersion.set(v, c!);
     }
     const rows: string[] = [];
@@ -72,29 +105,29 @@ function main(): void {
       const m = /^Fix #(\d+):/.exec(subject.join(' '));
       if (!m || fix === undefined || base === undefined) continue;
       const n = Number(m[1]);
-      const patch = git(repo, 'diff', base, fix, '--', 'pycalc');
+      const patch = git(repo, 'diff', base, fix, '--', '.', ':!tests');
       const testPatch = git(repo, 'diff', base, fix, '--', 'tests');
       const testFiles = git(repo, 'diff', '--name-only', base, fix, '--', 'tests').trim().split('\n');
       const beforeDir = checkoutWith(repo, base, [testPatch]);
       const afterDir = checkoutWith(repo, base, [testPatch, patch]);
-      const before = runTests(beforeDir, testFiles);
-      const after = runTests(afterDir, testFiles);
+      const before = runTests(src, beforeDir, testFiles);
+      const after = runTests(src, afterDir, testFiles);
       rmSync(beforeDir, { recursive: true, force: true });
       rmSync(afterDir, { recursive: true, force: true });
       const failToPass = [...after].filter(([t, s]) => s === 'PASSED' && before.get(t) !== 'PASSED').map(([t]) => t);
       const passToPass = [...after].filter(([t, s]) => s === 'PASSED' && before.get(t) === 'PASSED').map(([t]) => t);
       const broken = [...after].filter(([, s]) => s !== 'PASSED');
       if (failToPass.length === 0 || broken.length > 0) throw new Error(`instance ${n}: gold patch does not fix the tests cleanly: ${JSON.stringify({ failToPass, broken })}`);
-      const version = versionAt(repo, base);
+      const version = versionAt(src, repo, base);
       rows.push(
         JSON.stringify({
-          instance_id: `demo__pycalc-${n}`,
-          repo: 'demo/pycalc',
+          instance_id: `${src.idPrefix}-${n}`,
+          repo: src.repo,
           base_commit: base,
           version,
           environment_setup_commit: firstOfVersion.get(version),
           created_at: git(repo, 'show', '-s', '--format=%aI', fix).trim(),
-          problem_statement: PROBLEMS[n] ?? '',
+          problem_statement: src.problems[n] ?? '',
           hints_text: '',
           patch,
           test_patch: testPatch,
@@ -103,7 +136,7 @@ function main(): void {
           PASS_TO_PASS: JSON.stringify(passToPass),
         }),
       );
-      process.stderr.write(`demo__pycalc-${n}: base ${base.slice(0, 12)} version ${version}: ${failToPass.length} fail-to-pass, ${passToPass.length} pass-to-pass\n`);
+      process.stderr.write(`${src.idPrefix}-${n}: base ${base.slice(0, 12)} version ${version}: ${failToPass.length} fail-to-pass, ${passToPass.length} pass-to-pass\n`);
     }
     writeFileSync(join(here, 'dataset.jsonl'), `${rows.join('\n')}\n`);
   } finally {
@@ -111,4 +144,4 @@ function main(): void {
   }
 }
 
-main();
+main(process.argv[2] ?? 'demo');
