@@ -16,8 +16,7 @@ import { Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { type Digest, verifyDigest } from '../cas/digest.js';
 import { DigestMismatchError, InvalidInputError, NotFoundError } from '../errors.js';
-import { EnvConfigSchema } from '../layer/env.js';
-import { readJsonBlob } from './blobs.js';
+import { envClosure } from './closure.js';
 import { type Registry, parseRefName } from './registry.js';
 
 export interface CopyProgress {
@@ -51,28 +50,6 @@ export interface CopySummary {
   bytesCopied: number;
   catalogEntriesWritten: number;
   refsWritten: number;
-}
-
-interface Closure {
-  env: Digest;
-  blobs: Digest[];
-  packs: { pack: Digest; index: Digest }[];
-}
-
-/** Every blob a ref reaches, env config first; pure given the parsed config. */
-async function closureOf(from: Registry, env: Digest): Promise<Closure> {
-  const config = await readJsonBlob(from, env, EnvConfigSchema, 'environment config');
-  const blobs = new Set<Digest>([env]);
-  const packs = new Map<Digest, Digest>();
-  for (const layer of config.layers) {
-    blobs.add(layer.manifest);
-    for (const p of layer.packs) {
-      blobs.add(p.pack);
-      blobs.add(p.index);
-      packs.set(p.pack, p.index);
-    }
-  }
-  return { env, blobs: [...blobs], packs: [...packs].map(([pack, index]) => ({ pack, index })) };
 }
 
 /** Hashes what flows through and fails the pipeline if it does not match `digest` at the end. */
@@ -152,8 +129,8 @@ export async function copyRefs(from: Registry, to: Registry, refs: string[] | 'a
     const env = await from.getRef(ref);
     if (env === null) throw new NotFoundError(`ref ${ref} in ${from.url}`, 'list the source refs with `minisandbox refs`, or use --all');
     progress({ phase: 'closure', ref });
-    const closure = await closureOf(from, env);
-    const todo = closure.blobs.filter((d) => !blobsDone.has(d));
+    const closure = await envClosure(from, env);
+    const todo = [...closure.blobs].filter((d) => !blobsDone.has(d));
     await runPool(todo, concurrency, async (digest) => {
       const have = await to.statBlob(digest);
       if (have !== null) {
@@ -169,7 +146,7 @@ export async function copyRefs(from: Registry, to: Registry, refs: string[] | 'a
       progress({ phase: 'blob', ref, digest, skipped: have !== null });
     });
 
-    const packs = closure.packs.filter((p) => !packsDone.has(p.pack));
+    const packs = [...closure.packs].map(([pack, index]) => ({ pack, index })).filter((p) => !packsDone.has(p.pack));
     if (packs.length > 0) {
       if (targetCatalog === undefined) {
         targetCatalog = new Map();
