@@ -89,9 +89,10 @@ export class FrameExtractor {
     // A local I/O failure (ENOSPC, EACCES) says nothing about the pack: keep its own code.
     if (e instanceof Error && typeof (e as NodeJS.ErrnoException).syscall === 'string') return e;
     const affected = this.wanted.slice(this.cur ? this.next - 1 : this.next).map((w) => w.digest);
-    const names = affected.slice(0, 3).join(', ') + (affected.length > 3 ? ` and ${affected.length - 3} more` : '');
+    // When every object already came out verified, the lie is in the frame's stated lengths: name its objects.
+    const what = affected.length > 0 ? `objects not extracted: ${nameSome(affected)}` : `frame holds ${nameSome(this.wanted.map((w) => w.digest))}`;
     const msg = e instanceof Error ? e.message : String(e);
-    return new CorruptPackError(`pack ${this.pack}, frame at ${this.frame.offset}: ${msg}; objects not extracted: ${names || 'none'}`, { cause: e });
+    return new CorruptPackError(`pack ${this.pack}, frame at ${this.frame.offset}: ${msg}; ${what}`, { cause: e });
   }
 
   /** Routes one decoded piece (valid only until the next await of the caller's loop). */
@@ -159,6 +160,10 @@ export class FrameExtractor {
       this.onObject(c.entry);
     }
   }
+}
+
+export function nameSome(digests: string[]): string {
+  return digests.slice(0, 3).join(', ') + (digests.length > 3 ? ` and ${digests.length - 3} more` : '');
 }
 
 async function writeAll(fh: FileHandle, data: Uint8Array): Promise<void> {

@@ -9,7 +9,7 @@ import { sha256, type Digest } from '../cas/digest.js';
 import { DigestMismatchError, InvalidInputError } from '../errors.js';
 import type { Registry } from '../registry/registry.js';
 import { CorruptPackError } from './errors.js';
-import { finalName, FrameExtractor, tempName, type FrameRef } from './frame-extract.js';
+import { finalName, FrameExtractor, nameSome, tempName, type FrameRef } from './frame-extract.js';
 import { PackIndexEntrySchema, TAR_BLOCK, type PackIndexEntry } from './pack-index.js';
 import { MAX_BUFFERED_RANGE_BYTES, MERGE_GAP_BYTES } from './settings.js';
 
@@ -189,10 +189,6 @@ async function fetchStreamed(registry: Registry, pack: Digest, r: RangeWork, des
     stream.destroy();
   }
   await x.end();
-}
-
-function nameSome(digests: string[]): string {
-  return digests.slice(0, 3).join(', ') + (digests.length > 3 ? ` and ${digests.length - 3} more` : '');
 }
 
 async function runPool<T>(items: T[], concurrency: number, work: (item: T) => Promise<void>): Promise<void> {
