@@ -38,11 +38,14 @@ async function treeBytes(p: string): Promise<number> {
   return n;
 }
 
-export async function gcStore(store: StorePaths, opts: { graceMs: number; dryRun: boolean; now?: number }): Promise<StoreGcResult> {
-  const now = opts.now ?? Date.now();
+export async function gcStore(store: StorePaths, opts: { graceMs: number; dryRun: boolean }): Promise<StoreGcResult> {
+  // Read the clock at each check: removing a layer moves its pool inodes' ctime to "now".
+  const now = (): number => Date.now();
+  // ctime, not mtime: lay-out gives files their recorded (any, even future) mtimes, while ctime
+  // moves whenever the store touches an inode, including a link count change.
   const old = async (p: string): Promise<boolean> => {
     const st = await lstat(p).catch(() => null);
-    return st !== null && now - st.mtimeMs >= opts.graceMs;
+    return st !== null && now() - st.ctimeMs >= opts.graceMs;
   };
   const liveLayers = new Set<string>();
   const liveEnvs = new Set<string>();
@@ -98,7 +101,7 @@ export async function gcStore(store: StorePaths, opts: { graceMs: number; dryRun
     for (const n of names) {
       const p = join(dir, n);
       const st = await lstat(p).catch(() => null);
-      if (st === null || st.nlink > 1 || now - st.mtimeMs < opts.graceMs) continue;
+      if (st === null || st.nlink > 1 || now() - st.ctimeMs < opts.graceMs) continue;
       res.removedLinks++;
       res.freedBytes += st.size;
       left--;
