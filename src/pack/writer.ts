@@ -390,6 +390,7 @@ class PackBuilder {
     let chunks: Buffer[] = [];
     let frameRaw = 0;
     let stream: StreamFrameCompressor | null = null;
+    let streamStart = 0;
     for await (const data of this.tar as AsyncIterable<Buffer>) {
       let chunk = data;
       while (chunk.length > 0) {
@@ -403,6 +404,7 @@ class PackBuilder {
           if (!stream) {
             await Promise.all(this.inflight.splice(0)); // earlier frames first: the stream writes directly
             stream = new StreamFrameCompressor({ level: this.s.level, workers: LARGE_FRAME_WORKERS });
+            streamStart = this.packBytes;
           }
           await this.append(stream.write(piece));
         } else {
@@ -412,9 +414,8 @@ class PackBuilder {
         if (cut && offset === cut.end) {
           this.cuts.shift();
           if (stream) {
-            const start = this.packBytes;
             await this.append(stream.end());
-            this.frames.push({ offset: start, length: this.packBytes - start, rawLength: frameRaw });
+            this.frames.push({ offset: streamStart, length: this.packBytes - streamStart, rawLength: frameRaw });
             stream = null;
           } else {
             await this.compressFrame(chunks, frameRaw);
