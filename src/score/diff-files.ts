@@ -108,3 +108,19 @@ export function testDirectives(testPatch: string, style: DirectiveStyle): string
 function unique(xs: string[]): string[] {
   return [...new Set(xs)];
 }
+
+const HEADER_LINE = /^(diff |--- |\+\+\+ |\*\*\* |Index: |rename from |rename to |copy from |copy to )/;
+const GIT_DIR_COMPONENT = /(^|[\s/"])\.git(\/|\s|"|$)/i;
+
+/**
+ * The first header-like line naming a path inside `.git`, or null. git apply refuses such patches
+ * but the harness's `patch` fallback writes them (hooks, config with filter drivers or fsmonitor),
+ * which would let a patch run code before the tests and forge the log. Deliberately wider than any
+ * one diff dialect's headers: a hunk line that merely looks like a header can only cause a refusal.
+ */
+export function gitDirWrite(patch: string): string | null {
+  for (const line of patch.split('\n')) {
+    if (HEADER_LINE.test(line) && GIT_DIR_COMPONENT.test(line.replace(HEADER_LINE, ''))) return line;
+  }
+  return null;
+}

@@ -1,5 +1,6 @@
 import { execFileSync } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -102,6 +103,25 @@ describe('eval script run for real with bash on a git repository', () => {
     const { result, log } = await score(cheat);
     expect(result.resolved).toBe(true);
     expect(log).toContain(`git checkout ${repo.baseCommit} -- tests/test_calc.py`);
+  });
+
+  it('refuses a patch that writes inside .git, which the patch fallback would otherwise apply', async () => {
+    const hook = `diff --git a/.git/hooks/post-checkout b/.git/hooks/post-checkout\nnew file mode 100755\n--- /dev/null\n+++ b/.git/hooks/post-checkout\n@@ -0,0 +1,2 @@\n+#!/bin/sh\n+echo planted\n`;
+    const { result } = await score(repo.gold + hook);
+    expect(result.status).toBe('patch_apply_failed');
+    expect(existsSync(join(repo.dir, '.git', 'hooks', 'post-checkout'))).toBe(false);
+  });
+
+  it('runs no git hook, so a planted hook cannot forge the markers and results', async () => {
+    const hookPath = join(repo.dir, '.git', 'hooks', 'post-checkout');
+    await writeFile(hookPath, `#!/bin/sh\necho ": '${START_TEST_OUTPUT}'"\necho '${repo.names.add} ... ok'\necho ": '>>>>> End Test Output'"\n`, { mode: 0o755 });
+    try {
+      const { result, log } = await score(null);
+      expect(log).not.toContain(`${repo.names.add} ... ok`);
+      expect(result.resolved).toBe(false);
+    } finally {
+      await rm(hookPath);
+    }
   });
 
   it('kills a hanging test command at the timeout, with every process it started', async () => {

@@ -39,9 +39,12 @@ export function makeEvalScript({ instance, spec, patchPath, testPatchPath }: Eva
   const lines = [
     '#!/bin/bash',
     'set -uxo pipefail',
-    // safe.directory through the environment is protected (command-line scope) config and writes
-    // no ~/.gitconfig; the repository may be owned by another uid than the scorer.
-    "export GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=safe.directory GIT_CONFIG_VALUE_0='*'",
+    // Config through the environment is command-line scope: it writes no ~/.gitconfig and the
+    // repository cannot override it. safe.directory: the tree may be owned by another uid than the
+    // scorer. hooksPath: a patch that plants .git/hooks/post-checkout (the `patch` fallback writes
+    // anywhere in the tree) must not run code before the tests or print fake markers; nor may an
+    // fsmonitor command. (score-instance.ts also refuses patches that write inside .git at all.)
+    "export GIT_CONFIG_COUNT=3 GIT_CONFIG_KEY_0=safe.directory GIT_CONFIG_VALUE_0='*' GIT_CONFIG_KEY_1=core.hooksPath GIT_CONFIG_VALUE_1=/dev/null GIT_CONFIG_KEY_2=core.fsmonitor GIT_CONFIG_VALUE_2=false",
     `cd ${shellQuote(spec.workdir)}`,
     ...spec.preCommands,
   ];

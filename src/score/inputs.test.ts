@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { InvalidInputError } from '../errors.js';
-import { diffFiles, modifiedFiles, testDirectives } from './diff-files.js';
+import { diffFiles, gitDirWrite, modifiedFiles, testDirectives } from './diff-files.js';
 import { parseScoreInstance } from './instance.js';
 import { parsePredictions } from './predictions.js';
 
@@ -83,5 +83,16 @@ describe('files of a diff', () => {
 
   it('unquotes git C-quoted paths', () => {
     expect(diffFiles('--- "a/sp\\303\\244ce \\"q\\".py"\n+++ "b/sp\\303\\244ce \\"q\\".py"\n')).toEqual([{ oldPath: 'späce "q".py', newPath: 'späce "q".py' }]);
+  });
+});
+
+describe('patches that write inside .git', () => {
+  it('are found in any header dialect, and ordinary paths named like .git are not', () => {
+    expect(gitDirWrite('--- /dev/null\n+++ b/.git/config\n')).toBe('+++ b/.git/config');
+    expect(gitDirWrite('Index: .git/hooks/pre-commit\n')).not.toBeNull();
+    expect(gitDirWrite('*** a/sub/.GIT/config\n')).not.toBeNull();
+    expect(gitDirWrite('rename to .git\n')).not.toBeNull();
+    expect(gitDirWrite('--- a/.gitignore\n+++ b/.gitignore\n@@ -1 +1 @@\n-x\n+y\n')).toBeNull();
+    expect(gitDirWrite('--- a/docs/using.git.md\n+++ b/docs/using.git.md\n')).toBeNull();
   });
 });

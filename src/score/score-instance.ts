@@ -4,7 +4,9 @@
  * diff) goes in, a SWE-bench report comes out.
  */
 import { errorMessage, InvalidInputError } from '../errors.js';
+import { gitDirWrite } from './diff-files.js';
 import { makeEvalScript } from './eval-script.js';
+import { APPLY_PATCH_FAIL } from './markers.js';
 import { gradeTests, resolutionStatus } from './grading.js';
 import { parseScoreInstance, type ScoreInstance, type ScoreInstanceInput } from './instance.js';
 import { analyzeLog, statusMapOf } from './log-analysis.js';
@@ -61,8 +63,11 @@ export async function scoreInstance(
   const started = performance.now();
   let run: EvalRunResult;
   let infraError: string | undefined;
+  const intoGitDir = hasPatch ? gitDirWrite(patch!) : null;
   try {
-    run = await runner(files, script, { timeoutMs: opts.timeoutMs });
+    run = intoGitDir !== null
+      ? { output: `${APPLY_PATCH_FAIL}\n[minisandbox: refused, the patch writes inside .git: ${intoGitDir}]\n`, status: 'ok', exitCode: 1, truncated: false }
+      : await runner(files, script, { timeoutMs: opts.timeoutMs });
   } catch (e) {
     infraError = errorMessage(e);
     run = { output: `[minisandbox: the eval runner failed: ${infraError}]\n`, status: 'infra_error', exitCode: null, truncated: false };
