@@ -131,6 +131,16 @@ export class S3Registry implements Registry {
       maxAttempts: 1,
       // The SDK's default CRC32 trailers use aws-chunked bodies that S3-compatible servers often
       // reject; we send the sha256 we already know instead (ChecksumSHA256) and verify reads ourselves.
+      // The SDK warns on every failed streaming upload that it cannot retry it; withRetry does, with a fresh stream.
+      logger: {
+        debug: () => undefined,
+        info: () => undefined,
+        trace: () => undefined,
+        warn: (...args: unknown[]) => {
+          if (!String(args[0]).includes('non-retryable streaming request')) console.warn(...args);
+        },
+        error: (...args: unknown[]) => console.error(...args),
+      },
       requestChecksumCalculation: 'WHEN_REQUIRED',
       responseChecksumValidation: 'WHEN_REQUIRED',
       requestHandler: {
