@@ -107,6 +107,20 @@ describe('S3 registry under injected faults', () => {
     expect(Date.now() - t0).toBeLessThan(2500);
   });
 
+  it('abandons a body that stalls half-way on an open connection, for whole reads and streams', async () => {
+    const { reg, direct, retries } = pair({ idleTimeoutMs: 400 });
+    const data = randomBytes(2 * MiB);
+    await direct.putBlob(sha256(data), data);
+    proxy.setPlan({ schedule: ['stall', 'stall'], match: (r) => r.method === 'GET' });
+    const t0 = Date.now();
+    expect((await reg.getBlob(sha256(data))).equals(data)).toBe(true);
+    const h = createHash('sha256');
+    for await (const c of await reg.openBlob(sha256(data))) h.update(c as Buffer);
+    expect(`sha256:${h.digest('hex')}`).toBe(sha256(data));
+    expect(retries.length).toBe(2);
+    expect(Date.now() - t0).toBeLessThan(5000);
+  });
+
   it('lands a ref write whose answer was lost, and reads it back', async () => {
     const { reg, direct } = pair();
     const d = sha256('env');

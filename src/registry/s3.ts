@@ -139,7 +139,8 @@ export class S3Registry implements Registry {
         warn: (...args: unknown[]) => {
           if (!String(args[0]).includes('non-retryable streaming request')) console.warn(...args);
         },
-        error: (...args: unknown[]) => console.error(...args),
+        // Every failed command (a 404 HEAD included) is logged here; the caller gets a typed error instead.
+        error: () => undefined,
       },
       requestChecksumCalculation: 'WHEN_REQUIRED',
       responseChecksumValidation: 'WHEN_REQUIRED',

@@ -1,7 +1,8 @@
 /**
  * A loopback HTTP proxy in front of an S3 server that injects the failures real networks and S3
  * produce: 500 and 503 SlowDown answers, connection resets (before the request reaches the server,
- * or after it was applied and before the client hears back), slow answers, truncated bodies.
+ * or after it was applied and before the client hears back), slow answers, truncated bodies, and
+ * bodies that stall half-way with the connection left open (only the client's idle timeout helps).
  * Faults follow a fixed schedule (request n gets schedule[n]) or seeded probabilities, so every run
  * injects the same faults. Bounded (maxFaults) and self-stopping (lifetimeMs), so a forgotten proxy
  * neither fails a whole suite nor keeps the test runner alive. It also logs every request, which
@@ -10,7 +11,7 @@
 import { createServer, request as httpRequest, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
-export const FAULTS = ['status500', 'status503', 'reset', 'reset-after', 'slow', 'truncate'] as const;
+export const FAULTS = ['status500', 'status503', 'reset', 'reset-after', 'slow', 'truncate', 'stall'] as const;
 export type Fault = (typeof FAULTS)[number];
 
 export interface RequestInfo {
@@ -127,7 +128,8 @@ export async function startFaultyProxy(upstream: string, plan: FaultPlan = {}, o
         return;
       }
       res.writeHead(upRes.statusCode ?? 502, upRes.headers);
-      if (fault === 'truncate') {
+      if (fault === 'truncate' || fault === 'stall') {
+        const stall = fault === 'stall';
         const declared = Number(upRes.headers['content-length'] ?? '0');
         const cut = Math.floor(declared / 2);
         let sent = 0;
@@ -138,12 +140,13 @@ export async function startFaultyProxy(upstream: string, plan: FaultPlan = {}, o
           res.write(part);
           if (sent >= cut) {
             upRes.destroy();
-            // Let the half body reach the client before the connection dies mid-response.
-            setTimeout(() => req.socket.destroy(), 20);
+            // Let the half body reach the client before the connection dies mid-response; a
+            // stalled one stays open until the client gives up or the proxy stops.
+            if (!stall) setTimeout(() => req.socket.destroy(), 20);
           }
         });
-        upRes.on('end', () => req.socket.destroy());
-        if (cut === 0) setTimeout(() => req.socket.destroy(), 20);
+        if (!stall) upRes.on('end', () => req.socket.destroy());
+        if (cut === 0 && !stall) setTimeout(() => req.socket.destroy(), 20);
         return;
       }
       upRes.pipe(res);
