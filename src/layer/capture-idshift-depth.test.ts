@@ -1,4 +1,4 @@
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { InvalidInputError } from '../errors.js';
@@ -18,6 +18,14 @@ describe('capture with an id shift', () => {
     expect(c.byPath.get('d')).toMatchObject({ uid: 0, gid: 0 });
     expect(c.byPath.get('l')).toMatchObject({ uid: 0, gid: 0 });
     expect(c.byPath.get('g')).toMatchObject({ uid: 1000, gid: 1001 });
+  });
+
+  it('does not hold whiteouts to the base: they carry no owner', async () => {
+    const root = join(t.dir, 'wh');
+    mkdirSync(root);
+    sh(`cd ${root} && mkdir d && mknod d/gone c 0 0 && chown ${base}:${base} d && chown 0:0 d/gone`);
+    const c = await captureAndRead(root, join(t.dir, 'm0'), { idShift: base, overlayUpper: true });
+    expect(c.list).toEqual([expect.objectContaining({ path: 'd', uid: 0 }), { type: 'whiteout', path: 'd/gone' }]);
   });
 
   it('fails naming the entry when an id is below the base', async () => {
@@ -48,10 +56,15 @@ describe('capture of very deep trees', () => {
   it('fails clearly on paths longer than PATH_MAX', async () => {
     const root = join(t.dir, 'toolong');
     mkdirSync(root);
-    sh(`cd ${root} && for i in $(seq 420); do mkdir d123456789 && cd d123456789; done && printf x > f`);
+    // two halves, each short enough to create by absolute path, then joined by one rename
+    const half = 'd123456789/'.repeat(210);
+    mkdirSync(join(root, half), { recursive: true });
+    mkdirSync(join(t.dir, 'half', half), { recursive: true });
+    writeFileSync(join(t.dir, 'half', half, 'f'), 'x');
+    renameSync(join(t.dir, 'half'), join(root, half, 'half'));
     const err = await captureAndRead(root, join(t.dir, 'm2')).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(InvalidInputError);
     expect((err as Error).message).toMatch(/PATH_MAX/);
-    sh(`cd ${root} && for i in $(seq 300); do cd d123456789; done && mv d123456789 ${t.dir}/rest`); // so cleanup can rm it
+    renameSync(join(root, half, 'half'), join(t.dir, 'half')); // so cleanup can remove both halves
   });
 });

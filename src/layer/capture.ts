@@ -236,6 +236,9 @@ function treeChanged(path: string, cause: unknown): Error {
 function listDir(abs: Buffer, rel: Buffer | undefined): Frame {
   let dirents;
   try {
+    // readdir follows symlinks: if the directory was swapped for one since its parent was
+    // listed, stop rather than capture whatever it points at
+    if (rel !== undefined && !lstatSync(abs).isDirectory()) throw new Error('no longer a directory');
     dirents = readdirSync(abs, { encoding: 'buffer', withFileTypes: true });
   } catch (e) {
     throw treeChanged(rel === undefined ? '.' : encodePath(rel), e);
@@ -294,6 +297,11 @@ function makeItem(
       'mount the sandbox overlay with redirect_dir=off,metacopy=off',
     );
   }
+  if (overlay) {
+    // whiteouts carry no owner, so they are decided before the id shift can object to one
+    if (st.isCharacterDevice() && st.rdev === 0n) return { entry: { type: 'whiteout', path }, ready: true };
+    if (st.isFile() && ovl !== undefined && ovl['whiteout'] !== undefined) return { entry: { type: 'whiteout', path }, ready: true };
+  }
   const mode = Number(st.mode & 0o7777n);
   const uid = shiftId(Number(st.uid), idShift, 'uid', path);
   const gid = shiftId(Number(st.gid), idShift, 'gid', path);
@@ -303,7 +311,6 @@ function makeItem(
     return { entry: { type: 'dir', ...common, ...(opaque ? { opaque: true as const } : {}) }, ready: true };
   }
   if (st.isFile()) {
-    if (overlay && ovl !== undefined && ovl['whiteout'] !== undefined) return { entry: { type: 'whiteout', path }, ready: true };
     if (st.nlink > 1n) {
       const key = `${st.dev}:${st.ino}`;
       const first = links.get(key);
@@ -327,7 +334,6 @@ function makeItem(
   if (st.isFIFO()) return { entry: { type: 'fifo', ...common }, ready: true };
   if (st.isCharacterDevice() || st.isBlockDevice()) {
     const rdev = st.rdev;
-    if (overlay && st.isCharacterDevice() && rdev === 0n) return { entry: { type: 'whiteout', path }, ready: true };
     const major = Number(((rdev >> 8n) & 0xfffn) | ((rdev >> 32n) & ~0xfffn));
     const minor = Number((rdev & 0xffn) | ((rdev >> 12n) & ~0xffn));
     return { entry: { type: st.isCharacterDevice() ? 'char' : 'block', ...common, major, minor }, ready: true };

@@ -101,6 +101,17 @@ export function stack(layers: ReadonlyArray<Iterable<Entry>>): StackedEntry[] {
   return out.map(({ n }) => ({ entry: n.entry, layer: n.layer }));
 }
 
+/** `stack` over manifests as `readManifest` yields them (lowest layer first). */
+export async function stackManifests(layers: ReadonlyArray<AsyncIterable<Entry>>): Promise<StackedEntry[]> {
+  const all: Entry[][] = [];
+  for (const l of layers) {
+    const es: Entry[] = [];
+    for await (const e of l) es.push(e);
+    all.push(es);
+  }
+  return stack(all);
+}
+
 /** Re-roots hardlink groups whose `file` entry an upper layer removed or replaced. */
 function repairHardlinks(merged: Map<string, Node>, linkTargets: ReadonlyArray<Map<string, FileEntry>>): void {
   // (layer, old target) -> surviving names, collected in one pass
