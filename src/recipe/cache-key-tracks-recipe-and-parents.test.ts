@@ -1,4 +1,4 @@
-import { chmod, mkdtemp, mkdir, writeFile } from 'node:fs/promises';
+import { chmod, chown, mkdtemp, mkdir, symlink, utimes, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -62,6 +62,23 @@ describe('cacheKey', () => {
     const c = await fixture('kind: base\nfrom: {type: debootstrap, suite: trixie, include: [gpgv, ca-certificates]}\n');
     expect(await keyOf(a.file, [])).toBe(await keyOf(b.file, []));
     expect(await keyOf(a.file, [])).not.toBe(await keyOf(c.file, []));
+  });
+
+  it('keys a directory base by its tree content and owners, not by timestamps', async () => {
+    const a = await fixture('kind: base\nfrom: {type: directory, path: rootfs}\n');
+    await mkdir(join(a.dir, 'rootfs', 'etc'), { recursive: true });
+    await writeFile(join(a.dir, 'rootfs', 'etc', 'os-release'), 'ID=test\n');
+    const k = await keyOf(a.file, []);
+    await utimes(join(a.dir, 'rootfs', 'etc', 'os-release'), 1, 1);
+    expect(await keyOf(a.file, [])).toBe(k);
+    await symlink('os-release', join(a.dir, 'rootfs', 'etc', 'link'));
+    const k2 = await keyOf(a.file, []);
+    expect(k2).not.toBe(k);
+    await writeFile(join(a.dir, 'rootfs', 'etc', 'os-release'), 'ID=other\n');
+    const k3 = await keyOf(a.file, []);
+    expect(k3).not.toBe(k2);
+    await chown(join(a.dir, 'rootfs', 'etc'), 1000, 1000);
+    expect(await keyOf(a.file, [])).not.toBe(k3);
   });
 
   it('maps to a valid registry ref under _cache/<kind>/', async () => {
