@@ -3,6 +3,7 @@
 import { Command, CommanderError } from 'commander';
 import { type GlobalOptions } from './context.js';
 import { EXIT, Output } from './output.js';
+import { registerSandboxCommands } from './sandbox-commands.js';
 import { registerStoreCommands } from './store-commands.js';
 
 export async function main(argv: string[]): Promise<number> {
@@ -21,6 +22,7 @@ export async function main(argv: string[]): Promise<number> {
     exitCode = c;
   };
   registerStoreCommands(program, globals, setExit);
+  registerSandboxCommands(program, globals, setExit);
   try {
     await program.parseAsync(argv, { from: 'user' });
   } catch (e) {

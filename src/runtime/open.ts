@@ -1,0 +1,61 @@
+/**
+ * From a ref to a running sandbox: pull the environment into the store laid out for this host's
+ * id map, lease its layers for the sandbox's lifetime, start the sandbox over them.
+ */
+import { HostCapabilityError } from '../errors.js';
+import type { RuntimeConfig } from '../layer/env.js';
+import type { Registry } from '../registry/registry.js';
+import { type CreateHooks, type Sandbox, type SandboxOptions, createSandbox, probeHost, reapStaleSandboxes } from '../sandbox/index.js';
+import { acquireLease, releaseLease } from '../store/leases.js';
+import type { StorePaths } from '../store/paths.js';
+import { type PullOptions, pullEnv } from '../store/pull.js';
+
+export interface OpenOptions extends Omit<SandboxOptions, 'lowerDirs' | 'stateDir' | 'config'> {
+  /** Runtime config fields that override the environment's. */
+  config?: Partial<RuntimeConfig>;
+  onPull?: PullOptions['onProgress'];
+  warn?: (message: string) => void;
+}
+
+export async function openSandbox(reg: Registry, store: StorePaths, ref: string, opts: OpenOptions = {}): Promise<Sandbox> {
+  const host = await probeHost();
+  const pulled = await pullEnv(reg, store, ref, { idShift: idShiftOf(host.idMap), ...(opts.onPull ? { onProgress: opts.onPull } : {}) });
+  const { config, onPull: _onPull, warn, ...rest } = opts;
+  const hooks: CreateHooks = {
+    host,
+    onCreated: async (state) => {
+      await acquireLease(store, state.id, pulled.layerDirs);
+    },
+    onDestroyed: async (state) => {
+      await releaseLease(store, state.id);
+    },
+    ...(warn ? { warn } : {}),
+  };
+  return createSandbox(
+    {
+      ...rest,
+      lowerDirs: pulled.layerDirs,
+      stateDir: store.sandboxesDir,
+      config: { ...pulled.env.config, ...(config ?? {}), env: { ...pulled.env.config.env, ...(config?.env ?? {}) } },
+    },
+    hooks,
+  );
+}
+
+/** Layers are laid out with one shift for owners and groups, so the two ranges must start together. */
+export function idShiftOf(idMap: { uidStart: number; gidStart: number }): number {
+  if (idMap.uidStart !== idMap.gidStart) {
+    throw new HostCapabilityError(
+      `the subordinate uid range starts at ${idMap.uidStart} but the gid range at ${idMap.gidStart}`,
+      'give this user ranges with the same start in /etc/subuid and /etc/subgid',
+    );
+  }
+  return idMap.uidStart;
+}
+
+/** After a runtime crash: kill, unmount and remove sandboxes whose owner died (and their leases). */
+export async function reapStale(store: StorePaths): Promise<number> {
+  const reaped = await reapStaleSandboxes(store.sandboxesDir);
+  for (const id of reaped) await releaseLease(store, id);
+  return reaped.length;
+}
