@@ -2,8 +2,10 @@
  * A small generic scheduler for build graphs: runs each node's function once all its deps have
  * succeeded, at most `jobs` at a time, in the given order among ready nodes. A failure skips
  * everything that depends on it; without `keepGoing` it also stops starting new nodes (running
- * ones finish, and are told through their AbortSignal).
+ * ones finish, and are told through their AbortSignal). With a retry policy, an error it calls
+ * retryable (a transient network error) reruns the node after a backoff.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { InvalidInputError } from '../errors.js';
 
 export interface ScheduleNode {
@@ -12,8 +14,8 @@ export interface ScheduleNode {
 }
 
 export type NodeOutcome<T> =
-  | { status: 'ok'; value: T; ms: number }
-  | { status: 'failed'; error: unknown; ms: number }
+  | { status: 'ok'; value: T; ms: number; attempts: number }
+  | { status: 'failed'; error: unknown; ms: number; attempts: number }
   /** A dependency failed (or was itself skipped): `cause` is the failed node's id. */
   | { status: 'skipped'; cause: string }
   /** Never started because the run stopped at a failure (no keepGoing). */
@@ -21,11 +23,22 @@ export type NodeOutcome<T> =
 
 export type ScheduleEvent<T> =
   | { type: 'start'; id: string; running: number }
+  | { type: 'retry'; id: string; attempt: number; error: unknown }
   | { type: 'done'; id: string; outcome: NodeOutcome<T> };
+
+export interface RetryPolicy {
+  /** Total tries per node, at least 1. */
+  attempts: number;
+  /** Whether an error is worth another try (a transient network error, not a failing test). */
+  retryable: (error: unknown) => boolean;
+  /** Wait before try k+1 is `backoffMs * 2^(k-1)`. */
+  backoffMs: number;
+}
 
 export interface ScheduleOptions<T> {
   jobs: number;
   keepGoing: boolean;
+  retry?: RetryPolicy;
   onEvent?: (e: ScheduleEvent<T>) => void;
 }
 
@@ -91,11 +104,23 @@ export async function runGraph<N extends ScheduleNode, T>(
     const t0 = performance.now();
     opts.onEvent?.({ type: 'start', id: n.id, running: running.size + 1 });
     const p: Promise<void> = (async () => {
+      let attempt = 1;
       try {
-        const value = await run(n, abort.signal);
-        settle(n.id, { status: 'ok', value, ms: performance.now() - t0 });
+        for (;;) {
+          try {
+            const value = await run(n, abort.signal);
+            settle(n.id, { status: 'ok', value, ms: performance.now() - t0, attempts: attempt });
+            return;
+          } catch (error) {
+            const r = opts.retry;
+            if (r === undefined || attempt >= r.attempts || abort.signal.aborted || !r.retryable(error)) throw error;
+            opts.onEvent?.({ type: 'retry', id: n.id, attempt, error });
+            await sleep(r.backoffMs * 2 ** (attempt - 1));
+            attempt++;
+          }
+        }
       } catch (error) {
-        settle(n.id, { status: 'failed', error, ms: performance.now() - t0 });
+        settle(n.id, { status: 'failed', error, ms: performance.now() - t0, attempts: attempt });
         if (!opts.keepGoing && !stopped) {
           stopped = true;
           abort.abort(new Error(`stopping: ${n.id} failed`));

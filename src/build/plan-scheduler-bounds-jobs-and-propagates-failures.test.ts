@@ -67,6 +67,26 @@ describe('runGraph', () => {
     expect(sawAbort).toBe(true);
   });
 
+  it('retries a node whose error is retryable, up to the attempt limit, and not one whose error is not', async () => {
+    const tries = new Map<string, number>();
+    const transient = Object.assign(new Error('ECONNRESET'), { transient: true });
+    const out = await runGraph(
+      [node('flaky'), node('down'), node('broken'), node('after', 'flaky')],
+      async (n) => {
+        const k = (tries.get(n.id) ?? 0) + 1;
+        tries.set(n.id, k);
+        if (n.id === 'flaky' && k < 3) throw transient;
+        if (n.id === 'down') throw transient;
+        if (n.id === 'broken') throw new Error('exit 1');
+      },
+      { jobs: 2, keepGoing: true, retry: { attempts: 3, backoffMs: 1, retryable: (e) => (e as { transient?: boolean }).transient === true } },
+    );
+    expect(statuses(out)).toEqual({ flaky: 'ok', down: 'failed', broken: 'failed', after: 'ok' });
+    expect(Object.fromEntries(tries)).toEqual({ flaky: 3, down: 3, broken: 1, after: 1 });
+    const f = out.get('flaky');
+    expect(f?.status === 'ok' && f.attempts).toBe(3);
+  });
+
   it('rejects cycles and unknown deps before running anything', async () => {
     let ran = 0;
     const count = async (): Promise<void> => void ran++;
