@@ -2,6 +2,7 @@
 import type { Command } from 'commander';
 import { MinisandboxError } from '../errors.js';
 import { openSandbox, reapStale } from '../runtime/open.js';
+import { attach } from '../runtime/shell.js';
 import type { CommandOutcome } from '../sandbox/index.js';
 import { type GlobalOptions, makeContext, parseDuration, parseEnvPairs, parseSize } from './context.js';
 
@@ -90,6 +91,30 @@ export function registerSandboxCommands(program: Command, globals: Globals, setE
       } finally {
         process.off('SIGINT', stop);
         process.off('SIGTERM', stop);
+        await sb.destroy();
+      }
+    });
+
+  program
+    .command('shell')
+    .description('an interactive shell in a fresh sandbox of an environment (destroyed when the shell exits)')
+    .argument('<ref>')
+    .option('--network <mode>', 'none (loopback only) or host', 'none')
+    .option('--workdir <dir>', 'working directory inside the sandbox')
+    .option('--env <K=V...>', 'environment variables')
+    .action(async (ref: string, o: { network: 'none' | 'host'; workdir?: string; env?: string[] }) => {
+      const ctx = makeContext(globals());
+      if (o.network !== 'none' && o.network !== 'host') throw new MinisandboxError('USAGE', `--network must be none or host, not ${o.network}`);
+      const config: Record<string, unknown> = { env: parseEnvPairs(o.env) };
+      if (o.workdir !== undefined) config.workdir = o.workdir;
+      await reapStale(ctx.store);
+      const sb = await openSandbox(ctx.registry, ctx.store, ref, { network: o.network, config, warn: (m) => ctx.out.warn(m) });
+      ctx.out.done();
+      try {
+        // bash when the environment has it; a busybox or minimal root may only have sh
+        const probe = await sb.exec(['/bin/sh', '-c', 'command -v bash']);
+        setExit(await attach(sb, probe.exitCode === 0 ? ['bash', '-i'] : ['sh', '-i']));
+      } finally {
         await sb.destroy();
       }
     });
