@@ -6,6 +6,8 @@
  *   range       random 64 KiB getBlobRange reads (one object out of a pack): median and p99
  *   dataset     pulling N environments that share a base (copyRefs, only missing blobs) against
  *               fetching one self-contained image blob per instance from the same server
+ *   store       the store's real pushTree and pullEnv (capture, packs, lay-out) of a real directory
+ *               (default /usr/lib/python3.11, BENCH_S3_TREE=DIR to change) to each registry
  * Prints throughput, requests per GB (S3 requests counted in the SDK middleware) and ratios.
  *
  *   npx tsx bench/s3.ts                   # ~200 MiB of packs, 8 environments
@@ -20,6 +22,9 @@ import { copyRefs } from '../src/registry/copy.js';
 import { LocalRegistry } from '../src/registry/local.js';
 import type { Registry } from '../src/registry/registry.js';
 import { S3Registry } from '../src/registry/s3.js';
+import { StorePaths } from '../src/store/paths.js';
+import { pullEnv } from '../src/store/pull.js';
+import { pushTree } from '../src/store/push.js';
 import { pushFakeEnv } from '../test/s3/fake-env.js';
 import { startS3Server } from '../test/s3/server.js';
 
@@ -186,6 +191,35 @@ async function main(): Promise<void> {
     console.log(`  minisandbox (only missing blobs, verified): ${(pulled / MiB).toFixed(0)} MiB, ${dedupSec.toFixed(2)} s, ${dedupReq} requests`);
     console.log(`  one image per instance (34 MiB each):       ${(imageBytes / MiB).toFixed(0)} MiB, ${imageSec.toFixed(2)} s, ${imageReq} requests`);
     console.log(`  ratio minisandbox/images: bytes ${(pulled / imageBytes).toFixed(3)}, time ${(dedupSec / imageSec).toFixed(3)}`);
+
+    const tree = process.env.BENCH_S3_TREE ?? '/usr/lib/python3.11';
+    console.log(`\nstore push (pushTree) and pull into an empty store (pullEnv) of ${tree}:`);
+    const storeRows: Record<string, { push: number; pull: number; reqs: number; bytes: number }> = {};
+    for (const side of [
+      { name: 'local', reg: new LocalRegistry(join(work, 'store-local')) as Registry, requests: () => 0 },
+      { name: 's3', reg: new S3Registry(`s3://${server.bucket}/bench-store`, { endpoint: server.endpoint, region: server.region, credentials: server.credentials }) as Registry, requests: () => s3Requests },
+    ]) {
+      if (side.reg instanceof S3Registry) {
+        side.reg.client.middlewareStack.add((next) => async (args) => {
+          s3Requests++;
+          return next(args);
+        }, { step: 'finalizeRequest', name: 'benchRequestCounter' });
+      }
+      const r0 = side.requests();
+      let bytes = 0;
+      const push = await timed(async () => {
+        bytes = (await pushTree(side.reg, new StorePaths(join(work, `push-store-${side.name}`)), tree, { tag: 'bench/tree' })).newBytes;
+      });
+      const pull = await timed(async () => {
+        await pullEnv(side.reg, new StorePaths(join(work, `pull-store-${side.name}`)), 'bench/tree');
+      });
+      storeRows[side.name] = { push, pull, reqs: side.requests() - r0, bytes };
+      if (side.reg instanceof S3Registry) side.reg.close();
+    }
+    for (const [name, r] of Object.entries(storeRows)) {
+      console.log(`  ${name.padEnd(6)} push ${r.push.toFixed(2)} s, pull ${r.pull.toFixed(2)} s, ${(r.bytes / MiB).toFixed(1)} MiB of packs, ${r.reqs} requests`);
+    }
+    console.log(`  ratio s3/local: push ${(storeRows.s3!.push / storeRows.local!.push).toFixed(2)}x, pull ${(storeRows.s3!.pull / storeRows.local!.pull).toFixed(2)}x`);
     s3.close();
     ds.close();
   } finally {
