@@ -1,0 +1,16 @@
+/** The sandbox runtime: rootless namespace sandboxes over read-only overlayfs layers. */
+export { createSandbox, forkSandbox, forkSandbox as fork, Sandbox, SandboxStartError, SandboxOptionsSchema, SandboxLimitsSchema } from './sandbox.js';
+export type { SandboxOptions, SandboxLimits, CreateHooks, ExecOptions } from './sandbox.js';
+export { Session, ansiQuote, commandScript } from './session.js';
+export type { SessionOptions, SessionRunOptions } from './session.js';
+export { CommandOutcomeSchema, CommandStatusSchema, DEFAULT_MAX_OUTPUT_BYTES } from './outcome.js';
+export type { CommandOutcome, CommandStatus } from './outcome.js';
+export { listSandboxes, reapStaleSandboxes, readState, SandboxStateSchema } from './state.js';
+export type { SandboxState, SandboxListing } from './state.js';
+export { probeHost, findExecutable } from './host.js';
+export type { HostInfo, HostTools } from './host.js';
+export { ensureSubidRange, resolveIdMap, parseSubidFile, findSubidRange, IdMapSchema, DEFAULT_ID_COUNT } from './subid.js';
+export type { IdMap, SubidEntry } from './subid.js';
+export { createSandboxCgroup, parseProcCgroup } from './cgroup.js';
+export type { CgroupLimits, SandboxCgroup } from './cgroup.js';
+export { makeBusyboxRootfs, ensureDebianRootfs, shiftCopyTree, shiftOwners } from './rootfs.js';

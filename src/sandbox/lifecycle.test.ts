@@ -1,0 +1,111 @@
+import { spawn } from 'node:child_process';
+import { readFile, rm, stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createSandbox, listSandboxes, reapStaleSandboxes, CommandOutcomeSchema, type HostInfo } from './index.js';
+import { busyboxLower, freshStateDir, hostInfo, leftovers, REPO_ROOT, sandboxFootprint } from './testkit.js';
+
+let host: HostInfo;
+let lower: string;
+let stateDir: string;
+
+beforeAll(async () => {
+  host = await hostInfo();
+  lower = await busyboxLower(host.idMap);
+  stateDir = await freshStateDir();
+});
+afterAll(async () => {
+  await rm(stateDir, { recursive: true, force: true });
+});
+
+describe('sandbox lifecycle', () => {
+  it('creates, runs a command with the config env/workdir/hostname, and destroys leaving nothing behind', async () => {
+    const sb = await createSandbox(
+      { lowerDirs: [lower], stateDir, config: { workdir: '/work/proj', env: { GREETING: 'hi there' }, hostname: 'task-1' } },
+      { host },
+    );
+    const fp = await sandboxFootprint(sb);
+    const o = await sb.exec(['sh', '-c', 'echo "$GREETING"; pwd; hostname; id -u; echo oops >&2; exit 7']);
+    expect(CommandOutcomeSchema.parse(o)).toMatchObject({ status: 'ok', exitCode: 7, signal: null, stdout: 'hi there\n/work/proj\ntask-1\n0\n', stderr: 'oops\n' });
+    const env = await sb.exec('env');
+    expect(env.stdout).not.toContain('VITEST'); // host environment does not leak in
+    expect((await listSandboxes(stateDir)).find((l) => l.id === sb.id)?.live).toBe(true);
+    await sb.destroy();
+    await sb.destroy(); // idempotent
+    expect(await leftovers(fp)).toEqual([]);
+    expect((await listSandboxes(stateDir)).map((l) => l.id)).not.toContain(sb.id);
+    await expect(sb.exec('true')).rejects.toThrow(/destroyed/);
+  });
+
+  it('reports a command that cannot start as infra_error, not as the command failing', async () => {
+    const sb = await createSandbox({ lowerDirs: [lower], stateDir }, { host });
+    try {
+      const o = await sb.exec(['/no/such/binary']);
+      expect(o.status).toBe('infra_error');
+      const bad = await sb.exec('true', { workdir: '/does/not/exist' });
+      expect(bad.status).toBe('infra_error');
+      expect(bad.error).toMatch(/cannot enter workdir/);
+    } finally {
+      await sb.destroy();
+    }
+  });
+
+  it('stateless exec runs beside a busy session', async () => {
+    const sb = await createSandbox({ lowerDirs: [lower], stateDir }, { host });
+    try {
+      const long = sb.run('sleep 1; echo session-done');
+      const quick = await sb.exec(['echo', 'exec-done']);
+      expect(quick.stdout).toBe('exec-done\n');
+      expect(quick.durationMs).toBeLessThan(900);
+      expect((await long).stdout).toBe('session-done\n');
+    } finally {
+      await sb.destroy();
+    }
+  });
+
+  it('destroys the whole sandbox when its lifetime passes', async () => {
+    const sb = await createSandbox({ lowerDirs: [lower], stateDir, timeoutMs: 400 }, { host });
+    const fp = await sandboxFootprint(sb);
+    const o = await sb.exec(['sleep', '30']);
+    expect(o.status).toBe('killed');
+    expect(sb.alive).toBe(false);
+    await sb.destroy();
+    expect(await leftovers(fp)).toEqual([]);
+  });
+
+  it('reaps the sandboxes of a runtime that died without cleaning up', async () => {
+    // A separate runtime process creates a sandbox with a background process, then is SIGKILLed.
+    const script = `
+      import { createSandbox, probeHost } from ${JSON.stringify(join(REPO_ROOT, 'src/sandbox/index.ts'))};
+      const host = await probeHost();
+      const sb = await createSandbox({ lowerDirs: [${JSON.stringify(lower)}], stateDir: ${JSON.stringify(stateDir)}, limits: { pids: 50 } }, { host });
+      await sb.run('sleep 1000 &');
+      console.log(JSON.stringify(sb.state));
+      setInterval(() => {}, 1000);
+    `;
+    const child = spawn('npx', ['tsx', '--input-type=module', '-e', script], { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'inherit'] });
+    const line = await new Promise<string>((resolve) => {
+      let buf = '';
+      child.stdout.on('data', (c: Buffer) => {
+        buf += c.toString();
+        if (buf.includes('\n')) resolve(buf.split('\n')[0]!);
+      });
+    });
+    const state = JSON.parse(line) as { id: string; ownerPid: number; holderPid: number; initPid: number; upperDir: string; cgroupDirs: string[] };
+    expect(await readFile(`/proc/${state.initPid}/stat`, 'utf8')).toBeTruthy();
+    // The runtime dies without any chance to clean up.
+    process.kill(state.ownerPid, 'SIGKILL');
+    child.kill('SIGKILL');
+    await new Promise((r) => setTimeout(r, 300));
+    const before = await listSandboxes(stateDir);
+    expect(before.find((l) => l.id === state.id)?.live).toBe(false);
+    const reaped = await reapStaleSandboxes(stateDir);
+    expect(reaped).toContain(state.id);
+    for (const pid of [state.holderPid, state.initPid]) {
+      // Gone, or a zombie waiting for the host's init to reap it.
+      expect(await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => ') Z ')).toContain(') Z ');
+    }
+    await expect(stat(join(stateDir, state.id))).rejects.toThrow();
+    for (const d of state.cgroupDirs) await expect(stat(d)).rejects.toThrow();
+  });
+});

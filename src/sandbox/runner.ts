@@ -1,0 +1,140 @@
+/**
+ * Runs one command inside a sandbox (through enterCommand) with a wall-clock timeout and capped
+ * output, and classifies how it ended.
+ */
+import { spawn } from 'node:child_process';
+import { closeSync, openSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { enterCommand, HOST_PATH, WORKDIR_FAILURE, type EnterSpec } from './commands.js';
+import { oomKills } from './cgroup.js';
+import { trySignal } from './proc.js';
+import { CappedBuffer, signalFromExitCode, type CommandOutcome } from './outcome.js';
+
+export interface RunOptions {
+  timeoutMs: number;
+  maxOutputBytes: number;
+  stdin?: Buffer | string | undefined;
+  oomFile?: string | undefined;
+  /** Aborts the command (e.g. the sandbox is being destroyed): status `killed`. */
+  signal?: AbortSignal | undefined;
+}
+
+export interface RawOutcome {
+  outcome: CommandOutcome;
+  stdout: Buffer;
+}
+
+export async function runInSandbox(spec: EnterSpec, opts: RunOptions): Promise<RawOutcome> {
+  const started = performance.now();
+  const argv = enterCommand(spec);
+  let pidnsFd: number;
+  try {
+    pidnsFd = openSync(`/proc/${spec.initPid}/ns/pid`, 'r');
+  } catch (e) {
+    return infra(started, `sandbox is not running (pid namespace of ${spec.initPid} unavailable: ${String(e)})`);
+  }
+  const oomBefore = await oomKills(opts.oomFile);
+  const stdout = new CappedBuffer(opts.maxOutputBytes);
+  const stderr = new CappedBuffer(opts.maxOutputBytes);
+  let status = '';
+  let timedOut = false;
+  let aborted = false;
+  const child = spawn(argv[0]!, argv.slice(1), {
+    stdio: [opts.stdin === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe', 'pipe', pidnsFd],
+    env: { PATH: HOST_PATH },
+  });
+  closeSync(pidnsFd);
+  child.stdout!.on('data', (c: Buffer) => stdout.push(c));
+  child.stderr!.on('data', (c: Buffer) => stderr.push(c));
+  const statusPipe = child.stdio[3] as NodeJS.ReadableStream;
+  statusPipe.on('data', (c: Buffer) => {
+    status += c.toString('utf8');
+  });
+  if (opts.stdin !== undefined) {
+    child.stdin!.on('error', () => undefined);
+    child.stdin!.end(opts.stdin);
+  }
+  // bwrap forks the command's pid 1 inside the sandbox's pid namespace, where it is reparented to
+  // the sandbox's init: killing bwrap alone would not reach it, killing that pid 1 ends the whole
+  // tree (the kernel kills every process of a pid namespace whose init dies).
+  const kill = (): void => {
+    const m = /"child-pid"\s*:\s*(\d+)/.exec(status);
+    if (m !== null) trySignal(Number(m[1]), 'SIGKILL');
+    try {
+      child.kill('SIGKILL');
+    } catch {
+      // already gone
+    }
+  };
+  const timer = setTimeout(() => {
+    timedOut = true;
+    kill();
+  }, opts.timeoutMs);
+  const onAbort = (): void => {
+    aborted = true;
+    kill();
+  };
+  opts.signal?.addEventListener('abort', onAbort);
+  const [code, sig] = await new Promise<[number | null, NodeJS.Signals | null]>((resolve) => {
+    let exited: [number | null, NodeJS.Signals | null] | undefined;
+    child.on('error', (e) => {
+      stderr.push(Buffer.from(`\n${String(e)}`));
+      resolve([null, null]);
+    });
+    child.on('exit', (c, s) => {
+      exited = [c, s];
+      // Whatever the command left running (or a half-set-up pid 1) ends with it; then give the
+      // pipes a moment to drain and stop waiting for holders of their other ends.
+      void killNestedInit(status, spec.initPid).then(() =>
+        setTimeout(() => {
+          child.stdout!.destroy();
+          child.stderr!.destroy();
+          statusPipe.removeAllListeners('data');
+          resolve(exited!);
+        }, 500).unref(),
+      );
+    });
+    child.on('close', (c, s) => resolve(exited ?? [c, s]));
+  });
+  clearTimeout(timer);
+  opts.signal?.removeEventListener('abort', onAbort);
+  const durationMs = performance.now() - started;
+  const out = stdout.slice();
+  const err = stderr.slice();
+  const base = { durationMs, stdout: out.text, stderr: err.text, stdoutTruncated: out.truncated, stderrTruncated: err.truncated };
+  const stdoutBuf = stdout.bytes();
+  if (timedOut) return { outcome: { status: 'timeout', exitCode: null, signal: 'SIGKILL', ...base }, stdout: stdoutBuf };
+  if (aborted) return { outcome: { status: 'killed', exitCode: null, signal: 'SIGKILL', ...base }, stdout: stdoutBuf };
+  const m = /"exit-code"\s*:\s*(-?\d+)/.exec(status);
+  if (m === null) {
+    // bwrap reports an exit code only for a command that started: a failed setup (namespace entry,
+    // chdir, exec of a missing program) is the runtime's or the caller's error, not the command's.
+    return { outcome: { status: 'infra_error', exitCode: code, signal: sig, ...base, error: `command could not be started in the sandbox: ${err.text.trim().slice(-500) || `exit ${code}`}` }, stdout: stdoutBuf };
+  }
+  const exitCode = Number(m[1]);
+  if (exitCode === 125 && err.text.startsWith(WORKDIR_FAILURE)) {
+    return { outcome: { status: 'infra_error', exitCode, signal: null, ...base, error: err.text.trim() }, stdout: stdoutBuf };
+  }
+  const signal = signalFromExitCode(exitCode);
+  if (signal === 'SIGKILL' && (await oomKills(opts.oomFile)) > oomBefore) {
+    return { outcome: { status: 'oom', exitCode, signal, ...base }, stdout: stdoutBuf };
+  }
+  return { outcome: { status: signal === null ? 'ok' : 'killed', exitCode, signal, ...base }, stdout: stdoutBuf };
+}
+
+/** SIGKILLs the command's pid 1 if it is still there (checked by its parent: the sandbox's init). */
+async function killNestedInit(status: string, sandboxInit: number): Promise<void> {
+  const m = /"child-pid"\s*:\s*(\d+)/.exec(status);
+  if (m === null) return;
+  const pid = Number(m[1]);
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => '');
+  const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+  if (ppid === sandboxInit) trySignal(pid, 'SIGKILL');
+}
+
+function infra(started: number, error: string): RawOutcome {
+  return {
+    outcome: { status: 'infra_error', exitCode: null, signal: null, durationMs: performance.now() - started, stdout: '', stderr: '', stdoutTruncated: false, stderrTruncated: false, error },
+    stdout: Buffer.alloc(0),
+  };
+}

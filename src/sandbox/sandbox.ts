@@ -1,0 +1,423 @@
+/**
+ * The sandbox: create (holder with namespaces and overlay root), exec, sessions, files, diff, fork,
+ * destroy. See commands.ts for the process chain and DESIGN.md for the measured facts behind it.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import { z } from 'zod';
+import { InvalidInputError, MinisandboxError } from '../errors.js';
+import { RuntimeConfigSchema, type RuntimeConfig } from '../layer/env.js';
+import { createSandboxCgroup, removeCgroup, type SandboxCgroup } from './cgroup.js';
+import { forkSourceTarCommand, holderCommand, HOST_PATH, type EnterSpec, type Rlimits } from './commands.js';
+import { probeHost, type HostInfo } from './host.js';
+import { DEFAULT_MAX_OUTPUT_BYTES, type CommandOutcome } from './outcome.js';
+import { processStartTime } from './proc.js';
+import { runInSandbox } from './runner.js';
+import { Session, type SessionOptions } from './session.js';
+import { makeStateDir, sandboxDir, teardown, writeState, type SandboxState } from './state.js';
+
+export const SandboxLimitsSchema = z.strictObject({
+  memoryBytes: z.number().int().positive().optional(),
+  pids: z.number().int().positive().optional(),
+  cpus: z.number().positive().optional(),
+  nofile: z.number().int().positive().default(4096),
+  /** Size cap of the writable upper dir (the tmpfs size); ignored for a disk upper. */
+  diskBytes: z.number().int().positive().default(1 << 30),
+});
+export type SandboxLimits = z.input<typeof SandboxLimitsSchema>;
+
+export const SandboxOptionsSchema = z.strictObject({
+  /** Laid-out read-only layer trees, lowest first, owned by host ids idMap.start + in-sandbox id. */
+  lowerDirs: z.array(z.string().startsWith('/').regex(/^[^:,\n]+$/, 'layer paths may not contain ":" "," or newlines (overlayfs option syntax)')).min(1),
+  config: RuntimeConfigSchema.prefault({}),
+  stateDir: z.string().startsWith('/'),
+  network: z.enum(['none', 'host']).default('none'),
+  upper: z.enum(['tmpfs', 'disk']).default('tmpfs'),
+  limits: SandboxLimitsSchema.prefault({}),
+  /** Wall-clock lifetime of the whole sandbox; destroyed when it passes. */
+  timeoutMs: z.number().int().positive().optional(),
+  /** Default per-command timeout. */
+  commandTimeoutMs: z.number().int().positive().default(600_000),
+  maxOutputBytes: z.number().int().positive().default(DEFAULT_MAX_OUTPUT_BYTES),
+  id: z.string().regex(/^[a-z0-9][a-z0-9-]{0,63}$/).optional(),
+});
+export type SandboxOptions = z.input<typeof SandboxOptionsSchema>;
+type ParsedOptions = z.output<typeof SandboxOptionsSchema>;
+
+export interface CreateHooks {
+  host?: HostInfo;
+  /** Called with the state once the sandbox is running (e.g. to take a store lease on lowerDirs). */
+  onCreated?: (state: SandboxState) => void | Promise<void>;
+  onDestroyed?: (state: SandboxState) => void | Promise<void>;
+  /** Warnings (limits that fell back to rlimits); default: process.emitWarning. */
+  warn?: (message: string) => void;
+}
+
+export interface ExecOptions {
+  timeoutMs?: number;
+  maxOutputBytes?: number;
+  stdin?: string | Buffer;
+  env?: Record<string, string>;
+  workdir?: string;
+}
+
+export class SandboxStartError extends MinisandboxError {
+  constructor(message: string, hint: string) {
+    super('SANDBOX_START', message, { hint });
+  }
+}
+
+export class Sandbox {
+  private destroyed = false;
+  private destroying: Promise<void> | undefined;
+  private readonly abort = new AbortController();
+  private defaultSession: Session | undefined;
+  private readonly sessions = new Set<Session>();
+  private lifetimeTimer: NodeJS.Timeout | undefined;
+
+  /** @internal use createSandbox */
+  constructor(
+    readonly state: SandboxState,
+    readonly options: ParsedOptions,
+    readonly host: HostInfo,
+    private readonly holder: ChildProcess,
+    private readonly cgroup: SandboxCgroup | undefined,
+    readonly rlimits: Rlimits,
+    private readonly hooks: CreateHooks,
+    /** Limits the host could not enforce through cgroups. */
+    readonly unenforced: string[],
+  ) {
+    holder.on('exit', () => {
+      // The holder never exits on its own while we live: something killed the sandbox.
+      void this.destroy();
+    });
+    if (options.timeoutMs !== undefined) {
+      this.lifetimeTimer = setTimeout(() => void this.destroy(), options.timeoutMs);
+      this.lifetimeTimer.unref();
+    }
+  }
+
+  get id(): string {
+    return this.state.id;
+  }
+
+  get config(): RuntimeConfig {
+    return this.options.config;
+  }
+
+  get alive(): boolean {
+    return !this.destroyed;
+  }
+
+  enterSpec(argv: string[], opts: { env?: Record<string, string> | undefined; workdir?: string | undefined } = {}): EnterSpec {
+    return {
+      holderPid: this.state.holderPid,
+      initPid: this.state.initPid,
+      mergedDir: this.state.mergedDir,
+      network: this.state.network,
+      env: { ...this.config.env, ...(opts.env ?? {}) },
+      workdir: opts.workdir ?? this.config.workdir,
+      argv,
+      rlimits: this.rlimits,
+      cgroupProcs: this.cgroup?.procsFiles ?? [],
+    };
+  }
+
+  private assertAlive(): void {
+    if (this.destroyed) throw new MinisandboxError('SANDBOX_DESTROYED', `sandbox ${this.id} was destroyed`, { hint: 'create a new sandbox (or fork one before destroying it)' });
+  }
+
+  /** Stateless command: argv as given, or a shell string run with /bin/sh -c. */
+  async exec(cmd: string[] | string, opts: ExecOptions = {}): Promise<CommandOutcome> {
+    return (await this.execRaw(cmd, opts)).outcome;
+  }
+
+  private async execRaw(cmd: string[] | string, opts: ExecOptions): Promise<{ outcome: CommandOutcome; stdout: Buffer }> {
+    this.assertAlive();
+    const argv = typeof cmd === 'string' ? ['/bin/sh', '-c', cmd] : cmd;
+    if (argv.length === 0) throw new InvalidInputError('exec needs a command', 'pass an argv array with at least the program, or a shell string');
+    return runInSandbox(this.enterSpec(argv, opts), {
+      timeoutMs: opts.timeoutMs ?? this.options.commandTimeoutMs,
+      maxOutputBytes: opts.maxOutputBytes ?? this.options.maxOutputBytes,
+      stdin: opts.stdin,
+      oomFile: this.cgroup?.oomFile,
+      signal: this.abort.signal,
+    });
+  }
+
+  /** The sandbox's default persistent shell (created on first use). */
+  session(): Session {
+    this.assertAlive();
+    this.defaultSession ??= this.newSession();
+    return this.defaultSession;
+  }
+
+  newSession(opts: SessionOptions = {}): Session {
+    this.assertAlive();
+    const s = new Session(() => this.enterSpec([]), { defaultTimeoutMs: this.options.commandTimeoutMs, oomFile: this.cgroup?.oomFile, ...opts });
+    this.sessions.add(s);
+    return s;
+  }
+
+  /** Runs a command in the default session. */
+  run(cmd: string, opts: { timeoutMs?: number; maxOutputBytes?: number } = {}): Promise<CommandOutcome> {
+    return this.session().run(cmd, opts);
+  }
+
+  /**
+   * Reads a file as the sandbox sees it. Done from inside the sandbox's namespaces, so a symlink
+   * planted by the sandbox resolves within its own root and never reaches a host file.
+   */
+  async readFile(path: string, opts: { maxBytes?: number } = {}): Promise<Buffer> {
+    const maxBytes = opts.maxBytes ?? 256 << 20;
+    const r = await this.execRaw(['/bin/sh', '-c', 'exec cat -- "$1"', 'msb-read', path], { maxOutputBytes: maxBytes, timeoutMs: 120_000 });
+    if (r.outcome.status !== 'ok' || r.outcome.exitCode !== 0) throw fileError('read', path, r.outcome);
+    if (r.outcome.stdoutTruncated) throw new InvalidInputError(`${path} is larger than ${maxBytes} bytes`, 'pass a larger maxBytes, or read it in parts with exec');
+    return r.stdout;
+  }
+
+  /** Writes a file (creating parent dirs) as the sandbox sees it, from inside its namespaces. */
+  async writeFile(path: string, data: string | Buffer, opts: { mode?: number } = {}): Promise<void> {
+    const mode = opts.mode === undefined ? '' : opts.mode.toString(8);
+    const script = 'd=$(dirname -- "$1") && mkdir -p -- "$d" && cat > "$1" && if [ -n "$2" ]; then chmod "$2" -- "$1"; fi';
+    const r = await this.execRaw(['/bin/sh', '-c', script, 'msb-write', path, mode], { stdin: data, timeoutMs: 120_000 });
+    if (r.outcome.status !== 'ok' || r.outcome.exitCode !== 0) throw fileError('write', path, r.outcome);
+  }
+
+  /**
+   * The repository's changes as a binary-safe unified git patch against `base` (default HEAD),
+   * untracked files included (through a throwaway index): exactly the agent's submission.
+   */
+  async diff(opts: { workdir?: string; base?: string; timeoutMs?: number } = {}): Promise<string> {
+    const script = [
+      'set -e',
+      'cd "$1"',
+      'gitdir=$(git rev-parse --absolute-git-dir)',
+      'export GIT_INDEX_FILE="$(mktemp)"',
+      'trap \'rm -f "$GIT_INDEX_FILE"\' EXIT',
+      // Starting from the real index keeps git's stat cache: add -A only rehashes what changed.
+      'if [ -f "$gitdir/index" ]; then cp "$gitdir/index" "$GIT_INDEX_FILE"; else rm -f "$GIT_INDEX_FILE"; fi',
+      'git -c safe.directory="*" add -A',
+      'git -c safe.directory="*" -c core.fileMode=false -c core.autocrlf=false -c diff.noprefix=false diff --cached --binary --no-color --no-ext-diff "$2" --',
+    ].join('\n');
+    const r = await this.execRaw(['/bin/sh', '-c', script, 'msb-diff', opts.workdir ?? this.config.workdir, opts.base ?? 'HEAD'], { timeoutMs: opts.timeoutMs ?? 300_000, maxOutputBytes: 512 << 20 });
+    if (r.outcome.status !== 'ok' || r.outcome.exitCode !== 0) {
+      throw new MinisandboxError('DIFF_FAILED', `git diff in ${opts.workdir ?? this.config.workdir} failed (${r.outcome.status}, exit ${r.outcome.exitCode}): ${r.outcome.stderr.trim().slice(-400)}`, {
+        hint: 'the workdir must be a git repository with a base commit, and git must be installed in the environment',
+      });
+    }
+    return r.stdout.toString('utf8');
+  }
+
+  /** Kills everything, unmounts, removes the sandbox's directory and cgroups. Idempotent. */
+  destroy(): Promise<void> {
+    this.destroying ??= this.doDestroy();
+    return this.destroying;
+  }
+
+  private async doDestroy(): Promise<void> {
+    this.destroyed = true;
+    if (this.lifetimeTimer !== undefined) clearTimeout(this.lifetimeTimer);
+    this.abort.abort();
+    for (const s of this.sessions) s.close();
+    this.holder.stdin?.destroy();
+    const exited = this.holder.exitCode !== null || this.holder.signalCode !== null ? Promise.resolve() : new Promise<void>((r) => this.holder.once('exit', () => r()));
+    await teardown(this.options.stateDir, this.id, this.state);
+    // Wait until the holder is reaped, so no zombie of ours outlives destroy().
+    await Promise.race([exited, new Promise((r) => setTimeout(r, 2000))]);
+    if (this.cgroup !== undefined) await removeCgroup(this.cgroup.dirs);
+    await this.hooks.onDestroyed?.(this.state);
+  }
+}
+
+function fileError(op: string, path: string, o: CommandOutcome): MinisandboxError {
+  const why = o.status === 'ok' ? o.stderr.trim().slice(-300) : `${o.status}${o.error === undefined ? '' : `: ${o.error}`}`;
+  return new MinisandboxError('SANDBOX_FILE', `cannot ${op} ${path} in the sandbox: ${why}`, { hint: 'check the path exists (for reads) and that the sandbox is alive; paths are resolved inside the sandbox' });
+}
+
+function newId(): string {
+  return `sb-${Date.now().toString(36)}-${randomBytes(4).toString('hex')}`;
+}
+
+async function readHolderInfo(holder: ChildProcess, timeoutMs: number): Promise<{ initPid: number; stderr: string }> {
+  let info = '';
+  let stdout = '';
+  let stderr = '';
+  holder.stderr!.on('data', (c: Buffer) => {
+    if (stderr.length < 8192) stderr += c.toString('utf8');
+  });
+  return new Promise((resolve, reject) => {
+    const done = (): void => {
+      const m = /"child-pid"\s*:\s*(\d+)/.exec(info);
+      if (m !== null && stdout.includes('ready\n')) {
+        cleanup();
+        resolve({ initPid: Number(m[1]), stderr });
+      }
+    };
+    const onExit = (code: number | null): void => {
+      // Let stderr drain before reporting.
+      setTimeout(() => {
+        cleanup();
+        reject(new SandboxStartError(`sandbox holder exited (code ${code}) before the sandbox was ready: ${stderr.trim().slice(-800) || 'no error output'}`, startHint(stderr)));
+      }, 20);
+    };
+    const timer = setTimeout(() => {
+      cleanup();
+      reject(new SandboxStartError(`sandbox did not start within ${timeoutMs} ms: ${stderr.trim().slice(-800)}`, 'the host may be overloaded; retry, or check `bwrap --version` and `unshare --version` work'));
+    }, timeoutMs);
+    const cleanup = (): void => {
+      clearTimeout(timer);
+      holder.off('exit', onExit);
+    };
+    (holder.stdio[3] as NodeJS.ReadableStream).on('data', (c: Buffer) => {
+      info += c.toString('utf8');
+      done();
+    });
+    holder.stdout!.on('data', (c: Buffer) => {
+      stdout += c.toString('utf8');
+      done();
+    });
+    holder.on('exit', onExit);
+    holder.on('error', (e) => {
+      cleanup();
+      reject(new SandboxStartError(`cannot start the sandbox holder: ${String(e)}`, 'install util-linux and bubblewrap (`apt-get install util-linux bubblewrap uidmap`)'));
+    });
+  });
+}
+
+function startHint(stderr: string): string {
+  if (/newuidmap|newgidmap|uid_map|gid_map/.test(stderr)) return 'the subordinate id map could not be written: check /etc/subuid and /etc/subgid hold a range for this user and that newuidmap/newgidmap (Debian `uidmap`) are setuid root';
+  if (/overlay|lowerdir/.test(stderr)) return 'the overlay mount failed: layer dirs must exist, be searchable by the sandbox ids and be owned by the shifted ids (see shiftCopyTree)';
+  if (/Permission denied/.test(stderr)) return 'the state dir and layer dirs must be searchable (o+x) by the subordinate ids the sandbox runs as';
+  if (/\/bin\/sh/.test(stderr)) return 'the environment has no /bin/sh; sandboxes need one';
+  return 'see the error output above';
+}
+
+/** Creates and starts a sandbox over the given layers. */
+export async function createSandbox(input: SandboxOptions, hooks: CreateHooks = {}): Promise<Sandbox> {
+  return startSandbox(SandboxOptionsSchema.parse(input), hooks, undefined);
+}
+
+async function startSandbox(opts: ParsedOptions, hooks: CreateHooks, forkFrom: Sandbox | undefined): Promise<Sandbox> {
+  const host = hooks.host ?? (await probeHost());
+  const warn = hooks.warn ?? ((m: string) => process.emitWarning(m, 'MinisandboxWarning'));
+  const id = opts.id ?? newId();
+  await makeStateDir(opts.stateDir);
+  const dir = sandboxDir(opts.stateDir, id);
+  try {
+    await mkdir(dir, { mode: 0o711 });
+  } catch (e) {
+    throw new InvalidInputError(`cannot create sandbox dir ${dir}: ${String(e)}`, 'pick another id, or run reapStaleSandboxes on the state dir');
+  }
+  const upperDir = join(dir, 'upper');
+  const mergedDir = join(dir, 'root');
+  await mkdir(upperDir, { mode: opts.upper === 'disk' ? 0o777 : 0o711 });
+  await mkdir(mergedDir, { mode: 0o711 });
+  const state: SandboxState = {
+    version: 1,
+    id,
+    ownerPid: process.pid,
+    ownerStartTime: await processStartTime(process.pid),
+    holderPid: 0,
+    initPid: 0,
+    lowerDirs: opts.lowerDirs,
+    upperDir,
+    upperKind: opts.upper,
+    mergedDir,
+    network: opts.network,
+    cgroupDirs: [],
+    idMap: host.idMap,
+    createdAt: new Date().toISOString(),
+    ...(forkFrom === undefined ? {} : { forkedFrom: forkFrom.id }),
+  };
+  await writeState(opts.stateDir, state);
+  let cgroup: SandboxCgroup | undefined;
+  let holder: ChildProcess | undefined;
+  try {
+    const { memoryBytes, pids, cpus } = opts.limits;
+    cgroup = await createSandboxCgroup(`msb-${id}`, { memoryBytes, pids, cpus });
+    const unenforced = cgroup === undefined ? (['memoryBytes', 'pids', 'cpus'] as const).filter((k) => opts.limits[k] !== undefined) : cgroup.unenforced;
+    if (unenforced.length > 0) {
+      warn(`sandbox ${id}: no writable cgroup for ${unenforced.join(', ')}; falling back to rlimits (memory: RLIMIT_AS per process; pids: RLIMIT_NPROC, shared by every sandbox of this user; cpu: not limited). Run as root or delegate a cgroup v2 subtree to enforce them.`);
+    }
+    state.cgroupDirs = cgroup?.dirs ?? [];
+    const rlimits: Rlimits = {
+      nofile: opts.limits.nofile,
+      core: 0,
+      nproc: unenforced.includes('pids') ? opts.limits.pids : undefined,
+      asBytes: unenforced.includes('memoryBytes') ? opts.limits.memoryBytes : undefined,
+    };
+    const argv = holderCommand({
+      idMap: host.idMap,
+      upperDir,
+      mergedDir,
+      lowerDirs: opts.lowerDirs,
+      tmpfsBytes: opts.upper === 'tmpfs' ? opts.limits.diskBytes : undefined,
+      network: opts.network,
+      hostname: opts.config.hostname,
+      workdir: opts.config.workdir,
+      fromTar: forkFrom !== undefined,
+      rlimits,
+      cgroupProcs: cgroup?.procsFiles ?? [],
+    });
+    holder = spawn(argv[0]!, argv.slice(1), { stdio: ['pipe', 'pipe', 'pipe', 'pipe', forkFrom === undefined ? 'ignore' : 'pipe'], env: { PATH: HOST_PATH } });
+    holder.stdin!.on('error', () => undefined);
+    if (forkFrom !== undefined) await streamUpper(forkFrom, holder);
+    const { initPid } = await readHolderInfo(holder, 30_000);
+    state.holderPid = holder.pid!;
+    state.holderStartTime = await processStartTime(holder.pid!);
+    state.initPid = initPid;
+    await writeState(opts.stateDir, state);
+    const sb = new Sandbox(state, opts, host, holder, cgroup, rlimits, hooks, [...unenforced]);
+    await hooks.onCreated?.(state);
+    return sb;
+  } catch (e) {
+    holder?.kill('SIGKILL');
+    if (holder?.pid !== undefined) state.holderPid = holder.pid;
+    await teardown(opts.stateDir, id, state);
+    if (cgroup !== undefined) await removeCgroup(cgroup.dirs);
+    if (e instanceof MinisandboxError) throw e;
+    throw new SandboxStartError(`cannot create sandbox: ${String(e)}`, 'see the cause; run probeHost() to check the host');
+  }
+}
+
+/** Pipes a tar of the source's upper dir (read inside its mount namespace) into the new holder's fd 4. */
+async function streamUpper(src: Sandbox, holder: ChildProcess): Promise<void> {
+  const argv = forkSourceTarCommand(src.state.holderPid, src.state.upperDir);
+  const tar = spawn(argv[0]!, argv.slice(1), { stdio: ['ignore', 'pipe', 'pipe'], env: { PATH: HOST_PATH } });
+  let err = '';
+  tar.stderr!.on('data', (c: Buffer) => {
+    if (err.length < 4096) err += c.toString('utf8');
+  });
+  const sink = holder.stdio[4] as NodeJS.WritableStream;
+  sink.on('error', () => undefined);
+  tar.stdout!.pipe(sink);
+  const code = await new Promise<number | null>((resolve) => {
+    tar.on('error', () => resolve(null));
+    tar.on('close', (c) => resolve(c));
+  });
+  if (code !== 0) throw new SandboxStartError(`fork: reading the source sandbox's upper dir failed: ${err.trim()}`, 'the source sandbox must be alive during fork');
+}
+
+/**
+ * Branches a sandbox's current filesystem state into n new sandboxes (lower layers shared, the
+ * upper dir copied). Quiesce the source (no command running) for a consistent snapshot.
+ */
+export async function forkSandbox(src: Sandbox, n: number, hooks: CreateHooks = {}): Promise<Sandbox[]> {
+  if (!src.alive) throw new MinisandboxError('SANDBOX_DESTROYED', `cannot fork destroyed sandbox ${src.id}`, { hint: 'fork before destroying' });
+  if (!Number.isInteger(n) || n < 1) throw new InvalidInputError(`fork count must be a positive integer, got ${n}`);
+  const out: Sandbox[] = [];
+  try {
+    for (let i = 0; i < n; i++) {
+      const opts: ParsedOptions = { ...src.options, id: undefined };
+      delete opts.id;
+      out.push(await startSandbox(opts, { host: src.host, ...hooks }, src));
+    }
+  } catch (e) {
+    await Promise.all(out.map((s) => s.destroy()));
+    throw e;
+  }
+  return out;
+}

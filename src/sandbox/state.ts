@@ -1,0 +1,154 @@
+/**
+ * Per-sandbox state on disk (`<stateDir>/<id>/state.json`), listing, and crash recovery: the
+ * store's gc treats a live sandbox's lowerDirs as leased, and a restarted runtime reaps what a dead
+ * one left behind.
+ */
+import { spawn } from 'node:child_process';
+import { mkdir, readFile, readdir, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { z } from 'zod';
+import { isErrno } from '../util/fs.js';
+import { removeCgroup } from './cgroup.js';
+import { processStartTime, sameProcessAlive, trySignal } from './proc.js';
+import { IdMapSchema, type IdMap } from './subid.js';
+
+export const SANDBOX_ID_RE = /^[a-z0-9][a-z0-9-]{0,63}$/;
+
+export const SandboxStateSchema = z.strictObject({
+  version: z.literal(1),
+  id: z.string().regex(SANDBOX_ID_RE),
+  /** The runtime process that owns the sandbox; when it dies the sandbox is stale. */
+  ownerPid: z.number().int().positive(),
+  ownerStartTime: z.string().optional(),
+  /** Host pid of the holder (bwrap monitor in the sandbox's user+mount namespaces); 0 until started. */
+  holderPid: z.number().int().min(0),
+  holderStartTime: z.string().optional(),
+  /** Host pid of the sandbox's pid-1 (inside its pid, net, ipc and uts namespaces). */
+  initPid: z.number().int().min(0),
+  lowerDirs: z.array(z.string()),
+  upperDir: z.string(),
+  upperKind: z.enum(['tmpfs', 'disk']),
+  mergedDir: z.string(),
+  network: z.enum(['none', 'host']),
+  cgroupDirs: z.array(z.string()),
+  idMap: IdMapSchema,
+  createdAt: z.string(),
+  forkedFrom: z.string().optional(),
+});
+export type SandboxState = z.infer<typeof SandboxStateSchema>;
+
+export function sandboxDir(stateDir: string, id: string): string {
+  return join(stateDir, id);
+}
+
+export async function writeState(stateDir: string, state: SandboxState): Promise<void> {
+  const dir = sandboxDir(stateDir, state.id);
+  const file = join(dir, 'state.json');
+  await writeFile(`${file}.tmp`, JSON.stringify(SandboxStateSchema.parse(state)));
+  await rename(`${file}.tmp`, file);
+}
+
+export async function readState(stateDir: string, id: string): Promise<SandboxState | undefined> {
+  try {
+    const parsed = SandboxStateSchema.safeParse(JSON.parse(await readFile(join(sandboxDir(stateDir, id), 'state.json'), 'utf8')));
+    return parsed.success ? parsed.data : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+export interface SandboxListing {
+  id: string;
+  state: SandboxState | undefined;
+  /** The owning runtime process is alive (so the sandbox, and its lease on lowerDirs, is live). */
+  live: boolean;
+}
+
+export async function listSandboxes(stateDir: string): Promise<SandboxListing[]> {
+  let names: string[];
+  try {
+    names = await readdir(stateDir);
+  } catch (e) {
+    if (isErrno(e, 'ENOENT')) return [];
+    throw e;
+  }
+  const out: SandboxListing[] = [];
+  for (const id of names.sort()) {
+    if (!SANDBOX_ID_RE.test(id)) continue;
+    const state = await readState(stateDir, id);
+    const live = state !== undefined && (await sameProcessAlive(state.ownerPid, state.ownerStartTime));
+    out.push({ id, state, live });
+  }
+  return out;
+}
+
+/** A directory whose state never got written is left alone this long (its creator may be mid-way). */
+const STATELESS_GRACE_MS = 60_000;
+
+/**
+ * Kills, unmounts (by ending the namespaces that hold the mounts) and removes every sandbox whose
+ * owning runtime is dead. Returns the ids reaped.
+ */
+export async function reapStaleSandboxes(stateDir: string, idMapForRemoval?: IdMap): Promise<string[]> {
+  const reaped: string[] = [];
+  for (const entry of await listSandboxes(stateDir)) {
+    if (entry.live) continue;
+    const dir = sandboxDir(stateDir, entry.id);
+    if (entry.state === undefined) {
+      const st = await stat(dir).catch(() => undefined);
+      if (st !== undefined && Date.now() - st.mtimeMs < STATELESS_GRACE_MS) continue;
+    }
+    await teardown(stateDir, entry.id, entry.state, idMapForRemoval);
+    reaped.push(entry.id);
+  }
+  return reaped;
+}
+
+/** Ends the sandbox's processes, cgroups and directory. Idempotent; used by destroy and reap. */
+export async function teardown(stateDir: string, id: string, state: SandboxState | undefined, idMap?: IdMap): Promise<void> {
+  if (state !== undefined) {
+    // The holder is pid 1's parent; pid 1 dying ends every process in the sandbox's pid namespace,
+    // and the last process leaving the mount namespace unmounts the overlay and the tmpfs.
+    for (const [pid, start] of [
+      [state.initPid, undefined],
+      [state.holderPid, state.holderStartTime],
+    ] as const) {
+      if (await sameProcessAlive(pid, start)) trySignal(pid, 'SIGKILL');
+    }
+    await removeCgroup(state.cgroupDirs);
+    await waitGone(state.holderPid, state.holderStartTime);
+  }
+  await removeTree(sandboxDir(stateDir, id), idMap ?? state?.idMap);
+}
+
+async function waitGone(pid: number, start: string | undefined): Promise<void> {
+  for (let i = 0; i < 200 && pid > 0; i++) {
+    if ((await processStartTime(pid)) !== start || !(await sameProcessAlive(pid, start))) return;
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+/**
+ * Removes a sandbox directory. A disk upper dir holds files owned by subordinate ids that a
+ * rootless owner cannot delete directly; those go through a throwaway user namespace.
+ */
+export async function removeTree(dir: string, idMap: IdMap | undefined): Promise<void> {
+  try {
+    await rm(dir, { recursive: true, force: true, maxRetries: 3 });
+    return;
+  } catch (e) {
+    if (idMap === undefined || !(isErrno(e, 'EACCES') || isErrno(e, 'EPERM'))) throw e;
+  }
+  await new Promise<void>((resolve, reject) => {
+    const p = spawn('unshare', ['--user', `--map-users=${idMap.uidStart},0,${idMap.count}`, `--map-groups=${idMap.gidStart},0,${idMap.count}`, '--setuid', '0', '--setgid', '0', '--', 'rm', '-rf', '--', join(dir, 'upper')], { stdio: 'ignore' });
+    p.on('error', reject);
+    p.on('exit', () => resolve());
+  });
+  await rm(dir, { recursive: true, force: true });
+}
+
+export async function makeStateDir(stateDir: string): Promise<void> {
+  // Searchable by others: the sandbox's own root (a subordinate id, "other" to us) walks through it
+  // to its mount points; names inside are not listable.
+  await mkdir(stateDir, { recursive: true, mode: 0o711 });
+}

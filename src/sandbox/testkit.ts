@@ -1,0 +1,80 @@
+/**
+ * Shared fixtures for the sandbox tests and benchmark: shifted rootfs trees cached under
+ * `.cache/sandbox/`, fresh state dirs, and a "nothing left behind" probe. Not used by the runtime.
+ */
+import { execFile } from 'node:child_process';
+import { mkdtemp, readdir, readFile, readlink, stat } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { probeHost, type HostInfo } from './host.js';
+import { ensureDebianRootfs, makeBusyboxRootfs, shiftCopyTree } from './rootfs.js';
+import type { Sandbox } from './sandbox.js';
+import type { IdMap } from './subid.js';
+
+export const run = promisify(execFile);
+export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+export const CACHE_DIR = join(REPO_ROOT, '.cache', 'sandbox');
+
+export async function busyboxLower(idMap: IdMap, name = 'busybox'): Promise<string> {
+  const dst = join(CACHE_DIR, `${name}-shifted-${idMap.uidStart}`);
+  try {
+    await stat(join(dst, '.msb-shifted'));
+    return dst;
+  } catch {
+    // build below
+  }
+  const src = await mkdtemp(join(tmpdir(), 'msb-bb-'));
+  await makeBusyboxRootfs(src);
+  return shiftCopyTree(src, dst, idMap);
+}
+
+export async function debianLower(idMap: IdMap): Promise<string> {
+  const src = await ensureDebianRootfs(CACHE_DIR);
+  return shiftCopyTree(src, join(CACHE_DIR, `debian-shifted-${idMap.uidStart}`), idMap);
+}
+
+export async function freshStateDir(): Promise<string> {
+  const d = await mkdtemp(join(tmpdir(), 'msb-state-'));
+  await run('chmod', ['0711', d]);
+  return d;
+}
+
+export async function hostInfo(): Promise<HostInfo> {
+  return probeHost();
+}
+
+/** Namespace identities of a live sandbox, to look for leftovers after it is gone. */
+export async function sandboxFootprint(sb: Sandbox): Promise<{ pidNs: string; mntNs: string; dir: string; cgroups: string[]; pids: number[] }> {
+  return {
+    pidNs: await readlink(`/proc/${sb.state.initPid}/ns/pid`),
+    mntNs: await readlink(`/proc/${sb.state.holderPid}/ns/mnt`),
+    dir: dirname(sb.state.upperDir),
+    cgroups: sb.state.cgroupDirs,
+    pids: [sb.state.holderPid, sb.state.initPid],
+  };
+}
+
+/** What of a destroyed sandbox is still on the host (empty when nothing). */
+export async function leftovers(fp: Awaited<ReturnType<typeof sandboxFootprint>>): Promise<string[]> {
+  const found: string[] = [];
+  for (const p of await readdir('/proc')) {
+    if (!/^\d+$/.test(p)) continue;
+    const pidNs = await readlink(`/proc/${p}/ns/pid`).catch(() => '');
+    const mntNs = await readlink(`/proc/${p}/ns/mnt`).catch(() => '');
+    const stat = await readFile(`/proc/${p}/stat`, 'utf8').catch(() => '');
+    // A zombie reparented to the host's init holds nothing but a pid until init reaps it.
+    if (/\) Z 1 /.test(stat)) continue;
+    if (pidNs === fp.pidNs || mntNs === fp.mntNs) {
+      const cmd = await readFile(`/proc/${p}/cmdline`, 'utf8').catch(() => '');
+      found.push(`process ${p}: ${cmd.replaceAll('\0', ' ').slice(0, 120)} ${stat.slice(0, 60)}`);
+    }
+  }
+  for (const d of [fp.dir, ...fp.cgroups]) {
+    if (await stat(d).then(() => true, () => false)) found.push(`path ${d}`);
+  }
+  const mounts = await run('cat', ['/proc/self/mountinfo']);
+  if (mounts.stdout.includes(fp.dir)) found.push('mount under the sandbox dir');
+  return found;
+}
