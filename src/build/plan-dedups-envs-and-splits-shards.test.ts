@@ -112,6 +112,12 @@ describe('planDataset', () => {
     const plan = planRecipe(catalog, root.source, 'mine/tools');
     expect(plan.nodes.map((n) => n.kind)).toEqual(['base', 'env']);
     expect(plan.nodes[1]?.tag).toBe('mine/tools');
+    const refEnv = join(tools, '..', 'on-ref.yaml');
+    await writeFile(refEnv, 'kind: env\nparent: {ref: images/py311}\ncommands: [echo ok]\n');
+    const onRef = await loadRecipeCatalog(refEnv);
+    const refPlan = planRecipe(onRef.catalog, onRef.root.source);
+    expect(refPlan.nodes).toHaveLength(1);
+    expect(refPlan.nodes[0]).toMatchObject({ parent: null, parentRef: 'images/py311' });
     expect(datasetNameFromFile('/x/swe-bench-lite.jsonl')).toBe('swe-bench-lite');
     expect(datasetNameFromFile('recipes/demo/dataset.jsonl')).toBe('demo');
   });

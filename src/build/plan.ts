@@ -84,9 +84,13 @@ export function nodeKey(node: PlanNode, lowerLayerDigests: readonly Digest[]): D
   return cacheKey(node.normalized, lowerLayerDigests);
 }
 
-/** Ids of the nodes below `id`, lowest first (the layers to stack under it). */
-export function lowerChain(plan: BuildPlan, id: string): string[] {
-  const byId = new Map(plan.nodes.map((n) => [n.id, n]));
+export function indexPlan(plan: BuildPlan): ReadonlyMap<string, PlanNode> {
+  return new Map(plan.nodes.map((n) => [n.id, n]));
+}
+
+/** Ids of the nodes below `id`, lowest first (the layers to stack under it). Pass `indexPlan(plan)` when asking for many nodes. */
+export function lowerChain(plan: BuildPlan | ReadonlyMap<string, PlanNode>, id: string): string[] {
+  const byId = plan instanceof Map ? plan : indexPlan(plan as BuildPlan);
   const chain: string[] = [];
   for (let n = byId.get(id)?.parent ?? null; n !== null; n = byId.get(n)?.parent ?? null) chain.unshift(n);
   return chain;

@@ -1,0 +1,181 @@
+/**
+ * Building one plan node into a layer: a base from its rootfs source, an env by running its
+ * commands as root in a build sandbox over its parent and capturing the sandbox's upper dir, an
+ * instance by a history-free checkout (plus post-checkout commands, captured the same way).
+ * A layer is published (cache ref, then tag) only after it is complete; a failure publishes nothing.
+ */
+import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { appendFile, mkdir, rm, stat } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import { promisify } from 'node:util';
+import type { Digest } from '../cas/digest.js';
+import { MinisandboxError } from '../errors.js';
+import type { EnvConfig, RuntimeConfig } from '../layer/env.js';
+import { populateBusyboxRoot, baseRootfsCommand } from '../recipe/base-rootfs.js';
+import { envBuildScript, instanceBuildScript, stagedFiles } from '../recipe/build-script.js';
+import { checkoutAtCommit } from '../recipe/checkout.js';
+import type { EnvRecipe, InstanceRecipe, Recipe } from '../recipe/schema.js';
+import type { NormalizedRecipe } from '../recipe/normalize.js';
+import type { Registry } from '../registry/registry.js';
+import { idShiftOf } from '../runtime/open.js';
+import { type Sandbox, createSandbox, probeHost } from '../sandbox/index.js';
+import { acquireLease, releaseLease } from '../store/leases.js';
+import type { StorePaths } from '../store/paths.js';
+import { pullEnv } from '../store/pull.js';
+import { pushTree } from '../store/push.js';
+
+export class BuildCommandError extends MinisandboxError {
+  constructor(
+    readonly label: string,
+    readonly logPath: string,
+    detail: string,
+    /** The log suggests a network hiccup (DNS, connection reset, 5xx): worth another try. */
+    readonly transient: boolean,
+  ) {
+    super('BUILD_FAILED', `${label}: ${detail}`, { hint: `see the build log: ${logPath}` });
+  }
+}
+
+const TRANSIENT = /Temporary failure (in name )?resolving|Could not resolve|Connection (timed out|reset|refused)|Failed to fetch .* (5\d\d|Hash Sum mismatch)|Network is unreachable|TLS handshake|Read timed out/i;
+
+export interface BuildEnvContext {
+  registry: Registry;
+  store: StorePaths;
+  logPath: string;
+  /** Build commands' wall-clock limit. */
+  timeoutMs: number;
+  signal: AbortSignal;
+}
+
+export interface Parent {
+  digest: Digest;
+  config: EnvConfig;
+}
+
+async function log(path: string, text: string): Promise<void> {
+  await mkdir(dirname(path), { recursive: true });
+  await appendFile(path, text.endsWith('\n') ? text : `${text}\n`);
+}
+
+async function runLogged(argv: string[], logPath: string, label: string): Promise<void> {
+  await log(logPath, `$ ${argv.join(' ')}`);
+  try {
+    const r = await promisify(execFile)(argv[0]!, argv.slice(1), { maxBuffer: 256 << 20 });
+    await log(logPath, r.stdout + r.stderr);
+  } catch (e) {
+    const err = e as { stdout?: string; stderr?: string; code?: number; message: string };
+    await log(logPath, `${err.stdout ?? ''}${err.stderr ?? ''}\nfailed: ${err.message}`);
+    throw new BuildCommandError(label, logPath, `${argv[0]} failed (exit ${err.code ?? '?'})`, TRANSIENT.test(`${err.stdout ?? ''}${err.stderr ?? ''}`));
+  }
+}
+
+/** A base layer: a root filesystem made on the host, captured and pushed without a parent. */
+export async function buildBase(recipe: Extract<Recipe, { kind: 'base' }>, ctx: BuildEnvContext, tag: string, config: Partial<RuntimeConfig>): Promise<Digest> {
+  const root = join(ctx.store.tmpDir, `base-${randomBytes(6).toString('hex')}`);
+  await mkdir(root, { recursive: true });
+  try {
+    if (recipe.from.type === 'busybox') await populateBusyboxRoot(recipe.from.path ?? '/bin/busybox', root);
+    else await runLogged(baseRootfsCommand(recipe.from, root), ctx.logPath, 'base rootfs');
+    // debootstrap leaves its apt lists and caches; they are not part of a reproducible base
+    await rm(join(root, 'var/cache/apt/archives'), { recursive: true, force: true }).catch(() => undefined);
+    const r = await pushTree(ctx.registry, ctx.store, root, { tag, config });
+    return r.env;
+  } finally {
+    await rm(root, { recursive: true, force: true });
+  }
+}
+
+/** Runs `script` as root in a build sandbox over `parent`, then captures and pushes its upper dir. */
+async function buildInSandbox(parent: Parent, script: string, ctx: BuildEnvContext, opts: { network: boolean; label: string; tag: string; config: Partial<RuntimeConfig>; stage?: (sb: Sandbox) => Promise<void> }): Promise<Digest> {
+  const host = await probeHost();
+  const shift = idShiftOf(host.idMap);
+  const pulled = await pullEnv(ctx.registry, ctx.store, parent.digest, { idShift: shift });
+  const sb = await createSandbox(
+    {
+      lowerDirs: pulled.layerDirs,
+      stateDir: ctx.store.sandboxesDir,
+      config: { ...parent.config.config, workdir: '/' },
+      network: opts.network ? 'host' : 'none',
+      upper: 'disk',
+      commandTimeoutMs: ctx.timeoutMs,
+      maxOutputBytes: 64 << 20,
+    },
+    {
+      host,
+      onCreated: async (s) => void (await acquireLease(ctx.store, s.id, pulled.layerDirs)),
+      onDestroyed: async (s) => releaseLease(ctx.store, s.id),
+      warn: (m) => void log(ctx.logPath, `warning: ${m}`),
+    },
+  );
+  const onAbort = (): void => void sb.destroy();
+  ctx.signal.addEventListener('abort', onAbort);
+  try {
+    await opts.stage?.(sb);
+    await log(ctx.logPath, `--- ${opts.label}: build script ---\n${script}--- output ---`);
+    const o = await sb.exec(['/bin/sh', '-c', script]);
+    await log(ctx.logPath, `${o.stdout}${o.stderr}${o.stdoutTruncated || o.stderrTruncated ? '\n[output truncated]' : ''}\n--- ${o.status}, exit ${o.exitCode ?? o.signal}, ${(o.durationMs / 1000).toFixed(1)} s ---`);
+    if (ctx.signal.aborted) throw new MinisandboxError('BUILD_CANCELLED', `${opts.label}: cancelled`);
+    if (o.status !== 'ok' || o.exitCode !== 0) {
+      const what = o.status === 'ok' ? `build commands failed with exit status ${o.exitCode}` : `build commands ended: ${o.status}`;
+      throw new BuildCommandError(opts.label, ctx.logPath, what, TRANSIENT.test(o.stdout + o.stderr));
+    }
+    // The upper dir on disk holds exactly what the commands wrote (with overlayfs whiteouts),
+    // owned by host ids shifted into the sandbox's range.
+    const upper = join(sb.state.upperDir, 'u');
+    const r = await pushTree(ctx.registry, ctx.store, upper, { parent, overlayUpper: true, idShift: shift, tag: opts.tag, config: opts.config });
+    return r.env;
+  } finally {
+    ctx.signal.removeEventListener('abort', onAbort);
+    await sb.destroy();
+  }
+}
+
+export async function buildEnv(recipe: EnvRecipe, normalized: NormalizedRecipe, parent: Parent, ctx: BuildEnvContext, tag: string): Promise<Digest> {
+  if (normalized.kind !== 'env') throw new Error('buildEnv needs an env recipe');
+  const staging = '/.minisandbox-staging';
+  const script = `${envBuildScript(recipe, normalized, staging)}\n`;
+  const cleanup = `\nrm -rf ${staging}\n`;
+  return buildInSandbox(parent, script.replace(/exit 0\n*$/, `${cleanup}exit 0\n`), ctx, {
+    network: recipe.network,
+    label: recipe.name ?? 'env',
+    tag,
+    config: { env: { ...parent.config.config.env, ...recipe.env }, workdir: recipe.workdir },
+    stage: async (sb) => {
+      for (const f of stagedFiles(recipe)) {
+        const st = await stat(f.src);
+        const dest = `${staging}/${f.name}`;
+        if (st.isDirectory()) {
+          const tar = await promisify(execFile)('tar', ['-C', f.src, '-cf', '-', '.'], { encoding: 'buffer', maxBuffer: 1 << 30 });
+          const o = await sb.exec(['/bin/sh', '-c', 'mkdir -p "$1" && tar -xf - -C "$1"', 'stage', dest], { stdin: tar.stdout });
+          if (o.status !== 'ok' || o.exitCode !== 0) throw new BuildCommandError(recipe.name ?? 'env', ctx.logPath, `cannot stage ${f.src}: ${o.stderr.trim()}`, false);
+        } else {
+          const { readFile } = await import('node:fs/promises');
+          await sb.writeFile(dest, await readFile(f.src), { mode: st.mode & 0o7777 });
+        }
+      }
+    },
+  });
+}
+
+/**
+ * An instance: the repository at its commit, without later history, as a layer of its own; then,
+ * if the recipe has post-checkout commands, their writes as one more layer.
+ */
+export async function buildInstance(recipe: InstanceRecipe, parent: Parent, ctx: BuildEnvContext, tag: string, config: Partial<RuntimeConfig>): Promise<Digest> {
+  const root = join(ctx.store.tmpDir, `checkout-${randomBytes(6).toString('hex')}`);
+  try {
+    const target = join(root, recipe.workdir);
+    await mkdir(dirname(target), { recursive: true });
+    await log(ctx.logPath, `checkout ${JSON.stringify(recipe.repo)} at ${recipe.commit} into ${recipe.workdir}`);
+    await checkoutAtCommit({ source: recipe.repo, commit: recipe.commit, target });
+    const hasCommands = recipe.commands.length > 0;
+    const checkout = await pushTree(ctx.registry, ctx.store, root, { parent, config, ...(hasCommands ? {} : { tag }) });
+    if (!hasCommands) return checkout.env;
+    const { resolveEnv } = await import('../store/push.js');
+    const withCheckout = await resolveEnv(ctx.registry, checkout.env);
+    return await buildInSandbox(withCheckout, instanceBuildScript(recipe), ctx, { network: true, label: recipe.name ?? 'instance', tag, config });
+  } finally {
+    await rm(root, { recursive: true, force: true });
+  }
+}
