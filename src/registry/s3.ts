@@ -129,8 +129,6 @@ export class S3Registry implements Registry {
       forcePathStyle: this.location.forcePathStyle,
       // One retry policy for everything (withRetry): the SDK's would multiply attempts.
       maxAttempts: 1,
-      // The SDK's default CRC32 trailers use aws-chunked bodies that S3-compatible servers often
-      // reject; we send the sha256 we already know instead (ChecksumSHA256) and verify reads ourselves.
       // The SDK warns on every failed streaming upload that it cannot retry it; withRetry does, with a fresh stream.
       logger: {
         debug: () => undefined,
@@ -142,6 +140,8 @@ export class S3Registry implements Registry {
         // Every failed command (a 404 HEAD included) is logged here; the caller gets a typed error instead.
         error: () => undefined,
       },
+      // The SDK's default CRC32 trailers use aws-chunked bodies that S3-compatible servers often
+      // reject; we send the sha256 we already know instead (ChecksumSHA256) and verify reads ourselves.
       requestChecksumCalculation: 'WHEN_REQUIRED',
       responseChecksumValidation: 'WHEN_REQUIRED',
       requestHandler: {
@@ -155,6 +155,9 @@ export class S3Registry implements Registry {
     };
     if (this.location.endpoint !== undefined) config.endpoint = this.location.endpoint;
     if (this.location.region !== undefined) config.region = this.location.region;
+    // S3-compatible servers mostly ignore the region but the signer needs one; AWS itself gets
+    // the SDK's chain (profile) when nothing was said.
+    else if (this.location.endpoint !== undefined) config.region = 'us-east-1';
     if (opts.credentials !== undefined) config.credentials = opts.credentials;
     this.client = new S3Client(config);
   }
@@ -433,15 +436,17 @@ export class S3Registry implements Registry {
     );
     const uploadId = created.UploadId;
     if (uploadId === undefined) throw new MinisandboxError('REMOTE_STORE', `CREATE-MULTIPART ${key}: no upload id in the answer`, { hint: 'the S3 server does not support multipart uploads; raise partSize above the largest blob' });
-    const count = Math.ceil(size / this.partSize);
+    // S3 allows at most 10,000 parts: very large blobs get larger parts.
+    const partSize = Math.max(this.partSize, Math.ceil(size / 10_000));
+    const count = Math.ceil(size / partSize);
     const parts: { PartNumber: number; ETag: string; ChecksumSHA256: string }[] = new Array(count);
     try {
       let next = 0;
       const worker = async (): Promise<void> => {
         while (next < count) {
           const i = next++;
-          const offset = i * this.partSize;
-          const length = Math.min(this.partSize, size - offset);
+          const offset = i * partSize;
+          const length = Math.min(partSize, size - offset);
           const release = await this.budget.acquire(length);
           try {
             const body = await readPart(offset, length);
