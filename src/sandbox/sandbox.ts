@@ -156,7 +156,7 @@ export class Sandbox {
 
   newSession(opts: SessionOptions = {}): Session {
     this.assertAlive();
-    const s = new Session(() => this.enterSpec([]), { defaultTimeoutMs: this.options.commandTimeoutMs, oomFile: this.cgroup?.oomFile, ...opts });
+    const s = new Session(() => this.enterSpec([]), { defaultTimeoutMs: this.options.commandTimeoutMs, maxOutputBytes: this.options.maxOutputBytes, oomFile: this.cgroup?.oomFile, ...opts });
     this.sessions.add(s);
     return s;
   }

@@ -22,6 +22,7 @@ export interface SessionOptions {
   /** How long an interrupted command gets to end after SIGINT, and again after SIGKILL. */
   interruptGraceMs?: number;
   defaultTimeoutMs?: number;
+  maxOutputBytes?: number;
   oomFile?: string | undefined;
 }
 
@@ -42,8 +43,11 @@ export function ansiQuote(s: string): string {
 
 /** The text written to the shell for one command. */
 export function commandScript(cmd: string, nonce: string): string {
-  // stdin is /dev/null so a command cannot eat the protocol stream; eval keeps state in this shell.
-  return `eval ${ansiQuote(cmd)} </dev/null; __msb_rc=$?; printf '\\n__MSB_%s_%d__\\n' ${nonce} "$__msb_rc"; printf '\\n__MSB_%s__\\n' ${nonce} >&2\n`;
+  // stdin is /dev/null so a command cannot eat the protocol stream; eval keeps state in this shell;
+  // `command` stops a POSIX sh (busybox ash) from exiting on a syntax error inside the eval.
+  const run = `command eval ${ansiQuote(cmd)} </dev/null`;
+  return `${run}
+__msb_rc=$?; printf '\\n__MSB_%s_%d__\\n' ${nonce} "$__msb_rc"; printf '\\n__MSB_%s__\\n' ${nonce} >&2\n`;
 }
 
 interface Pending {
@@ -126,7 +130,7 @@ export class Session {
   private async runNow(cmd: string, opts: SessionRunOptions): Promise<CommandOutcome> {
     if (this.closed) throw new MinisandboxError('SESSION_CLOSED', 'the session is closed', { hint: 'open a new session on a live sandbox' });
     const started = performance.now();
-    const cap = opts.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES;
+    const cap = opts.maxOutputBytes ?? this.opts.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES;
     const timeoutMs = opts.timeoutMs ?? this.opts.defaultTimeoutMs ?? 600_000;
     const grace = this.opts.interruptGraceMs ?? 1000;
     const nonce = randomBytes(12).toString('hex');
