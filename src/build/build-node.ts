@@ -6,7 +6,7 @@
  */
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { appendFile, mkdir, rm, stat } from 'node:fs/promises';
+import { appendFile, mkdir, readFile, rm, stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import type { Digest } from '../cas/digest.js';
@@ -23,7 +23,7 @@ import { type Sandbox, createSandbox, probeHost } from '../sandbox/index.js';
 import { acquireLease, releaseLease } from '../store/leases.js';
 import type { StorePaths } from '../store/paths.js';
 import { pullEnv } from '../store/pull.js';
-import { pushTree } from '../store/push.js';
+import { pushTree, resolveEnv } from '../store/push.js';
 
 export class BuildCommandError extends MinisandboxError {
   constructor(
@@ -150,7 +150,6 @@ export async function buildEnv(recipe: EnvRecipe, normalized: NormalizedRecipe, 
           const o = await sb.exec(['/bin/sh', '-c', 'mkdir -p "$1" && tar -xf - -C "$1"', 'stage', dest], { stdin: tar.stdout });
           if (o.status !== 'ok' || o.exitCode !== 0) throw new BuildCommandError(recipe.name ?? 'env', ctx.logPath, `cannot stage ${f.src}: ${o.stderr.trim()}`, false);
         } else {
-          const { readFile } = await import('node:fs/promises');
           await sb.writeFile(dest, await readFile(f.src), { mode: st.mode & 0o7777 });
         }
       }
@@ -172,7 +171,6 @@ export async function buildInstance(recipe: InstanceRecipe, parent: Parent, ctx:
     const hasCommands = recipe.commands.length > 0;
     const checkout = await pushTree(ctx.registry, ctx.store, root, { parent, config, ...(hasCommands ? {} : { tag }) });
     if (!hasCommands) return checkout.env;
-    const { resolveEnv } = await import('../store/push.js');
     const withCheckout = await resolveEnv(ctx.registry, checkout.env);
     return await buildInSandbox(withCheckout, instanceBuildScript(recipe), ctx, { network: true, label: recipe.name ?? 'instance', tag, config });
   } finally {

@@ -7,6 +7,18 @@
  * node's recipe digest and its parent; the executor computes the key with `nodeKey` when the
  * parents are done. Identical recipe chains collapse into one node: 500 instances over 60
  * (repo, version) pairs with 60 distinct env recipes give 1 base + 60 env + 500 instance nodes.
+ *
+ * Running a node (the executor's contract; run nodes with runGraph(scheduleNodes(plan.nodes), ...)):
+ *   1. lower = digests of the layers below it, lowest first: the built layers of lowerChain(plan, id),
+ *      preceded by the layers of `parentRef`'s environment if the chain starts at a ref;
+ *   2. key = nodeKey(node, lower); if registry ref cacheRefName(kind, key) exists (and no --force),
+ *      the node is cached: its layer is what that ref names;
+ *   3. otherwise build into a fresh directory / upper dir: base via baseRootfsCommand or
+ *      populateBusyboxRoot; env via envBuildScript in a build sandbox over the lower layers (files
+ *      staged per stagedFiles, env from effectiveEnv); instance via checkoutAtCommit into
+ *      <upper><workdir>, then instanceBuildScript in the sandbox; capture; publish the layer;
+ *   4. only then write the cache ref, and for a node with a `tag`, the environment (layers +
+ *      runtimeConfigFor) under that tag. A failed build writes no ref, so a rerun retries it.
  */
 import { join, resolve } from 'node:path';
 import { type Digest, digestHex, sha256 } from '../cas/digest.js';

@@ -1,0 +1,147 @@
+/**
+ * Runs a build plan: every node in dependency order, at most `jobs` at once. A node whose cache key
+ * is already in the registry is not rebuilt (unless forced); a failing node marks its dependents
+ * skipped and, with keepGoing, the rest go on. Nothing partial is ever published, so a rerun after
+ * a crash or Ctrl-C skips what finished and redoes the rest.
+ */
+import { join } from 'node:path';
+import type { Digest } from '../cas/digest.js';
+import { errorMessage } from '../errors.js';
+import type { RuntimeConfig } from '../layer/env.js';
+import { cacheRefName } from '../recipe/key.js';
+import type { Registry } from '../registry/registry.js';
+import type { StorePaths } from '../store/paths.js';
+import { resolveEnv } from '../store/push.js';
+import { BuildCommandError, type Parent, buildBase, buildEnv, buildInstance } from './build-node.js';
+import { type BuildPlan, type PlanNode, nodeKey } from './plan.js';
+import { type NodeOutcome, runGraph, scheduleNodes } from './plan-schedule.js';
+
+export interface BuildOptions {
+  registry: Registry;
+  store: StorePaths;
+  logDir: string;
+  jobs: number;
+  keepGoing: boolean;
+  force: boolean;
+  timeoutMs: number;
+  onEvent?: (e: BuildEvent) => void;
+  signal?: AbortSignal;
+}
+
+export type BuildEvent =
+  | { type: 'start'; node: PlanNode; running: number }
+  | { type: 'retry'; node: PlanNode; attempt: number; error: string }
+  | { type: 'done'; node: PlanNode; row: SummaryRow; done: number; total: number };
+
+export interface SummaryRow {
+  id: string;
+  kind: string;
+  label: string;
+  status: 'built' | 'cached' | 'failed' | 'skipped' | 'cancelled';
+  seconds: number;
+  env?: Digest;
+  tag?: string;
+  log?: string;
+  error?: string;
+}
+
+interface Built {
+  env: Digest;
+  cached: boolean;
+  log: string;
+}
+
+function logName(n: PlanNode): string {
+  return `${n.kind}-${n.label.replace(/[^A-Za-z0-9._-]/g, '_')}-${n.id.split(':')[1]?.slice(0, 8) ?? ''}.log`;
+}
+
+function runtimeConfig(n: PlanNode): Partial<RuntimeConfig> {
+  if (n.test === null) return {};
+  return {
+    workdir: n.test.workdir,
+    testCmd: n.test.testCmd,
+    labels: { instanceId: n.label, logParser: n.test.logParser, ...Object.fromEntries(Object.entries(n.test.evalEnv).map(([k, v]) => [`evalEnv.${k}`, v])) },
+  };
+}
+
+export async function executePlan(plan: BuildPlan, opts: BuildOptions): Promise<SummaryRow[]> {
+  const byId = new Map(plan.nodes.map((n) => [n.id, n]));
+  const results = new Map<string, Built>();
+  const rows: SummaryRow[] = [];
+  let done = 0;
+
+  const parentOf = async (n: PlanNode): Promise<Parent | null> => {
+    if (n.parent !== null) {
+      const built = results.get(n.parent);
+      if (built === undefined) throw new Error(`internal: parent ${n.parent} of ${n.id} not built`);
+      return resolveEnv(opts.registry, built.env);
+    }
+    if (n.parentRef !== null) return resolveEnv(opts.registry, n.parentRef);
+    return null;
+  };
+
+  const build = async (n: PlanNode, signal: AbortSignal): Promise<Built> => {
+    const parent = await parentOf(n);
+    const key = nodeKey(n, parent?.config.layers.map((l) => l.digest) ?? []);
+    const cacheRef = cacheRefName(n.kind, key);
+    const log = join(opts.logDir, logName(n));
+    const cached = opts.force ? null : await opts.registry.getRef(cacheRef);
+    let env: Digest;
+    if (cached !== null) env = cached;
+    else {
+      const ctx = { registry: opts.registry, store: opts.store, logPath: log, timeoutMs: opts.timeoutMs, signal };
+      const r = n.recipe;
+      if (r.kind === 'base') env = await buildBase(r, ctx, cacheRef, runtimeConfig(n));
+      else if (parent === null) throw new Error(`internal: ${n.id} has no parent`);
+      else if (r.kind === 'env') env = await buildEnv(r, n.normalized, parent, ctx, cacheRef);
+      else env = await buildInstance(r, parent, ctx, cacheRef, runtimeConfig(n));
+    }
+    if (n.tag !== null) await opts.registry.putRef(n.tag, env);
+    return { env, cached: cached !== null, log };
+  };
+
+  const signal = opts.signal;
+  const outcomes = await runGraph(
+    scheduleNodes(plan.nodes),
+    async (n, s) => {
+      const merged = signal === undefined ? s : AbortSignal.any([s, signal]);
+      const b = await build(n, merged);
+      results.set(n.id, b);
+      return b;
+    },
+    {
+      jobs: opts.jobs,
+      keepGoing: opts.keepGoing,
+      retry: { attempts: 3, backoffMs: 2000, retryable: (e) => e instanceof BuildCommandError && e.transient },
+      onEvent: (e) => {
+        const node = byId.get(e.id)!;
+        if (e.type === 'start') opts.onEvent?.({ type: 'start', node, running: e.running });
+        else if (e.type === 'retry') opts.onEvent?.({ type: 'retry', node, attempt: e.attempt, error: errorMessage(e.error) });
+        else {
+          done++;
+          const row = toRow(node, e.outcome, join(opts.logDir, logName(node)));
+          opts.onEvent?.({ type: 'done', node, row, done, total: plan.nodes.length });
+        }
+      },
+    },
+  );
+  for (const n of plan.nodes) {
+    const o = outcomes.get(n.id);
+    if (o !== undefined) rows.push(toRow(n, o, join(opts.logDir, logName(n))));
+  }
+  return rows;
+}
+
+function toRow(n: PlanNode, o: NodeOutcome<Built>, log: string): SummaryRow {
+  const base = { id: n.id, kind: n.kind, label: n.label, ...(n.tag !== null ? { tag: n.tag } : {}) };
+  switch (o.status) {
+    case 'ok':
+      return { ...base, status: o.value.cached ? 'cached' : 'built', seconds: o.ms / 1000, env: o.value.env, ...(o.value.cached ? {} : { log }) };
+    case 'failed':
+      return { ...base, status: 'failed', seconds: o.ms / 1000, log, error: errorMessage(o.error) };
+    case 'skipped':
+      return { ...base, status: 'skipped', seconds: 0, error: `depends on failed ${o.cause}` };
+    case 'cancelled':
+      return { ...base, status: 'cancelled', seconds: 0 };
+  }
+}
