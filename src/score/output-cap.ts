@@ -47,15 +47,18 @@ export function createOutputCap(maxBytes: number): OutputCap {
       if (tailBuf.length > tailMax) tailBuf = tailBuf.subarray(tailBuf.length - tailMax);
       const dropped = total - headBytes - tailBuf.length;
       if (dropped === 0) return { text: Buffer.concat([...head, tailBuf]).toString('utf8'), truncated: false, totalBytes: total };
-      // Cut at line boundaries so no half line is parsed as a test result.
-      const headBuf = Buffer.concat(head);
-      const headEnd = headBuf.lastIndexOf(0x0a) + 1;
-      const tailStart = tailBuf.indexOf(0x0a) + 1;
-      const kept = headBuf.subarray(0, headEnd);
-      const keptTail = tailBuf.subarray(tailStart);
-      const elided = total - kept.length - keptTail.length;
-      const note = `[minisandbox: ${elided} bytes of output elided]\n`;
-      return { text: kept.toString('utf8') + note + keptTail.toString('utf8'), truncated: true, totalBytes: total };
+      return { text: joinElided(Buffer.concat(head), tailBuf, dropped), truncated: true, totalBytes: total };
     },
   };
+}
+
+/**
+ * Head and tail of an output with `dropped` bytes between them, cut back to whole lines so no
+ * half line is parsed as a test result, joined by one line saying how much is missing.
+ */
+export function joinElided(head: Buffer, tail: Buffer, dropped: number): string {
+  const kept = head.subarray(0, head.lastIndexOf(0x0a) + 1);
+  const keptTail = tail.subarray(tail.indexOf(0x0a) + 1);
+  const elided = dropped + (head.length - kept.length) + (tail.length - keptTail.length);
+  return `${kept.toString('utf8')}[minisandbox: ${elided} bytes of output elided]\n${keptTail.toString('utf8')}`;
 }
