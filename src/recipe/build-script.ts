@@ -39,8 +39,11 @@ function exports(env: Record<string, string>): string[] {
   return Object.entries(env).map(([k, v]) => `export ${k}=${shQuote(v)}`);
 }
 
-/** Modes come from the normalized recipe, which holds the source's own mode when the recipe gave none. */
-export function envBuildScript(recipe: EnvRecipe, normalized: NormalizedEnv, stagingMount: string): string {
+/**
+ * Modes come from the normalized recipe, which holds the source's own mode when the recipe gave
+ * none. `env` is what the commands see: pass effectiveEnv (lower recipes' variables too) from the plan.
+ */
+export function envBuildScript(recipe: EnvRecipe, normalized: NormalizedEnv, stagingMount: string, env: Record<string, string> = recipe.env): string {
   const copies = recipe.files.flatMap((f, i) => {
     const dest = shQuote(f.dest);
     const mode = normalized.files[i]?.mode ?? f.mode;
@@ -53,7 +56,7 @@ export function envBuildScript(recipe: EnvRecipe, normalized: NormalizedEnv, sta
   });
   return [
     'set -e',
-    ...exports(recipe.env),
+    ...exports(env),
     ...copies,
     `mkdir -p ${shQuote(recipe.workdir)}`,
     `cd ${shQuote(recipe.workdir)}`,
@@ -65,6 +68,6 @@ export function envBuildScript(recipe: EnvRecipe, normalized: NormalizedEnv, sta
 }
 
 /** Post-checkout commands in the workdir (the checkout itself is `checkoutAtCommit`, on the host). */
-export function instanceBuildScript(recipe: InstanceRecipe): string {
-  return ['set -e', ...exports(recipe.env), `cd ${shQuote(recipe.workdir)}`, 'set +e', ...runCommands(recipe.shell, recipe.commands), 'exit 0', ''].join('\n');
+export function instanceBuildScript(recipe: InstanceRecipe, env: Record<string, string> = recipe.env): string {
+  return ['set -e', ...exports(env), `cd ${shQuote(recipe.workdir)}`, 'set +e', ...runCommands(recipe.shell, recipe.commands), 'exit 0', ''].join('\n');
 }
