@@ -11,6 +11,8 @@ export { validateInstances, validateResults, ValidationReportSchema } from './va
 export type { ValidateOptions, ValidationObservation, ValidationReport } from './validate.js';
 export type { EvalFile, EvalRunner, EvalRunResult, EvalRunStatus } from './runner.js';
 export { hostEvalRunner } from './host-runner.js';
+export { sandboxEvalRunner, asEvalSandbox } from './sandbox-runner.js';
+export type { EvalSandbox, SandboxRunnerOptions } from './sandbox-runner.js';
 export { EvalSpecSchema } from './spec.js';
 export type { EvalSpec, EvalSpecInput } from './spec.js';
 export { evalSpecFromDataset } from './dataset-spec.js';

@@ -8,6 +8,7 @@
  * (pytest's summary, end marker) both survive while only a bounded amount crosses into the scorer,
  * and the test process never blocks or fails on its output.
  */
+import type { Sandbox } from '../sandbox/index.js';
 import { joinElided } from './output-cap.js';
 import type { EvalRunner, EvalRunStatus } from './runner.js';
 import { shellQuote } from './shell-quote.js';
@@ -17,6 +18,11 @@ export interface EvalSandbox {
   readFile(path: string): Promise<Buffer>;
   exec(argv: string[], opts: { timeoutMs: number; maxOutputBytes: number }): Promise<{ status: EvalRunStatus; exitCode: number | null; stdout: string; stdoutTruncated: boolean; error?: string | undefined }>;
   destroy(): Promise<void>;
+}
+
+/** A runtime sandbox as an EvalSandbox; compiles only while the two stay compatible. */
+export function asEvalSandbox(sb: Sandbox): EvalSandbox {
+  return sb;
 }
 
 export interface SandboxRunnerOptions {
