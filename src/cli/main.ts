@@ -3,6 +3,7 @@
 import { Command, CommanderError } from 'commander';
 import { type GlobalOptions } from './context.js';
 import { EXIT, Output } from './output.js';
+import { registerBuildCommands } from './build-commands.js';
 import { registerSandboxCommands } from './sandbox-commands.js';
 import { registerStoreCommands } from './store-commands.js';
 
@@ -23,6 +24,7 @@ export async function main(argv: string[]): Promise<number> {
   };
   registerStoreCommands(program, globals, setExit);
   registerSandboxCommands(program, globals, setExit);
+  registerBuildCommands(program, globals, setExit);
   try {
     await program.parseAsync(argv, { from: 'user' });
   } catch (e) {
