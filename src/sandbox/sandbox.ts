@@ -4,7 +4,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdir } from 'node:fs/promises';
+import { chown, mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { InvalidInputError, MinisandboxError } from '../errors.js';
@@ -199,7 +199,7 @@ export class Sandbox {
       'trap \'rm -f "$GIT_INDEX_FILE"\' EXIT',
       // Starting from the real index keeps git's stat cache: add -A only rehashes what changed.
       'if [ -f "$gitdir/index" ]; then cp "$gitdir/index" "$GIT_INDEX_FILE"; else rm -f "$GIT_INDEX_FILE"; fi',
-      'git -c safe.directory="*" add -A',
+      'git -c safe.directory="*" -c core.fileMode=false -c core.autocrlf=false add -A',
       'git -c safe.directory="*" -c core.fileMode=false -c core.autocrlf=false -c diff.noprefix=false diff --cached --binary --no-color --no-ext-diff "$2" --',
     ].join('\n');
     const r = await this.execRaw(['/bin/sh', '-c', script, 'msb-diff', opts.workdir ?? this.config.workdir, opts.base ?? 'HEAD'], { timeoutMs: opts.timeoutMs ?? 300_000, maxOutputBytes: 512 << 20 });
@@ -313,7 +313,10 @@ async function startSandbox(opts: ParsedOptions, hooks: CreateHooks, forkFrom: S
   }
   const upperDir = join(dir, 'upper');
   const mergedDir = join(dir, 'root');
-  await mkdir(upperDir, { mode: opts.upper === 'disk' ? 0o777 : 0o711 });
+  await mkdir(upperDir, { mode: opts.upper === 'disk' ? 0o700 : 0o711 });
+  // A disk upper is written by the sandbox's root, i.e. the first id of the mapped range; the
+  // mkdir mode alone would be cut by the umask (and world-writable would be wrong anyway).
+  if (opts.upper === 'disk') await chown(upperDir, host.idMap.uidStart, host.idMap.gidStart);
   await mkdir(mergedDir, { mode: 0o711 });
   const state: SandboxState = {
     version: 1,
