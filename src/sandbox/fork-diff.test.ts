@@ -1,0 +1,115 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createSandbox, forkSandbox, shiftCopyTree, type HostInfo } from './index.js';
+import { CACHE_DIR, debianLower, freshStateDir, hostInfo, leftovers, run, sandboxFootprint } from './testkit.js';
+
+let host: HostInfo;
+let lowers: string[];
+let stateDir: string;
+let repoSrc: string;
+
+async function git(cwd: string, ...args: string[]): Promise<string> {
+  return (await run('git', ['-c', 'user.name=t', '-c', 'user.email=t@e', ...args], { cwd })).stdout;
+}
+
+beforeAll(async () => {
+  host = await hostInfo();
+  const debian = await debianLower(host.idMap);
+  // The instance layer: a real git repository at a base commit.
+  const layer = await mkdtemp(join(tmpdir(), 'msb-repo-layer-'));
+  repoSrc = join(layer, 'work/repo');
+  await run('mkdir', ['-p', repoSrc]);
+  await git(repoSrc, 'init', '-q', '-b', 'main');
+  await writeFile(join(repoSrc, 'hello.txt'), 'hello\nworld\n');
+  await writeFile(join(repoSrc, 'gone.txt'), 'to be deleted\n');
+  await writeFile(join(repoSrc, '.gitignore'), '*.pyc\n');
+  await git(repoSrc, 'add', '-A');
+  await git(repoSrc, 'commit', '-q', '-m', 'base');
+  const shifted = await shiftCopyTree(layer, join(CACHE_DIR, `repo-layer-${process.pid}-${host.idMap.uidStart}`), host.idMap);
+  lowers = [debian, shifted];
+  stateDir = await freshStateDir();
+}, 600_000);
+afterAll(async () => {
+  await rm(stateDir, { recursive: true, force: true });
+  if (lowers?.[1] !== undefined) await rm(lowers[1], { recursive: true, force: true });
+});
+
+describe('diff and fork over a real repository', () => {
+  it('diff is the agent submission: edits, deletions, untracked and binary files, not ignored ones', async () => {
+    const sb = await createSandbox({ lowerDirs: lowers, stateDir, config: { workdir: '/work/repo' } }, { host });
+    const fp = await sandboxFootprint(sb);
+    try {
+      const o = await sb.run('sed -i s/world/there/ hello.txt && rm gone.txt && echo new > added.txt && printf "\\x00\\x01\\x02" > blob.bin && echo junk > x.pyc && chmod +x hello.txt');
+      expect(o).toMatchObject({ status: 'ok', exitCode: 0 });
+      const patch = await sb.diff();
+      expect(patch).toContain('diff --git a/hello.txt b/hello.txt');
+      expect(patch).toContain('+there');
+      expect(patch).toContain('deleted file mode');
+      expect(patch).toContain('+++ b/added.txt');
+      expect(patch).toContain('GIT binary patch');
+      expect(patch).not.toContain('x.pyc');
+      expect(patch).not.toContain('old mode'); // core.fileMode=false
+      // The repository's own index is untouched (the throwaway index did the work).
+      expect((await sb.exec(['git', 'status', '--porcelain'])).stdout).toContain('?? added.txt');
+      // The patch applies to a clean checkout of the base commit.
+      const clone = await mkdtemp(join(tmpdir(), 'msb-clone-'));
+      await run('git', ['clone', '-q', repoSrc, clone]);
+      await writeFile(join(clone, 'sub.patch'), patch);
+      await git(clone, 'apply', '--index', 'sub.patch');
+      expect(await git(clone, 'status', '--porcelain')).toMatch(/D {2}gone.txt/);
+      await rm(clone, { recursive: true, force: true });
+      await writeFile(join(stateDir, 'unused'), '');
+    } finally {
+      await sb.destroy();
+    }
+    expect(await leftovers(fp)).toEqual([]);
+  });
+
+  it('fork branches the current filesystem state into independent sandboxes sharing the layers', async () => {
+    const sb = await createSandbox({ lowerDirs: lowers, stateDir, config: { workdir: '/work/repo' } }, { host });
+    try {
+      await sb.run('echo step1 >> hello.txt && mkdir -p /root/cache && echo c > /root/cache/f && rm /etc/hostname');
+      await sb.writeFile('/work/repo/notes.md', 'from the parent\n');
+      const forks = await forkSandbox(sb, 2);
+      const fps = await Promise.all(forks.map((f) => sandboxFootprint(f)));
+      try {
+        for (const f of forks) {
+          expect(f.state.lowerDirs).toEqual(lowers);
+          expect((await f.exec(['sh', '-c', 'tail -1 hello.txt; cat notes.md /root/cache/f; test -e /etc/hostname && echo present || echo deleted'])).stdout).toBe('step1\nfrom the parent\nc\ndeleted\n');
+        }
+        await forks[0]!.run('echo only-fork0 >> hello.txt');
+        expect((await forks[1]!.exec(['tail', '-1', 'hello.txt'])).stdout).toBe('step1\n');
+        expect((await sb.exec(['tail', '-1', 'hello.txt'])).stdout).toBe('step1\n');
+        expect(await forks[0]!.diff()).toContain('+only-fork0');
+        expect(await forks[1]!.diff()).not.toContain('only-fork0');
+        expect((await forks[1]!.readFile('/work/repo/notes.md')).toString()).toBe('from the parent\n');
+      } finally {
+        await Promise.all(forks.map((f) => f.destroy()));
+      }
+      for (const fp of fps) expect(await leftovers(fp)).toEqual([]);
+    } finally {
+      await sb.destroy();
+    }
+  });
+
+  it('readFile and writeFile resolve symlinks inside the sandbox, never on the host', async () => {
+    const hostSecret = join(await mkdtemp(join(tmpdir(), 'msb-secret-')), 'secret');
+    await writeFile(hostSecret, 'host secret\n');
+    const sb = await createSandbox({ lowerDirs: lowers, stateDir }, { host });
+    try {
+      await sb.exec(['ln', '-s', hostSecret, '/tmp/link']);
+      await expect(sb.readFile('/tmp/link')).rejects.toThrow(/cannot read/);
+      // The link's target dir does not exist inside: the write fails rather than reaching the host.
+      await expect(sb.writeFile('/tmp/link', 'overwritten\n')).rejects.toThrow(/cannot write/);
+      await sb.exec(['mkdir', '-p', join(hostSecret, '..')]);
+      await sb.writeFile('/tmp/link', 'overwritten\n');
+      expect(await run('cat', [hostSecret]).then((r) => r.stdout)).toBe('host secret\n');
+      // The write landed inside the sandbox, at the link's in-sandbox target.
+      expect((await sb.readFile(hostSecret)).toString()).toBe('overwritten\n');
+    } finally {
+      await sb.destroy();
+    }
+  });
+});
