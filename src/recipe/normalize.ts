@@ -102,7 +102,7 @@ export async function normalizeRecipe(recipe: Recipe): Promise<NormalizedRecipe>
         kind: 'env',
         commands: recipe.commands,
         env: recipe.env,
-        // Order of copy-in does not matter unless two files share a destination; keep the given order then.
+        // Given order: a later file may overwrite (or land inside) an earlier one.
         files,
         workdir: recipe.workdir,
         network: recipe.network,
