@@ -4,6 +4,7 @@
  * publishes it as `<destDir>/<hex>` by temp name + rename only when its digest matches.
  */
 import { createHash, randomBytes, type Hash } from 'node:crypto';
+import { renameSync, writeFileSync } from 'node:fs';
 import { open, rename, rm, writeFile, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { digestHex, type Digest } from '../cas/digest.js';
@@ -16,6 +17,8 @@ import { BoundedFrameDecoder } from './zstd-bounded.js';
 const SMALL_OBJECT_BYTES = 1 << 20;
 /** Small-object writes in flight per frame: hides file-creation latency. */
 const WRITES_IN_FLIGHT = 32;
+/** Objects up to this size are written synchronously. */
+const SYNC_WRITE_BYTES = 64 << 10;
 
 export interface FrameRef {
   offset: number;
@@ -146,7 +149,14 @@ export class FrameExtractor {
     }
     const dest = finalName(this.destDir, c.entry.digest);
     if (c.pieces) {
-      const data = Buffer.concat(c.pieces);
+      const data = c.pieces.length === 1 ? c.pieces[0]! : Buffer.concat(c.pieces);
+      if (data.length <= SYNC_WRITE_BYTES) {
+        // Synchronous for small files: the per-call cost of thread-pool round trips dominates (see writer.ts).
+        writeFileSync(c.tmp, data, { flag: 'wx' });
+        renameSync(c.tmp, dest);
+        this.onObject(c.entry);
+        return;
+      }
       const write = (async () => {
         await writeFile(c.tmp, data, { flag: 'wx' });
         await rename(c.tmp, dest);

@@ -2,17 +2,18 @@
  * Writes objects (file contents already hashed by capture) into packs: zstd frames whose
  * concatenated decompression is one tar stream of `objects/<hex>` entries.
  *
- * Pipeline: the caller's `add` starts reading small files ahead (libuv threads) -> entries go
- * into a tar-stream packer -> the packer's output is cut into frames at entry boundaries ->
- * small-object frames are compressed on worker threads, a large object's frame is compressed as
- * a stream by zstd's threads -> compressed frames are appended in order to the pack file and
- * hashed on the way. Memory stays at a few frames whatever the object sizes.
+ * Pipeline: `add` reads small files (inline, or ahead for larger ones) -> tar entries (headers
+ * by tar-stream) are gathered into a frame of about 4 MiB, cut only between entries -> frames
+ * are compressed on worker threads while the next one fills; a large object's frame is
+ * compressed as a stream by zstd's threads while its file is read -> compressed frames are
+ * appended in order to the pack file and hashed on the way. Memory stays at a few frames
+ * whatever the object sizes.
  */
 import { createHash, randomBytes, type Hash } from 'node:crypto';
+import { closeSync, openSync, readSync } from 'node:fs';
 import { open, rename, rm, type FileHandle } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
-import { pack as tarPack, type Pack } from 'tar-stream';
 import { DigestSchema, digestHex, type Digest } from '../cas/digest.js';
 import { DigestMismatchError, InvalidInputError, MinisandboxError } from '../errors.js';
 import { CompressPool } from './compress-pool.js';
@@ -34,6 +35,7 @@ import {
   STREAM_CHUNK_BYTES,
 } from './settings.js';
 import { StreamFrameCompressor } from './stream-compressor.js';
+import { objectHeader, padding, ZEROS } from './tar-header.js';
 
 export interface PackSource {
   digest: Digest;
@@ -82,6 +84,8 @@ interface Settings {
 /** Small files read ahead of the packer: enough to hide read latency, bounded to about a frame. */
 const READ_AHEAD_FILES = 64;
 const READ_AHEAD_BYTES = 4 << 20;
+/** Files up to this size are read synchronously (see readSmallSync). */
+const SYNC_READ_BYTES = 64 << 10;
 
 interface Ahead {
   obj: PackSource;
@@ -192,11 +196,37 @@ export class PackWriter {
   }
 }
 
-/** Reads a small file whole, checking it still has the size capture saw. */
-async function readSmall(obj: PackSource, verify: boolean): Promise<Buffer> {
-  const fh = await open(obj.path, 'r');
+/**
+ * Reads a small file whole, checking it still has the size capture saw. Synchronous on purpose:
+ * for files of a few KB the per-call cost dominates, and three thread-pool round trips per file
+ * (open, read, close) cost several times the work itself; compression runs on other threads.
+ */
+function readSmallSync(obj: PackSource, verify: boolean): Buffer {
+  const fd = openSync(obj.path, 'r');
   try {
     // One byte more than expected reveals a file that grew.
+    const buf = Buffer.allocUnsafe(obj.size + 1);
+    let got = 0;
+    for (;;) {
+      const n = readSync(fd, buf, got, buf.length - got, got);
+      if (n === 0) break;
+      got += n;
+      if (got === buf.length) break;
+    }
+    if (got !== obj.size) throw new SourceChangedError(obj.path.toString(), `expected ${obj.size} bytes, found ${got === buf.length ? 'more' : got}`);
+    const data = buf.subarray(0, obj.size);
+    if (verify) checkDigest(obj, createHash('sha256').update(data));
+    return data;
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** Small files are read inline; larger ones (up to a frame) asynchronously, so reads overlap. */
+async function readSmall(obj: PackSource, verify: boolean): Promise<Buffer> {
+  if (obj.size <= SYNC_READ_BYTES) return readSmallSync(obj, verify);
+  const fh = await open(obj.path, 'r');
+  try {
     const buf = Buffer.allocUnsafe(obj.size + 1);
     let got = 0;
     for (;;) {
@@ -219,44 +249,21 @@ function checkDigest(obj: PackSource, h: Hash): void {
   if (actual !== obj.digest) throw new DigestMismatchError(`${obj.path} (changed since capture?)`, obj.digest, actual);
 }
 
-/** Resolves when a tar entry sink can take more, or is gone (the error then surfaces elsewhere). */
-function drained(sink: ReturnType<Pack['entry']>): Promise<void> {
-  return new Promise<void>((resolve) => {
-    const done = (): void => {
-      sink.off('drain', done);
-      sink.off('close', done);
-      resolve();
-    };
-    sink.on('drain', done);
-    sink.on('close', done);
-  });
-}
-
-/** Where the packer's output must be cut: a frame ends at tar offset `end`. */
-interface Cut {
-  end: number;
-  /** The frame holds one large object and is compressed as a stream, never buffered. */
-  streaming: boolean;
-}
-
 /** One pack file being written. */
 class PackBuilder {
-  private readonly tar: Pack = tarPack();
   private readonly hash = createHash('sha256');
   private readonly objects: PackObject[] = [];
   private readonly digests = new Set<Digest>();
   private readonly frames: PackFrame[] = [];
   private rawBytes = 0;
-  // Producer side: tar offsets as entries are scheduled.
-  private scheduled = 0;
-  private frameStart = 0;
+  /** Index of the frame being filled. */
   private frameIndex = 0;
-  private readonly cuts: Cut[] = [];
-  // Consumer side.
+  /** Tar bytes of the frame being filled (small objects), concatenated when it is cut. */
+  private open: Buffer[] = [];
+  private openLength = 0;
   private packBytes = 0;
   private pendingRaw = 0;
   private readonly inflight: Promise<void>[] = [];
-  private readonly consumed: Promise<number>;
   private failure: unknown = null;
 
   private constructor(
@@ -264,13 +271,7 @@ class PackBuilder {
     private readonly pool: CompressPool,
     private readonly fh: FileHandle,
     private readonly tmpPath: string,
-  ) {
-    this.consumed = this.consume();
-    this.consumed.catch((e: unknown) => {
-      this.failure ??= e;
-      this.tar.destroy();
-    });
-  }
+  ) {}
 
   static async create(s: Settings, pool: CompressPool): Promise<PackBuilder> {
     const tmpPath = join(s.tempDir, `.pack-${process.pid}-${randomBytes(6).toString('hex')}.tmp`);
@@ -280,60 +281,60 @@ class PackBuilder {
 
   /** Compressed bytes written plus a guess for what is still being compressed. */
   estimatedBytes(): number {
-    return this.packBytes + Math.ceil(this.pendingRaw / 4);
+    return this.packBytes + Math.ceil((this.pendingRaw + this.openLength) / 4);
   }
 
   async addBuffer(obj: PackSource, data: Buffer): Promise<void> {
-    if (!this.schedule(obj)) return;
-    await new Promise<void>((resolve, reject) => {
-      this.tar.entry(this.header(obj), data, (err) => (err ? reject(this.failure ?? err) : resolve()));
-    });
+    if (!this.claim(obj)) return;
+    const len = tarEntryLength(obj.size);
+    if (this.openLength > 0 && this.openLength + len > this.s.frameBytes) await this.cutFrame();
+    this.objects.push({ digest: obj.digest, size: obj.size, frame: this.frameIndex, offset: this.openLength + TAR_BLOCK });
+    this.open.push(objectHeader(obj.digest, obj.size), data, padding(obj.size));
+    this.openLength += len;
   }
 
+  /** A large object gets a frame of its own, compressed as a stream while the file is read. */
   async addStream(obj: PackSource): Promise<void> {
-    if (!this.schedule(obj)) return;
-    let sink!: ReturnType<Pack['entry']>;
-    const entryDone = new Promise<void>((resolve, reject) => {
-      sink = this.tar.entry(this.header(obj), (err) => (err ? reject(this.failure ?? err) : resolve()));
-    });
-    entryDone.catch(() => undefined); // awaited below; a failure meanwhile surfaces through this.failure
+    if (!this.claim(obj)) return;
+    if (this.openLength > 0) await this.cutFrame();
+    // Earlier frames reach the file first: this frame is appended as it compresses.
+    await Promise.all(this.inflight.splice(0));
+    this.objects.push({ digest: obj.digest, size: obj.size, frame: this.frameIndex, offset: TAR_BLOCK });
+    const start = this.packBytes;
+    const z = new StreamFrameCompressor({ level: this.s.level, workers: LARGE_FRAME_WORKERS });
+    await this.append(z.write(objectHeader(obj.digest, obj.size)));
     const fh = await open(obj.path, 'r');
     try {
       const h = this.s.verifyDigests ? createHash('sha256') : null;
+      // Reused: the compressor copies its input before write() returns.
+      const buf = Buffer.allocUnsafe(STREAM_CHUNK_BYTES);
       let got = 0;
       for (;;) {
-        const buf = Buffer.allocUnsafe(Math.min(STREAM_CHUNK_BYTES, obj.size - got + 1));
-        const { bytesRead } = await fh.read(buf, 0, buf.length, got);
+        const { bytesRead } = await fh.read(buf, 0, Math.min(buf.length, obj.size - got + 1), got);
         if (bytesRead === 0) break;
         got += bytesRead;
         if (got > obj.size) throw new SourceChangedError(obj.path.toString(), `expected ${obj.size} bytes, found more`);
         const piece = buf.subarray(0, bytesRead);
         h?.update(piece);
-        if (!sink.write(piece)) await drained(sink);
-        if (this.failure) throw this.failure;
+        await this.append(z.write(piece));
       }
       if (got !== obj.size) throw new SourceChangedError(obj.path.toString(), `expected ${obj.size} bytes, found ${got}`);
       if (h) checkDigest(obj, h);
-    } catch (e) {
-      sink.destroy(e instanceof Error ? e : new Error(String(e)));
-      throw e;
     } finally {
       await fh.close();
     }
-    sink.end(undefined);
-    await entryDone;
+    await this.append(z.write(padding(obj.size)));
+    await this.append(z.end());
+    this.frames.push({ offset: start, length: this.packBytes - start, rawLength: tarEntryLength(obj.size) });
+    this.frameIndex++;
   }
 
   async finish(): Promise<WrittenPack> {
-    this.cuts.push({ end: this.scheduled + TAR_END_LENGTH, streaming: false });
-    this.tar.finalize();
-    const total = await this.consumed;
-    await Promise.all(this.inflight);
-    if (total !== this.scheduled + TAR_END_LENGTH) {
-      throw new MinisandboxError('PACK_LAYOUT', `tar stream is ${total} bytes, expected ${this.scheduled + TAR_END_LENGTH}`, {
-        hint: 'tar-stream wrote headers of an unexpected size; this is a bug in minisandbox',
-      });
-    }
+    this.open.push(ZEROS.subarray(0, TAR_END_LENGTH));
+    this.openLength += TAR_END_LENGTH;
+    await this.cutFrame();
+    await Promise.all(this.inflight.splice(0));
+    if (this.failure) throw this.failure;
     await this.fh.close();
     const pack: Digest = `sha256:${this.hash.digest('hex')}`;
     const packPath = join(this.s.tempDir, `${digestHex(pack)}.pack`);
@@ -350,102 +351,43 @@ class PackBuilder {
 
   async abort(): Promise<void> {
     this.failure ??= new MinisandboxError('PACK_WRITER_CLOSED', 'the pack writer was aborted');
-    this.tar.destroy();
-    await this.consumed.catch(() => undefined);
-    await Promise.allSettled(this.inflight);
+    await Promise.allSettled(this.inflight.splice(0));
     await this.fh.close().catch(() => undefined);
     await rm(this.tmpPath, { force: true });
   }
 
-  private header(obj: PackSource) {
-    // Fixed metadata: packs of the same objects in the same order are byte-identical.
-    return { name: `objects/${digestHex(obj.digest)}`, size: obj.size, mode: 0o644, mtime: new Date(0), uid: 0, gid: 0, type: 'file' as const };
-  }
-
-  /** Plans where frames end around this entry; false when the pack already holds the object. */
-  private schedule(obj: PackSource): boolean {
+  /** False when the pack already holds the object. */
+  private claim(obj: PackSource): boolean {
     if (this.failure) throw this.failure;
     if (this.digests.has(obj.digest)) return false;
     this.digests.add(obj.digest);
-    const len = tarEntryLength(obj.size);
-    const open = this.scheduled - this.frameStart;
-    const large = obj.size > this.s.frameBytes;
-    if (open > 0 && (large || open + len > this.s.frameBytes)) this.cut(false);
-    this.objects.push({ digest: obj.digest, size: obj.size, frame: this.frameIndex, offset: this.scheduled - this.frameStart + TAR_BLOCK });
     this.rawBytes += obj.size;
-    this.scheduled += len;
-    if (large) this.cut(true);
     return true;
   }
 
-  private cut(streaming: boolean): void {
-    this.cuts.push({ end: this.scheduled, streaming });
-    this.frameStart = this.scheduled;
+  /** Sends the frame being filled to a compression worker; frames reach the file in order. */
+  private async cutFrame(): Promise<void> {
+    const rawLength = this.openLength;
+    const compressed = this.pool.compress(Buffer.concat(this.open, rawLength));
+    this.open = [];
+    this.openLength = 0;
     this.frameIndex++;
-  }
-
-  /** Consumes the tar stream, cutting and compressing frames; resolves to the tar length. */
-  private async consume(): Promise<number> {
-    let offset = 0;
-    let chunks: Buffer[] = [];
-    let frameRaw = 0;
-    let stream: StreamFrameCompressor | null = null;
-    let streamStart = 0;
-    for await (const data of this.tar as AsyncIterable<Buffer>) {
-      let chunk = data;
-      while (chunk.length > 0) {
-        const cut = this.cuts[0];
-        const take = cut && cut.end - offset < chunk.length ? cut.end - offset : chunk.length;
-        const piece = chunk.subarray(0, take);
-        chunk = chunk.subarray(take);
-        offset += take;
-        frameRaw += take;
-        if (cut?.streaming) {
-          if (!stream) {
-            await Promise.all(this.inflight.splice(0)); // earlier frames first: the stream writes directly
-            stream = new StreamFrameCompressor({ level: this.s.level, workers: LARGE_FRAME_WORKERS });
-            streamStart = this.packBytes;
-          }
-          await this.append(stream.write(piece));
-        } else {
-          chunks.push(piece);
-          this.pendingRaw += take;
-        }
-        if (cut && offset === cut.end) {
-          this.cuts.shift();
-          if (stream) {
-            await this.append(stream.end());
-            this.frames.push({ offset: streamStart, length: this.packBytes - streamStart, rawLength: frameRaw });
-            stream = null;
-          } else {
-            await this.compressFrame(chunks, frameRaw);
-          }
-          chunks = [];
-          frameRaw = 0;
-        }
-      }
-    }
-    if (this.cuts.length > 0 || chunks.length > 0) {
-      throw this.failure ?? new MinisandboxError('PACK_LAYOUT', 'tar stream ended before the planned frame boundary', { hint: 'this is a bug in minisandbox' });
-    }
-    return offset;
-  }
-
-  /** Compresses one buffered frame on the pool; frames reach the file in order. */
-  private async compressFrame(chunks: Buffer[], rawLength: number): Promise<void> {
-    const compressed = this.pool.compress(Buffer.concat(chunks, rawLength));
+    this.pendingRaw += rawLength;
     const previous = this.inflight[this.inflight.length - 1] ?? Promise.resolve();
     const written = (async () => {
       const out = await compressed;
       await previous;
+      // Frames are recorded in file order: the previous frame's push happened before this one's.
       const start = this.packBytes;
       await this.append([out]);
       this.pendingRaw -= rawLength;
       this.frames.push({ offset: start, length: out.length, rawLength });
     })();
-    written.catch(() => undefined);
+    written.catch((e: unknown) => {
+      this.failure ??= e;
+    });
     this.inflight.push(written);
-    // Bounded memory: at most one frame per worker plus the one being filled.
+    // Bounded memory: at most one frame per worker in flight plus the one being filled.
     while (this.inflight.length > this.s.workers) await this.inflight.shift();
   }
 
