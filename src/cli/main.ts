@@ -5,6 +5,7 @@ import { type GlobalOptions } from './context.js';
 import { EXIT, Output } from './output.js';
 import { registerBuildCommands } from './build-commands.js';
 import { registerSandboxCommands } from './sandbox-commands.js';
+import { registerScoreCommands } from './score-commands.js';
 import { registerStoreCommands } from './store-commands.js';
 
 export async function main(argv: string[]): Promise<number> {
@@ -25,6 +26,7 @@ export async function main(argv: string[]): Promise<number> {
   registerStoreCommands(program, globals, setExit);
   registerSandboxCommands(program, globals, setExit);
   registerBuildCommands(program, globals, setExit);
+  registerScoreCommands(program, globals, setExit);
   try {
     await program.parseAsync(argv, { from: 'user' });
   } catch (e) {
