@@ -19,8 +19,13 @@ export type HashCallback = (err: Error | undefined, r: HashResult | undefined) =
 
 const READ_BUF = 1 << 20;
 
-/** Reads and hashes one file on the calling thread. */
-export function hashFileSync(path: Buffer | string, buf: Buffer): HashResult {
+/**
+ * Reads and hashes one file on the calling thread. A short read at the expected size is taken
+ * as end of file, which saves the extra read() per file that would only return 0: for small
+ * files the syscalls are the cost. A file that grew since lstat is caught later anyway, by the
+ * pack writer, which verifies what it reads against this digest.
+ */
+export function hashFileSync(path: Buffer | string, expected: number, buf: Buffer): HashResult {
   const fd = openSync(path, 'r');
   try {
     const h = createHash('sha256');
@@ -30,6 +35,7 @@ export function hashFileSync(path: Buffer | string, buf: Buffer): HashResult {
       if (n === 0) break;
       h.update(buf.subarray(0, n));
       size += n;
+      if (n < buf.length && size >= expected) break;
     }
     return { hex: h.digest('hex'), size };
   } finally {
@@ -48,7 +54,9 @@ const { openSync, readSync, closeSync } = require('node:fs');
 const buf = Buffer.allocUnsafe(${READ_BUF});
 parentPort.on('message', (batch) => {
   const out = [];
-  for (const path of batch.paths) {
+  for (let i = 0; i < batch.paths.length; i++) {
+    const path = batch.paths[i];
+    const expected = batch.sizes[i];
     let fd;
     try {
       fd = openSync(path, 'r');
@@ -59,6 +67,7 @@ parentPort.on('message', (batch) => {
         if (n === 0) break;
         h.update(buf.subarray(0, n));
         size += n;
+        if (n < buf.length && size >= expected) break;
       }
       out.push({ hex: h.digest('hex'), size });
     } catch (e) {
@@ -92,6 +101,7 @@ export class HashPool {
   private readonly pending = new Map<number, Pending>();
   private nextId = 0;
   private batchPaths: Buffer[] = [];
+  private batchSizes: number[] = [];
   private batchCbs: HashCallback[] = [];
   private batchBytes = 0;
   private readonly inlineBuf: Buffer | undefined;
@@ -122,7 +132,7 @@ export class HashPool {
       let r: HashResult | undefined;
       let err: Error | undefined;
       try {
-        r = hashFileSync(path, this.inlineBuf);
+        r = hashFileSync(path, size, this.inlineBuf);
       } catch (e) {
         err = e as Error;
       }
@@ -130,6 +140,7 @@ export class HashPool {
       return;
     }
     this.batchPaths.push(path);
+    this.batchSizes.push(size);
     this.batchCbs.push(cb);
     this.batchBytes += size;
     if (this.batchPaths.length >= this.batchFiles || this.batchBytes >= this.batchMaxBytes) this.flush();
@@ -144,8 +155,9 @@ export class HashPool {
     const bytes = this.batchBytes + this.batchPaths.length * 4096; // per-file cost counts too
     this.pending.set(id, { callbacks: this.batchCbs, bytes, worker: w });
     this.load[w]! += bytes;
-    this.workers[w]!.postMessage({ id, paths: this.batchPaths });
+    this.workers[w]!.postMessage({ id, paths: this.batchPaths, sizes: this.batchSizes });
     this.batchPaths = [];
+    this.batchSizes = [];
     this.batchCbs = [];
     this.batchBytes = 0;
   }
