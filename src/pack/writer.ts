@@ -14,7 +14,7 @@ import { closeSync, openSync, readSync } from 'node:fs';
 import { open, rename, rm, type FileHandle } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
-import { DigestSchema, digestHex, type Digest } from '../cas/digest.js';
+import { digestHex, type Digest } from '../cas/digest.js';
 import { DigestMismatchError, InvalidInputError, MinisandboxError } from '../errors.js';
 import { CompressPool } from './compress-pool.js';
 import { SourceChangedError } from './errors.js';
@@ -84,6 +84,8 @@ interface Settings {
 /** Small files read ahead of the packer: enough to hide read latency, bounded to about a frame. */
 const READ_AHEAD_FILES = 64;
 const READ_AHEAD_BYTES = 4 << 20;
+const DIGEST_RE = /^sha256:[0-9a-f]{64}$/;
+
 /** Files up to this size are read synchronously (see readSmallSync). */
 const SYNC_READ_BYTES = 64 << 10;
 
@@ -123,7 +125,8 @@ export class PackWriter {
    * Adding a digest twice to the same pack stores it once.
    */
   async add(obj: PackSource): Promise<void> {
-    DigestSchema.parse(obj.digest);
+    // A plain regex test: zod's parse per object showed up at ~4% of packing small files.
+    if (!DIGEST_RE.test(obj.digest)) throw new InvalidInputError(`invalid object digest ${JSON.stringify(obj.digest)}`, 'digests look like sha256:<64 hex digits>');
     if (!Number.isSafeInteger(obj.size) || obj.size < 0) throw new InvalidInputError(`object ${obj.digest}: invalid size ${obj.size}`);
     await this.exclusive(async () => {
       if (obj.size <= this.settings.frameBytes) {
