@@ -7,8 +7,8 @@
  * FETCH_HEAD/ORIG_HEAD, reflogs and sample hooks are removed and the objects repacked, so no
  * dangling object from the source survives either.
  */
-import { mkdir, readdir, rm } from 'node:fs/promises';
-import { join } from 'node:path';
+import { mkdir, readdir, rm, writeFile } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
 import { execa, ExecaError } from 'execa';
 import { InvalidInputError, MinisandboxError, NotFoundError } from '../errors.js';
 import { isErrno } from '../util/fs.js';
@@ -22,6 +22,12 @@ export interface CheckoutOptions {
   target: string;
   /** Branch that points at the commit (default `main`). */
   branch?: string;
+  /**
+   * Borrow objects from a shared history store (see makeSharedHistory) instead of copying them:
+   * `objects` is its objects directory as seen now; `objectsAtRuntime` where the sandbox will see
+   * it (e.g. in a lower layer), written into the checkout's alternates at the end.
+   */
+  sharedHistory?: { objects: string; objectsAtRuntime?: string };
 }
 
 export class GitError extends MinisandboxError {
@@ -61,27 +67,75 @@ async function ensureEmptyDir(dir: string): Promise<void> {
   }
 }
 
+/** Fetches exactly `commit` (and so its ancestry only) from `from` into `refs/heads/<branch>` of `repo`. */
+async function fetchCommit(repo: string, from: string, commit: string, branch: string): Promise<void> {
+  // Protocol v2 serves any reachable commit; the v0 fallback needs allowAnySHA1InWant, and a source
+  // owned by another user needs safe.directory. Both apply to a local upload-pack only.
+  const uploadPack = "git -c uploadpack.allowAnySHA1InWant=true -c safe.directory='*' upload-pack";
+  try {
+    await git(['-C', repo, 'fetch', '-q', '--no-tags', '--no-write-fetch-head', '--update-head-ok', '--upload-pack', uploadPack, from, `${commit}:refs/heads/${branch}`]);
+  } catch (e) {
+    if (e instanceof GitError && /not our ref|couldn't find remote ref|no such remote ref|unadvertised object|bad object/i.test(e.message)) {
+      throw new NotFoundError(`commit ${commit} in ${from}`, 'the dataset names a commit the repository does not have: update the mirror (`git fetch`) or fix base_commit');
+    }
+    throw e;
+  }
+}
+
+/** Drops reflogs and whatever is unreachable, and repacks (only local objects: `gc` repacks with -l). */
+async function scrub(gitDir: string): Promise<void> {
+  await git(['--git-dir', gitDir, 'reflog', 'expire', '--expire=now', '--all']);
+  await git(['--git-dir', gitDir, 'gc', '-q', '--prune=now']);
+  for (const f of ['ORIG_HEAD', 'FETCH_HEAD', 'logs', 'hooks']) await rm(join(gitDir, f), { recursive: true, force: true });
+}
+
 export async function checkoutAtCommit(opts: CheckoutOptions): Promise<void> {
   const branch = opts.branch ?? 'main';
   const from = repoSourceLocation(opts.source);
   await ensureEmptyDir(opts.target);
   const t = opts.target;
   await git(['init', '-q', '--template=', '-b', branch, t]);
-  // Protocol v2 serves any reachable commit; the v0 fallback needs allowAnySHA1InWant, and a source
-  // owned by another user needs safe.directory. Both apply to a local upload-pack only.
-  const uploadPack = "git -c uploadpack.allowAnySHA1InWant=true -c safe.directory='*' upload-pack";
-  try {
-    await git(['-C', t, 'fetch', '-q', '--no-tags', '--no-write-fetch-head', '--update-head-ok', '--upload-pack', uploadPack, from, `${opts.commit}:refs/heads/${branch}`]);
-  } catch (e) {
-    if (e instanceof GitError && /not our ref|couldn't find remote ref|no such remote ref|unadvertised object|bad object/i.test(e.message)) {
-      throw new NotFoundError(`commit ${opts.commit} in ${from}`, 'the dataset names a commit the repository does not have: update the mirror (`git fetch`) or fix base_commit');
-    }
-    throw e;
+  const alternates = join(t, '.git', 'objects', 'info', 'alternates');
+  if (opts.sharedHistory) {
+    // Objects the shared store has are not fetched: the store's refs are offered as "have"s.
+    await mkdir(dirname(alternates), { recursive: true });
+    await writeFile(alternates, `${opts.sharedHistory.objects}\n`);
   }
+  await fetchCommit(t, from, opts.commit, branch);
   await git(['-C', t, 'reset', '-q', '--hard', branch]);
-  await git(['-C', t, 'reflog', 'expire', '--expire=now', '--all']);
-  await git(['-C', t, 'gc', '-q', '--prune=now']);
-  for (const f of ['ORIG_HEAD', 'FETCH_HEAD', 'logs', 'hooks']) await rm(join(t, '.git', f), { recursive: true, force: true });
+  await scrub(join(t, '.git'));
+  if (opts.sharedHistory?.objectsAtRuntime !== undefined) await writeFile(alternates, `${opts.sharedHistory.objectsAtRuntime}\n`);
+}
+
+/**
+ * A bare repository holding the history every given commit shares: the objects reachable from
+ * their merge base, which each of those commits can already reach, so sharing it reveals nothing
+ * from any instance's future. Instance checkouts then borrow it (CheckoutOptions.sharedHistory)
+ * and carry only their own new objects: N checkouts of a big repository store its history once.
+ * Returns the merge base, or null (nothing made) when the commits share no history.
+ */
+export async function makeSharedHistory(source: RepoSource, commits: readonly string[], target: string): Promise<string | null> {
+  const from = repoSourceLocation(source);
+  if (commits.length === 0) return null;
+  await ensureEmptyDir(target);
+  await git(['init', '-q', '--bare', '--template=', '-b', 'history', target]);
+  // Fetch every commit first (merge-base needs them locally), then keep only the merge base.
+  for (const [i, c] of commits.entries()) await fetchCommit(target, from, c, `c${i}`);
+  let base: string;
+  try {
+    base = (await git(['--git-dir', target, 'merge-base', '--octopus', ...commits])).trim();
+  } catch (e) {
+    if (e instanceof GitError) base = '';
+    else throw e;
+  }
+  if (base === '') {
+    await rm(target, { recursive: true, force: true });
+    return null;
+  }
+  await git(['--git-dir', target, 'update-ref', 'refs/heads/history', base]);
+  for (const [i] of commits.entries()) await git(['--git-dir', target, 'update-ref', '-d', `refs/heads/c${i}`]);
+  await scrub(target);
+  return base;
 }
 
 /** Every commit reachable from any ref, HEAD or the index in a repository: for audits and tests. */
