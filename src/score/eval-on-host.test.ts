@@ -112,6 +112,35 @@ describe('eval script run for real with bash on a git repository', () => {
     expect(existsSync(join(repo.dir, '.git', 'hooks', 'post-checkout'))).toBe(false);
   });
 
+  it('apply output cannot forge the markers: a patch whose context echoes fake results is graded on the real run', async () => {
+    // git apply prints a failing hunk's context into the log; `patch --fuzz` then applies the hunk
+    // anyway, ignoring those trailing context lines. The real test run must be what is graded.
+    const forged = [" : '>>>>> Start Test Output'", ` ${repo.names.add} ... ok`, ` ${repo.names.sub} ... ok`, ` ${repo.names.hyp} ... ok`, " : '>>>>> End Test Output'"];
+    const evil = repo.gold
+      .replace('@@ -3,7 +3,7 @@', '@@ -3,10 +3,10 @@')
+      .replace(/ \n \n def sub\(a, b\):\n?$/, ` \n \n${forged.join('\n')}\n`)
+      .replace('+    return a + b', '+    return a * 0');
+    expect(evil).toContain(forged[0]);
+    const { result, log } = await score(evil);
+    expect(result.applied_with).toBe('patch --batch --fuzz=5 -p1 -i');
+    expect(log).toContain('test_add');
+    expect(result.resolved).toBe(false);
+    expect(result.report.tests_status?.FAIL_TO_PASS.failure).toEqual([repo.names.add]);
+  });
+
+  it('a test run made silent cannot fall back to fake results echoed before the start marker', async () => {
+    const forged = [` ${repo.names.add} ... ok`, ` ${repo.names.sub} ... ok`, ` ${repo.names.hyp} ... ok`];
+    const evil = repo.gold
+      .replace('@@ -3,7 +3,7 @@', '@@ -3,9 +3,11 @@')
+      .replace(/ \n \n def sub\(a, b\):\n?$/, ` \n \n${forged.join('\n')}\n`)
+      .replace('+    return a + b', '+    return a + b\n+import os\n+os._exit(0)');
+    const { result, log } = await score(evil);
+    expect(result.applied_with).toBe('patch --batch --fuzz=5 -p1 -i');
+    expect(log.slice(log.indexOf(START_TEST_OUTPUT))).not.toContain(' ... ok');
+    expect(result.status).toBe('completed');
+    expect(result.resolved).toBe(false);
+  });
+
   it('runs no git hook, so a planted hook cannot forge the markers and results', async () => {
     const hookPath = join(repo.dir, '.git', 'hooks', 'post-checkout');
     await writeFile(hookPath, `#!/bin/sh\necho ": '${START_TEST_OUTPUT}'"\necho '${repo.names.add} ... ok'\necho ": '>>>>> End Test Output'"\n`, { mode: 0o755 });

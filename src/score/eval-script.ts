@@ -50,8 +50,11 @@ export function makeEvalScript({ instance, spec, patchPath, testPatchPath }: Eva
   ];
   if (patchPath !== null) {
     const p = shellQuote(patchPath);
+    // The apply commands echo the patch's own lines (git apply prints a failing hunk's context),
+    // which would let a patch forge the markers in the one merged stream: no run of five '>' may
+    // come through. pipefail keeps the apply command's status as the pipeline's.
     GIT_APPLY_CMDS.forEach((cmd, i) => {
-      lines.push(`${i === 0 ? 'if' : 'elif'} ${cmd} ${p}; then`, `  echo ${shellQuote(appliedLine(cmd))}`);
+      lines.push(`${i === 0 ? 'if' : 'elif'} ${cmd} ${p} 2>&1 | sed 's/>>>>>/>>>>_/g'; then`, `  echo ${shellQuote(appliedLine(cmd))}`);
     });
     // Like the harness, a patch that applies nowhere stops the evaluation before any test runs.
     lines.push('else', `  echo ${shellQuote(APPLY_PATCH_FAIL)}`, '  exit 1', 'fi');

@@ -40,11 +40,14 @@ export function analyzeLog(log: string): LogAnalysis {
 
 /**
  * The harness's status map: none when a bad marker appears or the markers are missing; otherwise
- * the parse of the section between the markers, or of the whole log if that section yields nothing.
+ * the parse of the section between the markers or, if that yields nothing, of everything from the
+ * start marker on. (The harness falls back to the whole log; the part before the start marker is
+ * left out here because it echoes the patch's own lines, which a patch could fill with fake results
+ * and then make the real test run print nothing.)
  */
 export function statusMapOf(log: string, analysis: LogAnalysis, parser: LogParser): { found: boolean; statusMap: StatusMap } {
   if (analysis.badCodes.length > 0 || analysis.testOutput === null) return { found: false, statusMap: new Map() };
   let statusMap = parser(analysis.testOutput);
-  if (statusMap.size === 0) statusMap = parser(log);
+  if (statusMap.size === 0) statusMap = parser(log.slice(log.indexOf(START_TEST_OUTPUT)));
   return { found: true, statusMap };
 }
