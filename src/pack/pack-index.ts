@@ -22,7 +22,7 @@ export const MAX_BYTES = 2 ** 50;
 /** Highest object count in one index: bounds the memory a hostile index can make us spend. */
 export const MAX_INDEX_OBJECTS = 4_000_000;
 /** Highest decompressed index size accepted (zstd bomb defence). */
-export const MAX_INDEX_BYTES = 1 << 30;
+export const MAX_INDEX_BYTES = 256 << 20;
 
 const Count = z.number().int().nonnegative().max(MAX_BYTES);
 
