@@ -10,10 +10,15 @@ import { InvalidInputError, MinisandboxError } from '../errors.js';
 import { gcRegistry } from '../registry/gc.js';
 import { exportEnv } from '../store/export.js';
 import { gcStore } from '../store/gc.js';
-import { pullEnv } from '../store/pull.js';
+import { prefetch } from '../store/prefetch.js';
+import { datasetNameFromFile } from '../build/plan.js';
+import { loadDataset } from '../dataset/read.js';
+import { copyRefs, parseCopyRefs } from '../registry/copy.js';
+import { openRegistry } from '../registry/open.js';
+import { hostIdShift } from '../runtime/open.js';
 import { pushTree, resolveEnv } from '../store/push.js';
 import { verifyRegistry, verifyStore } from '../store/verify.js';
-import { type GlobalOptions, makeContext, parseDuration, parseEnvPairs } from './context.js';
+import { type GlobalOptions, makeContext, parseDuration, parseEnvPairs, parseSize } from './context.js';
 import { EXIT, formatBytes, table } from './output.js';
 
 type Globals = () => GlobalOptions;
@@ -85,22 +90,57 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
 
   program
     .command('pull')
-    .description("bring environments into this node's store")
+    .description("bring environments into this node's store: refs, or every instance of a dataset")
     .argument('[refs...]')
-    .option('--id-shift <n>', 'lay layers out with owners shifted by this host id base', '0')
-    .action(async (refs: string[], o: { idShift: string }) => {
+    .option('--dataset <file>', 'pull <name>/<instance_id> for every row of a SWE-bench JSONL/JSON file')
+    .option('--dataset-name <name>', 'tag prefix for --dataset (default: from the file name)')
+    .option('--jobs <n>', 'environments pulled at once', '4')
+    .option('--io-budget <size>', 'compressed bytes being fetched at once, across all pulls', '512m')
+    .option('--id-shift <n|auto>', 'owner shift of laid-out layers; auto: what this host\'s sandboxes use', 'auto')
+    .action(async (refs: string[], o: { dataset?: string; datasetName?: string; jobs: string; ioBudget: string; idShift: string }) => {
       const ctx = makeContext(globals());
-      if (refs.length === 0) throw new MinisandboxError('USAGE', 'pull needs at least one ref', { hint: 'minisandbox pull REF...' });
-      const results: { ref: string; env: string; layers: string[]; fetchedObjects: number; fetchedBytes: number; seconds: number }[] = [];
-      for (const ref of refs) {
-        const t0 = performance.now();
-        const r = await pullEnv(ctx.registry, ctx.store, ref, {
-          idShift: Number(o.idShift),
-          onProgress: (p) => ctx.out.progress({ ref, ...p, message: `pull ${ref}: ${p.phase} layer ${p.layer.slice(7, 19)}` }),
-        });
-        results.push({ ref, env: r.digest, layers: r.layerDirs, fetchedObjects: r.fetchedObjects, fetchedBytes: r.fetchedBytes, seconds: (performance.now() - t0) / 1000 });
+      const all = [...refs];
+      if (o.dataset !== undefined) {
+        const name = o.datasetName ?? datasetNameFromFile(o.dataset);
+        for (const r of await loadDataset(o.dataset)) all.push(`${name}/${r.row.instance_id}`);
       }
-      ctx.out.result(results, () => results.map((r) => `${r.ref} -> ${r.env}: ${r.layers.length} layer(s), fetched ${r.fetchedObjects} objects (${formatBytes(r.fetchedBytes)}) in ${r.seconds.toFixed(2)}s`).join('\n'));
+      if (all.length === 0) throw new MinisandboxError('USAGE', 'pull needs refs or --dataset FILE', { hint: 'minisandbox pull REF... | minisandbox pull --dataset FILE' });
+      const idShift = o.idShift === 'auto' ? await hostIdShift() : Number.parseInt(o.idShift, 10);
+      const t0 = performance.now();
+      const results = await prefetch(ctx.registry, ctx.store, all, {
+        idShift,
+        jobs: Math.max(1, Number.parseInt(o.jobs, 10) || 1),
+        budgetBytes: parseSize(o.ioBudget),
+        onResult: (r, done) => ctx.out.progress({ ...r, done, total: all.length, message: `pull ${done}/${all.length}: ${r.ref} ${r.status}` }),
+      });
+      const bytes = results.reduce((s, r) => s + r.fetchedBytes, 0);
+      const failed = results.filter((r) => r.status === 'failed');
+      const seconds = (performance.now() - t0) / 1000;
+      ctx.out.result({ results, pulled: results.filter((r) => r.status === 'pulled').length, present: results.filter((r) => r.status === 'present').length, failed: failed.length, fetchedBytes: bytes, seconds }, () =>
+        [
+          ...results.map((r) => `${r.ref}: ${r.status}${r.status === 'failed' ? ` (${r.error})` : ` ${formatBytes(r.fetchedBytes)} in ${r.seconds.toFixed(2)}s`}`),
+          `${results.length} environment(s): ${results.length - failed.length} in the store, ${failed.length} failed; fetched ${formatBytes(bytes)} in ${seconds.toFixed(1)}s`,
+        ].join('\n'),
+      );
+      if (failed.length > 0) setExit(EXIT.failed);
+    });
+
+  program
+    .command('copy')
+    .description('mirror refs (and only the blobs the target lacks) between two registries, local or S3')
+    .argument('[refs...]')
+    .requiredOption('--from <registry>', 'source registry (directory or s3://bucket/prefix)')
+    .requiredOption('--to <registry>', 'target registry')
+    .option('--all', 'every ref of the source')
+    .option('--jobs <n>', 'blobs copied at once', '4')
+    .action(async (refs: string[], o: { from: string; to: string; all?: boolean; jobs: string }) => {
+      const ctx = makeContext(globals());
+      const summary = await copyRefs(openRegistry(o.from), openRegistry(o.to), parseCopyRefs(refs, o.all === true), {
+        concurrency: Math.max(1, Number.parseInt(o.jobs, 10) || 1),
+        tmpDir: ctx.store.tmpDir,
+        onProgress: (p) => ctx.out.progress({ ...p, message: `copy ${p.refsDone}/${p.refsTotal} refs: ${p.ref} ${p.phase}; ${p.blobsCopied} blobs copied (${formatBytes(p.bytesCopied)}), ${p.blobsSkipped} present` }),
+      });
+      ctx.out.result(summary, () => `copied ${summary.refsWritten} ref(s): ${summary.blobsCopied} blobs (${formatBytes(summary.bytesCopied)}) copied, ${summary.blobsSkipped} already there`);
     });
 
   program

@@ -53,6 +53,15 @@ export function idShiftOf(idMap: { uidStart: number; gidStart: number }): number
   return idMap.uidStart;
 }
 
+/** The owner shift this host's sandboxes lay layers out with (0 where sandboxes cannot run). */
+export async function hostIdShift(): Promise<number> {
+  try {
+    return idShiftOf((await probeHost()).idMap);
+  } catch {
+    return 0;
+  }
+}
+
 /** After a runtime crash: kill, unmount and remove sandboxes whose owner died (and their leases). */
 export async function reapStale(store: StorePaths): Promise<number> {
   const reaped = await reapStaleSandboxes(store.sandboxesDir);

@@ -49,7 +49,8 @@ describe('a pull from a corrupt or hostile registry fails clearly and lays nothi
     const p = blobPath(reg, pack);
     chmodWritable(p);
     const data = readFileSync(p);
-    data[Math.floor(data.length / 2)] ^= 0xff;
+    const mid = Math.floor(data.length / 2);
+    data[mid] = data[mid]! ^ 0xff;
     writeFileSync(p, data);
     const store = new StorePaths(join(work, `s-${n++}`));
     await expect(pullEnv(reg, store, 't/x')).rejects.toThrow(/sha256:[0-9a-f]{64}/);

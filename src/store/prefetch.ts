@@ -1,0 +1,94 @@
+/**
+ * Node prefetch: many environments into the store at once, with a bound on the compressed bytes
+ * being fetched at any moment (the I/O budget that keeps a node's disk and network from
+ * thrashing when hundreds of environments arrive together).
+ */
+import { access } from 'node:fs/promises';
+import type { Digest } from '../cas/digest.js';
+import { errorMessage } from '../errors.js';
+import type { Registry } from '../registry/registry.js';
+import type { StorePaths } from './paths.js';
+import { pullEnv } from './pull.js';
+import { resolveEnv } from './push.js';
+
+/** A counting semaphore over bytes: a request larger than the whole budget waits for all of it. */
+export class ByteBudget {
+  private used = 0;
+  private readonly waiters: { n: number; wake: () => void }[] = [];
+  constructor(readonly limit: number) {}
+
+  async acquire(n: number): Promise<number> {
+    const want = Math.min(n, this.limit);
+    if (this.waiters.length === 0 && this.used + want <= this.limit) {
+      this.used += want;
+      return want;
+    }
+    await new Promise<void>((wake) => this.waiters.push({ n: want, wake }));
+    return want;
+  }
+
+  release(n: number): void {
+    this.used -= n;
+    while (this.waiters.length > 0 && this.used + this.waiters[0]!.n <= this.limit) {
+      const w = this.waiters.shift()!;
+      this.used += w.n;
+      w.wake();
+    }
+  }
+}
+
+export interface PrefetchResult {
+  ref: string;
+  status: 'pulled' | 'present' | 'failed';
+  env?: Digest;
+  fetchedBytes: number;
+  seconds: number;
+  error?: string;
+}
+
+/** Upper bound of what pulling `ref` will fetch: the packs of its layers not yet laid out. */
+async function pendingPackBytes(reg: Registry, store: StorePaths, ref: string, idShift: number): Promise<number> {
+  const { config } = await resolveEnv(reg, ref);
+  const packs = new Set<Digest>();
+  for (const l of config.layers) {
+    const present = await access(store.layer(l.digest, idShift)).then(() => true, () => false);
+    if (!present) for (const p of l.packs) packs.add(p.pack);
+  }
+  let n = 0;
+  for (const p of packs) n += (await reg.statBlob(p))?.size ?? 0;
+  return n;
+}
+
+export async function prefetch(
+  reg: Registry,
+  store: StorePaths,
+  refs: string[],
+  opts: { idShift: number; jobs: number; budgetBytes: number; onResult?: (r: PrefetchResult, done: number) => void },
+): Promise<PrefetchResult[]> {
+  const budget = new ByteBudget(opts.budgetBytes);
+  const results: PrefetchResult[] = [];
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    while (next < refs.length) {
+      const ref = refs[next++]!;
+      const t0 = performance.now();
+      let r: PrefetchResult;
+      try {
+        const pending = await pendingPackBytes(reg, store, ref, opts.idShift);
+        const held = pending === 0 ? 0 : await budget.acquire(pending);
+        try {
+          const p = await pullEnv(reg, store, ref, { idShift: opts.idShift });
+          r = { ref, status: p.fetchedObjects > 0 ? 'pulled' : 'present', env: p.digest, fetchedBytes: p.fetchedBytes, seconds: (performance.now() - t0) / 1000 };
+        } finally {
+          if (held > 0) budget.release(held);
+        }
+      } catch (e) {
+        r = { ref, status: 'failed', fetchedBytes: 0, seconds: (performance.now() - t0) / 1000, error: errorMessage(e) };
+      }
+      results.push(r);
+      opts.onResult?.(r, results.length);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.max(1, Math.min(opts.jobs, refs.length)) }, worker));
+  return results;
+}
