@@ -18,7 +18,10 @@ export const DEFAULT_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/
 
 export interface Rlimits {
   nofile: number;
-  /** RLIMIT_NPROC: counts per host uid, so it is shared by all sandboxes of one id map. */
+  /**
+   * RLIMIT_NPROC: counted per uid per user namespace (kernel >= 5.14), so per sandbox here; older
+   * kernels count per host uid, shared by all sandboxes of one id map.
+   */
   nproc?: number | undefined;
   /** RLIMIT_AS, only as a fallback when no memory cgroup is writable. */
   asBytes?: number | undefined;

@@ -362,7 +362,9 @@ async function startSandbox(opts: ParsedOptions, hooks: CreateHooks, forkFrom: S
       hostname: opts.config.hostname,
       workdir: opts.config.workdir,
       fromTar: forkFrom !== undefined,
-      rlimits,
+      // Not RLIMIT_NPROC: a user namespace takes its creator's value as a ceiling on every process
+      // of the creating user (the runtime's own threads included); commands get it on entry instead.
+      rlimits: { ...rlimits, nproc: undefined },
       cgroupProcs: cgroup?.procsFiles ?? [],
     });
     holder = spawn(argv[0]!, argv.slice(1), { stdio: ['pipe', 'pipe', 'pipe', 'pipe', forkFrom === undefined ? 'ignore' : 'pipe'], env: { PATH: HOST_PATH } });

@@ -5,8 +5,9 @@
  */
 import { spawn } from 'node:child_process';
 import { mkdir, readFile, readdir, rename, rm, stat, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { z } from 'zod';
+import { InvalidInputError } from '../errors.js';
 import { isErrno } from '../util/fs.js';
 import { removeCgroup } from './cgroup.js';
 import { processStartTime, sameProcessAlive, trySignal } from './proc.js';
@@ -151,4 +152,14 @@ export async function makeStateDir(stateDir: string): Promise<void> {
   // Searchable by others: the sandbox's own root (a subordinate id, "other" to us) walks through it
   // to its mount points; names inside are not listable.
   await mkdir(stateDir, { recursive: true, mode: 0o711 });
+  for (let d = stateDir; ; d = dirname(d)) {
+    const st = await stat(d);
+    if ((st.mode & 0o001) === 0) {
+      throw new InvalidInputError(
+        `${d} is not searchable by others, so the sandbox's subordinate ids cannot reach their mount points under ${stateDir}`,
+        `\`chmod o+x ${d}\`, or pick a state dir whose every parent is o+x`,
+      );
+    }
+    if (d === dirname(d)) break;
+  }
 }

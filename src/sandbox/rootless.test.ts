@@ -1,0 +1,85 @@
+/**
+ * The same runtime run by an unprivileged user (created here, with its own subordinate range):
+ * no root anywhere, no writable cgroup, so limits fall back to rlimits with a warning.
+ */
+import { chown, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { ensureSubidRange, resolveIdMap, type IdMap } from './index.js';
+import { busyboxLower, REPO_ROOT, run } from './testkit.js';
+
+const USER = 'msbtest';
+let RANGE: IdMap;
+let uid: number;
+let gid: number;
+
+beforeAll(async () => {
+  if (process.getuid?.() !== 0) throw new Error('the rootless test sets up its user as root');
+  const exists = await run('id', ['-u', USER]).then(() => true, () => false);
+  if (!exists) await run('useradd', ['--no-create-home', '--shell', '/bin/sh', USER]);
+  uid = Number((await run('id', ['-u', USER])).stdout.trim());
+  gid = Number((await run('id', ['-g', USER])).stdout.trim());
+  // useradd may already have allocated a range (SUB_UID_* in login.defs); otherwise add one.
+  await ensureSubidRange({ user: USER, start: 300000, count: 65536 });
+  RANGE = await resolveIdMap({ user: { name: USER, uid } });
+});
+
+describe('rootless (unprivileged user)', () => {
+  it('creates, isolates, limits, forks and destroys sandboxes without root', async () => {
+    const lower = await busyboxLower(RANGE);
+    const work = await mkdtemp(join(tmpdir(), 'msb-rootless-'));
+    const stateDir = join(work, 'state');
+    await run('mkdir', ['-m', '0711', stateDir]);
+    await chown(work, uid, gid);
+    await run('chmod', ['0711', work]);
+    await chown(stateDir, uid, gid);
+    const script = join(work, 'scenario.mts');
+    await writeFile(
+      script,
+      `
+      import { createSandbox, forkSandbox, probeHost, listSandboxes } from ${JSON.stringify(join(REPO_ROOT, 'src/sandbox/index.ts'))};
+      const warnings = [];
+      const host = await probeHost();
+      const out = { idMap: host.idMap, isRoot: host.isRoot };
+      const sb = await createSandbox({ lowerDirs: [${JSON.stringify(lower)}], stateDir: ${JSON.stringify(stateDir)}, limits: { pids: 40, memoryBytes: 128 << 20 } }, { host, warn: (m) => warnings.push(m) });
+      out.warnings = warnings;
+      out.unenforced = sb.unenforced;
+      out.id = await sb.exec(['sh', '-c', 'id -u; grep CapEff /proc/self/status; ls /proc | grep -c "^[0-9]"']);
+      await sb.run('cd /tmp; export A=1');
+      out.session = await sb.run('echo $A $(pwd)');
+      out.timeout = await sb.run('sleep 20', { timeoutMs: 300 });
+      out.after = await sb.run('echo $A');
+      out.net = await sb.exec(['sh', '-c', 'ip -o link | cut -d: -f2']);
+      await sb.writeFile('/tmp/f', 'parent');
+      const [child] = await forkSandbox(sb, 1, { warn: () => {} });
+      out.fork = await child.exec(['cat', '/tmp/f']);
+      await child.destroy();
+      // Last: RLIMIT_NPROC is per host uid, so this also starves every other sandbox of this user.
+      out.bomb = await sb.exec(['sh', '-c', 'for i in $(seq 100); do sleep 5 & done 2>/dev/null; sleep 0.5; ls /proc | grep -c "^[0-9]"'], { timeoutMs: 3000 });
+      await sb.destroy();
+      out.left = (await listSandboxes(${JSON.stringify(stateDir)})).length;
+      console.log(JSON.stringify(out));
+      process.exit(0);
+      `,
+    );
+    await chown(script, uid, gid);
+    const r = await run('runuser', ['-u', USER, '--', 'env', `HOME=${work}`, `PATH=${process.env.PATH ?? '/usr/bin:/bin'}`, join(REPO_ROOT, 'node_modules/.bin/tsx'), script], { cwd: work, timeout: 120_000 });
+    const out = JSON.parse(r.stdout.trim().split('\n').pop()!) as Record<string, any>;
+    expect(out.isRoot).toBe(false);
+    expect(out.idMap).toEqual(RANGE);
+    expect(out.unenforced).toEqual(expect.arrayContaining(['pids', 'memoryBytes']));
+    expect(out.warnings.join('\n')).toMatch(/falling back to rlimits/);
+    expect(out.id.stdout).toMatch(/^0\nCapEff:\s+0+\n[1-5]\n$/);
+    expect(out.session.stdout).toBe('1 /tmp\n');
+    expect(out.timeout.status).toBe('timeout');
+    expect(out.after.stdout).toBe('1\n');
+    expect(out.net.stdout.trim()).toBe('lo');
+    // RLIMIT_NPROC (40) caps the processes of the sandbox user.
+    expect(Number(out.bomb.stdout.trim())).toBeLessThanOrEqual(42);
+    expect(out.fork, JSON.stringify(out.fork)).toMatchObject({ stdout: 'parent' });
+    expect(out.left).toBe(0);
+    expect(await readdir(stateDir)).toEqual([]);
+    await rm(work, { recursive: true, force: true });
+  });
+});
