@@ -24,6 +24,7 @@ describe('capture of a tree with every kind of entry', () => {
       printf hello > same-content
       : > empty
       truncate -s 64M sparse && printf end >> sparse
+      head -c 1048576 /dev/urandom > mib; head -c 1048577 /dev/urandom > mib-plus; head -c 1048575 /dev/urandom > mib-minus
       mkdir -p dir/sub && printf x > dir/sub/leaf
       ln -s /etc/passwd abs-link
       ln -s ../nowhere/at/all dangling
@@ -80,6 +81,11 @@ describe('capture of a tree with every kind of entry', () => {
     const sparse = Buffer.alloc(64 * 1024 * 1024 + 3);
     sparse.write('end', 64 * 1024 * 1024);
     expect(c.byPath.get('sparse')).toMatchObject({ type: 'file', size: sparse.length, digest: sha256(sparse) });
+    // around the 1 MiB read buffer: one-shot hashing below it, streamed at and above it
+    for (const n of ['mib', 'mib-plus', 'mib-minus']) {
+      const data = readFileSync(join(root, n));
+      expect(c.byPath.get(n)).toMatchObject({ size: data.length, digest: sha256(data) });
+    }
   });
 
   it('reports each distinct content once, with a readable source path', () => {
