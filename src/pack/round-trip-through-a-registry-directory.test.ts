@@ -62,6 +62,26 @@ describe('pack round trip', () => {
     expect(progressed).toBeGreaterThan(0);
   });
 
+  it('fetches an empty object without reading the pack, and racing fetchers of the same objects both succeed', async () => {
+    const registry = new LocalRegistry(join(work, 'registry-race'));
+    const packs = await writePacks(join(work, 'out-race'), sources.slice(0, 60).concat(sources.filter((s) => s.size === 0)));
+    await publishPacks(registry, packs);
+    const entries = packs.flatMap((p) => parsePackIndex(p.indexBytes, p.index).entries);
+    const dest = join(work, 'dest-race');
+    await mkdir(dest);
+    const empty = entries.filter((e) => e.size === 0);
+    expect(empty).toHaveLength(1);
+    const r = await fetchObjects(registry, packs.find((p) => parsePackIndex(p.indexBytes, p.index).entries.some((e) => e.size === 0))!.pack, empty, dest);
+    expect(r).toMatchObject({ objects: 1, bytes: 0, fetchedBytes: 0, reads: 0 });
+    expect((await readFile(join(dest, digestHex(empty[0]!.digest)))).length).toBe(0);
+
+    const byPack = packs.map((p) => ({ pack: p.pack, entries: parsePackIndex(p.indexBytes, p.index).entries }));
+    const fetchAll = () => Promise.all(byPack.map((p) => fetchObjects(registry, p.pack, p.entries, dest)));
+    await Promise.all([fetchAll(), fetchAll(), fetchAll()]);
+    for (const e of entries) expect((await readFile(join(dest, digestHex(e.digest)))).length).toBe(e.size);
+    expect((await readdir(dest)).filter((n) => n.startsWith('.tmp'))).toEqual([]);
+  });
+
   it('is deterministic: the same objects in the same order give the same pack and index digests', async () => {
     const a = await writePacks(join(work, 'det-a'), sources.slice(0, 120));
     const b = await writePacks(join(work, 'det-b'), sources.slice(0, 120));
