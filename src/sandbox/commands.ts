@@ -56,7 +56,16 @@ export interface HolderSpec {
   fromTar: boolean;
   rlimits: Rlimits;
   cgroupProcs: string[];
+  /** Capabilities kept inside the sandbox's user namespace (they grant nothing on the host). */
+  caps: readonly string[];
 }
+
+/**
+ * What root inside a build or task sandbox needs to install packages (apt drops to its _apt user,
+ * dpkg chowns files): the set rootless podman keeps by default. All are confined to the sandbox's
+ * user namespace and to files it owns.
+ */
+export const DEFAULT_CAPS = ['CAP_CHOWN', 'CAP_DAC_OVERRIDE', 'CAP_FOWNER', 'CAP_FSETID', 'CAP_KILL', 'CAP_SETGID', 'CAP_SETUID', 'CAP_SETPCAP', 'CAP_NET_BIND_SERVICE', 'CAP_SYS_CHROOT', 'CAP_SETFCAP'] as const;
 
 // Runs as the namespace's root on the host's filesystem (before the pivot): only host-controlled
 // paths are touched, except the three mount destinations, which are replaced if the layer planted
@@ -94,6 +103,7 @@ export function holderCommand(s: HolderSpec): string[] {
     ...(s.network === 'none' ? ['--unshare-net'] : []),
     '--hostname', s.hostname,
     '--cap-drop', 'ALL',
+    ...s.caps.flatMap((c) => ['--cap-add', c]),
     '--die-with-parent',
     '--clearenv', '--setenv', 'PATH', DEFAULT_PATH,
     '--', '/bin/sh', '-c', PAYLOAD_SCRIPT, 'msb-init', s.workdir,

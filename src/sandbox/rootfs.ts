@@ -24,6 +24,7 @@ async function exists(p: string): Promise<boolean> {
 export async function makeBusyboxRootfs(dir: string, busybox = '/bin/busybox'): Promise<string> {
   if (!(await exists(busybox))) throw new HostCapabilityError(`${busybox} not found`, 'install it: `apt-get install busybox-static`');
   for (const d of ['bin', 'etc', 'tmp', 'proc', 'dev', 'root', 'work']) await mkdir(join(dir, d), { recursive: true });
+  await chmod(dir, 0o755);
   await chmod(join(dir, 'tmp'), 0o1777);
   await copyFile(busybox, join(dir, 'bin/busybox'));
   await chmod(join(dir, 'bin/busybox'), 0o755);

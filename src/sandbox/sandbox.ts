@@ -10,7 +10,7 @@ import { z } from 'zod';
 import { InvalidInputError, MinisandboxError } from '../errors.js';
 import { RuntimeConfigSchema, type RuntimeConfig } from '../layer/env.js';
 import { createSandboxCgroup, removeCgroup, type SandboxCgroup } from './cgroup.js';
-import { forkSourceTarCommand, holderCommand, HOST_PATH, type EnterSpec, type Rlimits } from './commands.js';
+import { DEFAULT_CAPS, forkSourceTarCommand, holderCommand, HOST_PATH, type EnterSpec, type Rlimits } from './commands.js';
 import { probeHost, type HostInfo } from './host.js';
 import { DEFAULT_MAX_OUTPUT_BYTES, type CommandOutcome } from './outcome.js';
 import { processStartTime } from './proc.js';
@@ -42,6 +42,11 @@ export const SandboxOptionsSchema = z.strictObject({
   commandTimeoutMs: z.number().int().positive().default(600_000),
   maxOutputBytes: z.number().int().positive().default(DEFAULT_MAX_OUTPUT_BYTES),
   id: z.string().regex(/^[a-z0-9][a-z0-9-]{0,63}$/).optional(),
+  /**
+   * `none`: every capability dropped (the default for tasks). `default`: the namespaced set root
+   * needs to install packages (see DEFAULT_CAPS), as builds do.
+   */
+  capabilities: z.enum(['none', 'default']).default('none'),
 });
 export type SandboxOptions = z.input<typeof SandboxOptionsSchema>;
 type ParsedOptions = z.output<typeof SandboxOptionsSchema>;
@@ -122,6 +127,7 @@ export class Sandbox {
       argv,
       rlimits: this.rlimits,
       cgroupProcs: this.cgroup?.procsFiles ?? [],
+      caps: this.options.capabilities === 'default' ? DEFAULT_CAPS : [],
     };
   }
 
