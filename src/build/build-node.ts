@@ -98,6 +98,7 @@ async function buildInSandbox(parent: Parent, script: string, ctx: BuildEnvConte
       config: { ...parent.config.config, workdir: '/' },
       network: opts.network ? 'host' : 'none',
       upper: 'disk',
+      capabilities: 'default',
       commandTimeoutMs: ctx.timeoutMs,
       maxOutputBytes: 64 << 20,
     },

@@ -8,6 +8,7 @@ import { loadSpecs } from '../dataset/specs.js';
 import { loadRecipeCatalog } from '../recipe/catalog.js';
 import { type BuildPlan, datasetNameFromFile, defaultRepoSource, planDataset, planRecipe } from './plan.js';
 import { type Shard, parseShard } from './plan-shard.js';
+import { computeHistoryBases } from './plan-history.js';
 
 export interface DatasetBuildArgs {
   dataset: string;
@@ -18,16 +19,23 @@ export interface DatasetBuildArgs {
   shard?: string | Shard;
   /** Tag prefix; default from the dataset file name (see datasetNameFromFile). */
   name?: string;
+  /**
+   * Store each local repository's common history once, shared by its instance layers (default
+   * true). Off: every instance layer carries its full history.
+   */
+  sharedHistory?: boolean;
 }
 
 export async function loadDatasetPlan(args: DatasetBuildArgs): Promise<BuildPlan> {
   const [specs, rows] = await Promise.all([loadSpecs(args.specs), loadDataset(args.dataset)]);
+  const repoSource = defaultRepoSource(args.repos);
   return planDataset({
     dataset: args.name ?? datasetNameFromFile(args.dataset),
     rows,
     specs,
-    repoSource: defaultRepoSource(args.repos),
+    repoSource,
     shard: typeof args.shard === 'string' ? parseShard(args.shard) : args.shard,
+    historyBases: args.sharedHistory === false ? undefined : await computeHistoryBases(rows, repoSource),
   });
 }
 

@@ -32,6 +32,7 @@ import { parseRefName } from '../registry/registry.js';
 import type { LocatedRow } from '../dataset/row.js';
 import { lookupSpec, type Specs } from '../dataset/specs.js';
 import { type Shard, WHOLE, selectShard } from './plan-shard.js';
+import { historyPath } from './plan-history.js';
 
 /** What scoring needs from the specs, carried on instance nodes for the environment's runtime config. */
 export interface InstanceTest {
@@ -79,6 +80,8 @@ export interface DatasetPlanInput {
   /** Where to fetch a repository (`owner/name`) from: see `defaultRepoSource`. */
   repoSource: (repo: string) => RepoSource;
   shard?: Shard;
+  /** repo -> shared history base (computeHistoryBases); repos not in it get plain checkouts. */
+  historyBases?: ReadonlyMap<string, string>;
 }
 
 /**
@@ -183,6 +186,8 @@ export function planDataset(input: DatasetPlanInput): BuildPlan {
       env: {},
       shell: '/bin/sh',
     };
+    const historyBase = input.historyBases?.get(row.repo);
+    if (historyBase !== undefined) recipe.history = { base: historyBase, path: historyPath(row.repo) };
     const normalized = normalizeInstance(recipe);
     const id = `instance:${row.instance_id}`;
     if (nodes.has(id)) throw new InvalidInputError(`${where}: duplicate instance_id ${row.instance_id}`, 'instance ids must be unique in a dataset');

@@ -12,7 +12,7 @@ import { dirname, join } from 'node:path';
 import { execa, ExecaError } from 'execa';
 import { InvalidInputError, MinisandboxError, NotFoundError } from '../errors.js';
 import { isErrno } from '../util/fs.js';
-import type { RepoSource } from './schema.js';
+import type { InstanceRecipe, RepoSource } from './schema.js';
 
 export interface CheckoutOptions {
   /** A local working repository, a bare mirror, or a URL git can fetch from. */
@@ -153,4 +153,32 @@ export async function hasObject(repo: string, oid: string): Promise<boolean> {
     if (e instanceof GitError) return false;
     throw e;
   }
+}
+
+/**
+ * The host-side part of building an instance layer: into `root` (the layer's upper directory),
+ * the shared history store (if the recipe has one) and the checkout at `workdir`, which borrows
+ * from the store at the path the sandbox will see. Post-checkout commands run afterwards, in the
+ * sandbox (instanceBuildScript).
+ */
+export async function checkoutInstance(recipe: InstanceRecipe, root: string): Promise<void> {
+  const target = join(root, recipe.workdir);
+  if (recipe.history === undefined) {
+    await checkoutAtCommit({ source: recipe.repo, commit: recipe.commit, target });
+    return;
+  }
+  const store = join(root, recipe.history.path);
+  const base = await makeSharedHistory(recipe.repo, [recipe.history.base], store);
+  if (base === null) throw new InvalidInputError(`history base ${recipe.history.base} has no history`, 'drop `history` from the instance recipe');
+  await checkoutAtCommit({ source: recipe.repo, commit: recipe.commit, target, sharedHistory: { objects: join(store, 'objects') } });
+  // A base that is not an ancestor of the commit would put another line of history (maybe this
+  // instance's future) in the store: refuse it.
+  const isAncestor = await git(['-C', target, 'merge-base', '--is-ancestor', recipe.history.base, 'HEAD']).then(
+    () => true,
+    () => false,
+  );
+  if (!isAncestor) {
+    throw new InvalidInputError(`history base ${recipe.history.base} is not an ancestor of ${recipe.commit}`, 'use the merge base of the instances\' commits (computeHistoryBases)');
+  }
+  await writeFile(join(target, '.git', 'objects', 'info', 'alternates'), `${join(recipe.history.path, 'objects')}\n`);
 }

@@ -53,6 +53,7 @@ export const NormalizedInstanceSchema = z.strictObject({
   commands: z.array(z.string()),
   env: Vars,
   shell: z.string(),
+  history: z.strictObject({ base: z.string(), path: z.string() }).optional(),
 });
 
 export const NormalizedRecipeSchema = z.discriminatedUnion('kind', [NormalizedBaseSchema, NormalizedEnvSchema, NormalizedInstanceSchema]);
@@ -125,6 +126,7 @@ export function normalizeInstance(recipe: InstanceRecipe): NormalizedInstance {
     commands: recipe.commands,
     env: recipe.env,
     shell: recipe.shell,
+    history: recipe.history,
   };
 }
 

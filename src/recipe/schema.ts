@@ -122,6 +122,12 @@ export const InstanceRecipeSchema = z.strictObject({
   commands: z.array(CommandSchema).default([]),
   env: EnvVarsSchema.default({}),
   shell: AbsolutePathSchema.default('/bin/sh'),
+  /**
+   * Store the history up to `base` (an ancestor of `commit` shared by many instances) as a bare
+   * repository at `path`, which the checkout borrows objects from: byte-identical across the
+   * instances that share `base`, so the registry keeps it once. See makeSharedHistory.
+   */
+  history: z.strictObject({ base: CommitSchema, path: AbsolutePathSchema }).optional(),
 });
 export type InstanceRecipe = z.output<typeof InstanceRecipeSchema>;
 
