@@ -8,6 +8,7 @@
  *
  *   npx tsx bench/capture.ts
  *   BENCH_FILES=50000 BENCH_BYTES=1000000000 BENCH_REPEATS=3 BENCH_DIR=/tmp/x BENCH_WORKERS=2 npx tsx bench/capture.ts
+ *   BENCH_TREE=node_modules npx tsx bench/capture.ts
  */
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -18,7 +19,9 @@ import { captureLayer } from '../src/layer/capture.js';
 const FILES = Number(process.env['BENCH_FILES'] ?? 50_000);
 const BYTES = Number(process.env['BENCH_BYTES'] ?? 1_000_000_000);
 const REPEATS = Number(process.env['BENCH_REPEATS'] ?? 3);
-const DIR = process.env['BENCH_DIR'] ?? join(tmpdir(), `ms-bench-capture-${FILES}-${BYTES}`);
+/** BENCH_TREE: measure an existing tree (e.g. a node_modules) instead of generating one. */
+const TREE = process.env['BENCH_TREE'];
+const DIR = TREE ?? process.env['BENCH_DIR'] ?? join(tmpdir(), `ms-bench-capture-${FILES}-${BYTES}`);
 const WORKERS = process.env['BENCH_WORKERS'] === undefined ? undefined : Number(process.env['BENCH_WORKERS']);
 
 /** xorshift32: reproducible trees without Math.random. */
@@ -94,7 +97,7 @@ function median(xs: number[]): number {
 }
 
 async function main(): Promise<void> {
-  generate(DIR);
+  if (TREE === undefined) generate(DIR);
   const work = mkdtempSync(join(tmpdir(), 'ms-bench-capture-out-'));
   const q = `'${DIR.replace(/'/g, `'\\''`)}'`;
   sh(`tar -cf - -C ${q} . > /dev/null`); // warm the page cache

@@ -9,12 +9,10 @@
  * File hashing runs in worker threads; entries wait in a bounded window until their digests
  * are in, and leave it in canonical order.
  */
-import { isUtf8 } from 'node:buffer';
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { closeSync, lstatSync, openSync, readdirSync, readlinkSync, realpathSync, renameSync, rmSync, writeSync, type BigIntStats } from 'node:fs';
 import { availableParallelism } from 'node:os';
-import { createHash } from 'node:crypto';
-import { dirname, basename, join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import type { Digest } from '../cas/digest.js';
 import { InvalidInputError, MinisandboxError } from '../errors.js';
 import { isErrno } from '../util/fs.js';
@@ -30,7 +28,10 @@ export { readManifest } from './capture-read.js';
 export interface CapturedObject {
   digest: Digest;
   size: number;
-  /** Absolute path of one file holding these bytes (read it again to pack it). */
+  /**
+   * Absolute path of one file holding these bytes (read it again to pack it). Raw bytes
+   * (a Buffer) from capture, since a string could not name a file whose name is not UTF-8.
+   */
   path: string | Buffer;
 }
 
