@@ -65,6 +65,12 @@ describe('eval script run for real with bash on a git repository', () => {
     expect(execFileSync('git', ['status', '--porcelain'], { cwd: repo.dir, encoding: 'utf8' })).toBe(' M calc.py\n');
   });
 
+  it("hands the test command the environment's own git config, not the scorer's guards", async () => {
+    const spec = { ...repo.spec, testCmd: `test -z "\${GIT_CONFIG_COUNT:-}" && ${repo.spec.testCmd}` };
+    const { result } = await scoreInstance(repo.instance, spec, repo.gold, freshRunner(), { timeoutMs: 30_000, filesDir: join(root, 'files') });
+    expect(result.resolved).toBe(true);
+  });
+
   it('does not resolve an empty patch: the new test fails on the base tree', async () => {
     const { result } = await score(null);
     expect(result.status).toBe('completed');

@@ -21,6 +21,14 @@ export interface EvalScriptInput {
   testPatchPath: string;
 }
 
+const GIT_GUARD: [string, string][] = [
+  ['safe.directory', '*'],
+  ['core.hooksPath', '/dev/null'],
+  ['core.fsmonitor', 'false'],
+];
+const GIT_GUARD_ON = `export GIT_CONFIG_COUNT=${GIT_GUARD.length} ${GIT_GUARD.map(([k, v], i) => `GIT_CONFIG_KEY_${i}=${k} GIT_CONFIG_VALUE_${i}=${shellQuote(v)}`).join(' ')}`;
+const GIT_GUARD_OFF = `unset GIT_CONFIG_COUNT ${GIT_GUARD.map((_, i) => `GIT_CONFIG_KEY_${i} GIT_CONFIG_VALUE_${i}`).join(' ')}`;
+
 /** The exact line the script prints when `cmd` applied the model patch. */
 export function appliedLine(cmd: string): string {
   return `${APPLY_PATCH_PASS} (${cmd})`;
@@ -44,7 +52,8 @@ export function makeEvalScript({ instance, spec, patchPath, testPatchPath }: Eva
     // scorer. hooksPath: a patch that plants .git/hooks/post-checkout (the `patch` fallback writes
     // anywhere in the tree) must not run code before the tests or print fake markers; nor may an
     // fsmonitor command. (score-instance.ts also refuses patches that write inside .git at all.)
-    "export GIT_CONFIG_COUNT=3 GIT_CONFIG_KEY_0=safe.directory GIT_CONFIG_VALUE_0='*' GIT_CONFIG_KEY_1=core.hooksPath GIT_CONFIG_VALUE_1=/dev/null GIT_CONFIG_KEY_2=core.fsmonitor GIT_CONFIG_VALUE_2=false",
+    // It is unset around the test command, whose own use of git must see the environment's config.
+    GIT_GUARD_ON,
     `cd ${shellQuote(spec.workdir)}`,
     ...spec.preCommands,
   ];
@@ -62,9 +71,11 @@ export function makeEvalScript({ instance, spec, patchPath, testPatchPath }: Eva
   lines.push(
     reset,
     `git apply -v ${shellQuote(testPatchPath)}`,
+    GIT_GUARD_OFF,
     `: ${shellQuote(START_TEST_OUTPUT)}`,
     testCommand(spec, instance.test_patch),
     `: ${shellQuote(END_TEST_OUTPUT)}`,
+    GIT_GUARD_ON,
     reset,
   );
   return lines.join('\n') + '\n';
