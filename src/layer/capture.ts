@@ -14,7 +14,7 @@ import { closeSync, lstatSync, openSync, readdirSync, readlinkSync, realpathSync
 import { availableParallelism } from 'node:os';
 import { basename, dirname, join } from 'node:path';
 import type { Digest } from '../cas/digest.js';
-import { InvalidInputError, MinisandboxError } from '../errors.js';
+import { InvalidInputError, MinisandboxError, NotFoundError } from '../errors.js';
 import { isErrno } from '../util/fs.js';
 import { HashPool, type HashResult } from './capture-hash.js';
 import { DigestSet } from './capture-digestset.js';
@@ -83,7 +83,13 @@ interface Frame {
 }
 
 export async function captureLayer(root: string, opts: CaptureOptions): Promise<CaptureResult> {
-  const rootReal = realpathSync(root);
+  let rootReal: string;
+  try {
+    rootReal = realpathSync(root);
+  } catch (e) {
+    if (isErrno(e, 'ENOENT')) throw new NotFoundError(`capture: directory ${root}`, 'give the path of an existing directory tree');
+    throw e;
+  }
   const rootStat = lstatSync(rootReal);
   if (!rootStat.isDirectory()) throw new InvalidInputError(`capture: ${root} is not a directory`);
   const xattrs = await readTreeXattrs(rootReal);

@@ -111,6 +111,9 @@ export class GetfattrParser {
     if (rawValue.startsWith('0s')) value = rawValue.slice(2);
     else if (rawValue === '') value = '';
     else throw new InvalidInputError(`getfattr: unexpected value encoding for ${name}: ${rawValue.slice(0, 20)}`);
+    // overlayfs bookkeeping (origin, impure, uuid, ...) is never recorded: drop it here, so
+    // the map stays small for upper dirs where every copied-up file carries some
+    if (OVERLAY_NOISE.test(name)) return;
     this.current.attrs[name] = value;
   }
 
@@ -119,6 +122,9 @@ export class GetfattrParser {
     this.current = undefined;
   }
 }
+
+/** overlayfs attributes other than the ones capture interprets or refuses. */
+const OVERLAY_NOISE = /^(trusted|user)\.overlay\.(?!(opaque|whiteout|redirect|metacopy)$)/;
 
 function unescapeOctal(s: string): string {
   if (!s.includes('\\')) return s;
