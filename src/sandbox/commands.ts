@@ -56,8 +56,6 @@ export interface HolderSpec {
   fromTar: boolean;
   rlimits: Rlimits;
   cgroupProcs: string[];
-  /** Capabilities kept inside the sandbox's user namespace (they grant nothing on the host). */
-  caps: readonly string[];
 }
 
 /**
@@ -103,7 +101,6 @@ export function holderCommand(s: HolderSpec): string[] {
     ...(s.network === 'none' ? ['--unshare-net'] : []),
     '--hostname', s.hostname,
     '--cap-drop', 'ALL',
-    ...s.caps.flatMap((c) => ['--cap-add', c]),
     '--die-with-parent',
     '--clearenv', '--setenv', 'PATH', DEFAULT_PATH,
     '--', '/bin/sh', '-c', PAYLOAD_SCRIPT, 'msb-init', s.workdir,
@@ -132,6 +129,8 @@ export interface EnterSpec {
   argv: string[];
   rlimits: Rlimits;
   cgroupProcs: string[];
+  /** Capabilities kept inside the sandbox's user namespace (they grant nothing on the host). */
+  caps: readonly string[];
 }
 
 /** fd numbers the spawner must provide: 3 = bwrap's JSON status pipe, 4 = the sandbox's pid namespace. */
@@ -155,6 +154,7 @@ export function enterCommand(s: EnterSpec): string[] {
     '--proc', '/proc',
     '--dev', '/dev',
     '--cap-drop', 'ALL',
+    ...s.caps.flatMap((c) => ['--cap-add', c]),
     '--die-with-parent',
     '--new-session',
     '--clearenv', ...env,

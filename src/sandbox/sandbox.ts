@@ -390,7 +390,7 @@ async function startSandbox(opts: ParsedOptions, hooks: CreateHooks, forkFrom: S
     await teardown(opts.stateDir, id, state);
     if (cgroup !== undefined) await removeCgroup(cgroup.dirs);
     if (e instanceof MinisandboxError) throw e;
-    throw new SandboxStartError(`cannot create sandbox: ${String(e)}`, 'see the cause; run probeHost() to check the host');
+    throw new SandboxStartError(`cannot create sandbox: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`, 'see the cause; run probeHost() to check the host');
   }
 }
 

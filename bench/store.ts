@@ -1,0 +1,190 @@
+/**
+ * Layer store, end to end, against what a user would otherwise do with tar and zstd:
+ *
+ *   import:       capture + pack + push into an empty registry   vs  tar -c | zstd -3 -T0 > file
+ *   pull:         fetch + verify + lay out into an empty store   vs  zstd -d | tar -x
+ *   second pull:  the same environment again (already present)
+ *   bytes:        registry holding trees A and B (B shares ~90%) vs  A.tar.zst + B.tar.zst,
+ *                 and vs the unique content compressed (A.tar.zst + tar.zst of B's new files)
+ *   memory:       peak RSS of an import in its own process
+ *
+ * Trees are made of real files from this machine (/usr/share, /usr/lib, node_modules: text,
+ * docs, ELF binaries) plus a few large files; most files are small. Scale with BENCH_FILES
+ * (default 50000), BENCH_LARGE (default 4 files of 64 MiB), BENCH_REPEATS (default 3).
+ * A real tree, this checkout's node_modules, is measured too.
+ *
+ *   npx tsx bench/store.ts
+ */
+import { execFileSync, spawnSync } from 'node:child_process';
+import { appendFileSync, copyFileSync, lstatSync, mkdirSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { LocalRegistry } from '../src/registry/local.js';
+import { StorePaths } from '../src/store/paths.js';
+import { pullEnv } from '../src/store/pull.js';
+import { pushTree } from '../src/store/push.js';
+
+const FILES = Number(process.env.BENCH_FILES ?? 50_000);
+const LARGE = Number(process.env.BENCH_LARGE ?? 4);
+const REPEATS = Number(process.env.BENCH_REPEATS ?? 3);
+
+function realFiles(limit: number): string[] {
+  const out: string[] = [];
+  const stack = ['/usr/share', '/usr/lib', resolve('node_modules')];
+  while (stack.length > 0 && out.length < limit) {
+    const dir = stack.shift()!;
+    let names: string[];
+    try {
+      names = readdirSync(dir).sort();
+    } catch {
+      continue;
+    }
+    for (const n of names) {
+      const p = join(dir, n);
+      const st = lstatSync(p, { throwIfNoEntry: false });
+      if (!st) continue;
+      if (st.isDirectory()) stack.push(p);
+      else if (st.isFile() && st.size > 0 && st.size < 4 << 20) out.push(p);
+    }
+  }
+  return out;
+}
+
+/** Tree A: FILES real files (each made distinct) in a deep-ish layout, plus LARGE big files. */
+function makeTreeA(root: string): number {
+  const pool = realFiles(FILES);
+  let bytes = 0;
+  for (let i = 0; i < FILES; i++) {
+    const src = pool[i % pool.length]!;
+    const dest = join(root, `d${i % 97}`, `e${i % 13}`, `${i}-${src.split('/').pop()}`);
+    mkdirSync(dirname(dest), { recursive: true });
+    copyFileSync(src, dest);
+    // a copy of the same source file would dedup: make each one distinct, as real trees are
+    if (i >= pool.length) appendFileSync(dest, `\n#${i}\n`);
+    bytes += statSync(dest).size;
+  }
+  for (let k = 0; k < LARGE; k++) {
+    const p = join(root, 'large', `blob-${k}.bin`);
+    mkdirSync(dirname(p), { recursive: true });
+    // half compressible, half random: a model checkpoint or a wheel cache looks like this
+    execFileSync('sh', ['-c', `{ head -c 33554432 /dev/urandom; yes "row ${k} of a large data file" | head -c 33554432; } > ${p}`]);
+    bytes += statSync(p).size;
+  }
+  return bytes;
+}
+
+/** Tree B: a copy of A with 10% of the files changed and a few added. */
+function makeTreeB(a: string, b: string): void {
+  execFileSync('cp', ['-a', a, b]);
+  let i = 0;
+  const walk = (d: string): void => {
+    for (const n of readdirSync(d).sort()) {
+      const p = join(d, n);
+      if (statSync(p).isDirectory()) walk(p);
+      else if (i++ % 10 === 0) appendFileSync(p, `\nchanged in B ${i}\n`);
+    }
+  };
+  walk(b);
+  mkdirSync(join(b, 'new'), { recursive: true });
+  for (let k = 0; k < 200; k++) writeFileSync(join(b, 'new', `f${k}.txt`), `new file ${k}\n`.repeat(50));
+}
+
+function time<T>(fn: () => T): { ms: number; value: T } {
+  const t0 = performance.now();
+  const value = fn();
+  return { ms: performance.now() - t0, value };
+}
+async function timeAsync<T>(fn: () => Promise<T>): Promise<{ ms: number; value: T }> {
+  const t0 = performance.now();
+  const value = await fn();
+  return { ms: performance.now() - t0, value };
+}
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)]!;
+}
+
+function dropCaches(): void {
+  spawnSync('sh', ['-c', 'sync; echo 3 > /proc/sys/vm/drop_caches'], { stdio: 'ignore' });
+}
+
+const mib = (n: number): string => `${(n / 1048576).toFixed(1)} MiB`;
+
+async function measureTree(label: string, tree: string, bytes: number, work: string): Promise<void> {
+  const imp: number[] = [];
+  const tarz: number[] = [];
+  const pull: number[] = [];
+  const untar: number[] = [];
+  const again: number[] = [];
+  let tarBytes = 0;
+  for (let r = 0; r < REPEATS; r++) {
+    const dir = join(work, `${label}-${r}`);
+    mkdirSync(dir, { recursive: true });
+    const reg = new LocalRegistry(join(dir, 'registry'));
+    dropCaches();
+    tarz.push(time(() => execFileSync('sh', ['-c', `tar -C ${tree} -cf - . | zstd -q -3 -T0 -o ${dir}/tree.tar.zst`])).ms);
+    tarBytes = statSync(join(dir, 'tree.tar.zst')).size;
+    dropCaches();
+    imp.push((await timeAsync(() => pushTree(reg, new StorePaths(join(dir, 'push-store')), tree, { tag: 'bench/t' }))).ms);
+    mkdirSync(join(dir, 'untar'));
+    dropCaches();
+    untar.push(time(() => execFileSync('sh', ['-c', `zstd -q -d -c ${dir}/tree.tar.zst | tar -C ${dir}/untar -xf -`])).ms);
+    const store = new StorePaths(join(dir, 'store'));
+    dropCaches();
+    pull.push((await timeAsync(() => pullEnv(reg, store, 'bench/t'))).ms);
+    again.push((await timeAsync(() => pullEnv(reg, store, 'bench/t'))).ms);
+    await rm(dir, { recursive: true, force: true });
+  }
+  const mbps = (ms: number): string => `${((bytes / 1048576) / (ms / 1000)).toFixed(0)} MiB/s`;
+  console.log(`\n## ${label}: ${mib(bytes)} (tar.zst ${mib(tarBytes)}), medians of ${REPEATS}`);
+  console.log(`import  ${median(imp).toFixed(0)} ms (${mbps(median(imp))})  vs tar|zstd -3 -T0 ${median(tarz).toFixed(0)} ms (${mbps(median(tarz))})  throughput ratio ${(median(tarz) / median(imp)).toFixed(2)}`);
+  console.log(`pull    ${median(pull).toFixed(0)} ms  vs zstd -d|tar -x ${median(untar).toFixed(0)} ms  speed ratio ${(median(untar) / median(pull)).toFixed(2)}`);
+  console.log(`second pull of a present environment: ${median(again).toFixed(1)} ms`);
+}
+
+async function main(): Promise<void> {
+  const work = await mkdtemp(join(process.env.BENCH_DIR ?? tmpdir(), 'ms-bench-store-'));
+  try {
+    const a = join(work, 'A');
+    const b = join(work, 'B');
+    console.log(`generating trees: ${FILES} files + ${LARGE} large ...`);
+    const bytesA = makeTreeA(a);
+    makeTreeB(a, b);
+    await measureTree('tree A (generated)', a, bytesA, work);
+
+    // bytes: A and B in one registry vs one tar.zst each
+    const reg = new LocalRegistry(join(work, 'both'));
+    const store = new StorePaths(join(work, 'both-store'));
+    await pushTree(reg, store, a, { tag: 'bench/a' });
+    await pushTree(reg, store, b, { tag: 'bench/b' });
+    let regBytes = 0;
+    for await (const x of reg.listBlobs()) regBytes += x.size;
+    execFileSync('sh', ['-c', `tar -C ${a} -cf - . | zstd -q -3 -T0 -o ${work}/a.tzst; tar -C ${b} -cf - . | zstd -q -3 -T0 -o ${work}/b.tzst`]);
+    // B's contents that A lacks, compressed alone: what any dedup could at best add for B
+    execFileSync('sh', ['-c', `cd ${b} && find . -type f -newer ${a}/d0 -print0 | tar --null -T - -cf - | zstd -q -3 -T0 -o ${work}/bnew.tzst`]);
+    const aZ = statSync(`${work}/a.tzst`).size;
+    const bZ = statSync(`${work}/b.tzst`).size;
+    const uniqueZ = aZ + statSync(`${work}/bnew.tzst`).size;
+    console.log(`\n## registry bytes, trees A + B (B shares ~90% of A)`);
+    console.log(`registry ${mib(regBytes)}  vs  A.tar.zst + B.tar.zst ${mib(aZ + bZ)}  ratio ${(regBytes / (aZ + bZ)).toFixed(3)}`);
+    console.log(`registry vs unique content compressed (${mib(uniqueZ)}): ${((regBytes / uniqueZ - 1) * 100).toFixed(1)}% over`);
+
+    // peak RSS of an import, in a process of its own
+    const rssScript = join(work, 'rss.ts');
+    writeFileSync(rssScript, `import { LocalRegistry } from '${resolve('src/registry/local.ts')}';\nimport { StorePaths } from '${resolve('src/store/paths.ts')}';\nimport { pushTree } from '${resolve('src/store/push.ts')}';\nawait pushTree(new LocalRegistry(process.argv[2]!), new StorePaths(process.argv[3]!), process.argv[4]!, { tag: 'rss/x' });\nconsole.log(process.resourceUsage().maxRSS);\n`);
+    const rss = Number(execFileSync('npx', ['tsx', rssScript, join(work, 'rss-reg'), join(work, 'rss-store'), a], { encoding: 'utf8' }).trim().split('\n').pop());
+    console.log(`\n## peak RSS importing tree A (${mib(bytesA)}, ${FILES} files): ${(rss / 1024).toFixed(0)} MiB`);
+
+    await rm(a, { recursive: true, force: true });
+    await rm(b, { recursive: true, force: true });
+    const nm = resolve('node_modules');
+    const nmBytes = Number(execFileSync('du', ['-sb', nm], { encoding: 'utf8' }).split('\t')[0]);
+    await measureTree('real tree: node_modules', nm, nmBytes, work);
+  } finally {
+    await rm(work, { recursive: true, force: true });
+  }
+}
+
+await main();

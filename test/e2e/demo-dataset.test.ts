@@ -1,0 +1,80 @@
+/**
+ * The whole pipeline on the demo dataset, for real: debootstrap base, apt-installed Python and
+ * pytest in build sandboxes, history-free instance checkouts, then grading in fresh sandboxes.
+ * Slow (a few minutes: debootstrap and apt from Debian's mirror), and the one test that proves
+ * the parts fit.
+ */
+import { execFile } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, describe, expect, it } from 'vitest';
+
+const run = promisify(execFile);
+const cli = resolve('bin/minisandbox');
+const demo = resolve('recipes/demo');
+const work = mkdtempSync(join(tmpdir(), 'ms-e2e-'));
+const env = { ...process.env, MINISANDBOX_REGISTRY: join(work, 'registry'), MINISANDBOX_STORE: join(work, 'store') };
+afterAll(() => rmSync(work, { recursive: true, force: true }));
+
+async function ms(args: string[], okCodes = [0]): Promise<{ stdout: string; code: number }> {
+  try {
+    const r = await run(cli, ['--json', ...args], { env, maxBuffer: 256 << 20 });
+    return { stdout: r.stdout, code: 0 };
+  } catch (e) {
+    const err = e as { stdout?: string; stderr?: string; code?: number };
+    if (okCodes.includes(err.code ?? -1)) return { stdout: err.stdout ?? '', code: err.code ?? -1 };
+    throw new Error(`minisandbox ${args.join(' ')} exited ${err.code}: ${err.stderr?.slice(-2000)}`);
+  }
+}
+
+describe('demo dataset: build -> run -> score', { timeout: 900_000 }, () => {
+  const repos = join(work, 'repos');
+
+  it('builds one base, two envs and four instances, and a rebuild is fully cached', async () => {
+    await run(join(demo, 'make-repo.sh'), [join(repos, 'demo/pycalc')]);
+    const first = JSON.parse((await ms(['build', join(demo, 'dataset.jsonl'), '--specs', join(demo, 'specs.yaml'), '--repos', repos, '--jobs', '2'])).stdout) as {
+      summary: Record<string, number>;
+      counts: Record<string, number>;
+    };
+    expect(first.counts).toEqual({ base: 1, env: 2, instance: 4 });
+    expect(first.summary).toMatchObject({ built: 7, failed: 0 });
+    const again = JSON.parse((await ms(['build', join(demo, 'dataset.jsonl'), '--specs', join(demo, 'specs.yaml'), '--repos', repos])).stdout) as { summary: Record<string, number> };
+    expect(again.summary).toMatchObject({ built: 0, cached: 7 });
+  });
+
+  it('runs a task: the repository at its base commit, without the fix in its history, tests failing', async () => {
+    const log = JSON.parse((await ms(['run', 'demo/demo__pycalc-1', '--', 'git', 'log', '--all', '--format=%s'])).stdout) as { stdout: string; exitCode: number };
+    expect(log.exitCode).toBe(0);
+    expect(log.stdout).toContain('Initial version');
+    expect(log.stdout).not.toContain('Fix #1');
+    const tests = await ms(['run', 'demo/demo__pycalc-1', '--', 'python3', '-m', 'pytest', '-q', '-p', 'no:cacheprovider'], [1]);
+    expect(tests.code).toBe(1);
+    // no network inside: the build had it, a task does not
+    const net = await ms(['run', 'demo/demo__pycalc-1', '--', 'python3', '-c', 'import socket; socket.create_connection(("deb.debian.org", 80), timeout=5)'], [1]);
+    expect(net.code).toBe(1);
+  });
+
+  it('scores the gold patches as resolved and validates gold vs empty', async () => {
+    const reports = join(work, 'reports');
+    const r = JSON.parse((await ms(['score', join(demo, 'dataset.jsonl'), '--predictions', 'gold', '--specs', join(demo, 'specs.yaml'), '--report-dir', reports, '--jobs', '2'])).stdout) as {
+      summary: { resolved_instances: number; total_instances: number; error_instances: number };
+      summaryPath: string;
+    };
+    expect(r.summary.total_instances).toBe(4);
+    expect(r.summary.resolved_instances).toBe(4);
+    expect(existsSync(join(reports, 'minisandbox', 'gold', 'demo__pycalc-1', 'test_output.txt'))).toBe(true);
+    const report = JSON.parse(readFileSync(join(reports, 'minisandbox', 'gold', 'demo__pycalc-1', 'report.json'), 'utf8')) as Record<string, { resolved: boolean; tests_status: unknown }>;
+    expect(report['demo__pycalc-1']?.resolved).toBe(true);
+
+    const v = JSON.parse((await ms(['validate', join(demo, 'dataset.jsonl'), '--specs', join(demo, 'specs.yaml'), '--jobs', '2'])).stdout) as { ok_ids: string[] };
+    expect(v.ok_ids.sort()).toEqual(['demo__pycalc-1', 'demo__pycalc-2', 'demo__pycalc-3', 'demo__pycalc-4']);
+  });
+
+  it('audits the registry: far below one image per task', async () => {
+    const a = JSON.parse((await ms(['audit'])).stdout) as { totals: { registryToLogical: number; refs: number } };
+    expect(a.totals.refs).toBe(4);
+    expect(a.totals.registryToLogical).toBeLessThan(0.15);
+  });
+});
