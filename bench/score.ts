@@ -1,40 +1,49 @@
 /**
- * Scoring throughput and per-instance overhead, against running the same tests directly, in one run:
- *   score      scoreRun over N instances (gold patches), --jobs = cores, host runner: the eval
- *              script (apply chain, test-file reset, test patch, markers), log parsing, grading,
- *              report files; each evaluation starts from a reset tree
- *   direct     the same test command run directly in a tree already patched (no scoring at all),
+ * Scoring throughput and per-instance overhead, against running the same tests directly, in one run,
+ * on the project's hermetic dataset (recipes/test: a shell project whose `sh run_tests.sh` prints
+ * pytest-style lines, so the test command itself costs milliseconds and scoring's own cost shows):
+ *   score      scoreRun of the gold patches, --jobs = cores, host runner: eval script (apply chain,
+ *              test-file reset, test patch, markers), log parsing, grading, report files; every
+ *              evaluation starts from a tree reset to the base commit (what a fresh sandbox gives)
+ *   direct     the same test command run directly in trees already patched (no scoring at all),
  *              with the same parallelism
- * Reports instances/minute for both, their ratio, and the per-instance overhead beyond the test
- * command's own time (median and p99 of score duration - direct duration, paired per instance).
- * The sandbox's own start cost is not included here (the host runner does not isolate); see the
- * sandbox benchmark for that (~20 ms per start on these machines).
+ * Prints instances/minute for both and their ratio, and the per-instance overhead beyond the test
+ * command's own time (median and p99 of score duration - direct duration, paired per instance and
+ * round). Rounds alternate which contestant goes first. The sandbox's own start cost is not in
+ * these figures (the host runner does not isolate); the sandbox benchmark measures that.
  *
  *   npx tsx bench/score.ts
- *   BENCH_INSTANCES=40 BENCH_JOBS=2 npx tsx bench/score.ts
+ *   BENCH_COPIES=50 BENCH_JOBS=2 BENCH_REPEATS=5 npx tsx bench/score.ts
  */
 import { execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { calcRunnerFactory, makeCalcRepo, resetCalcRepo, type CalcRepo } from '../src/score/fixtures/calc-repo.js';
-import { analyzeLog, statusMapOf } from '../src/score/log-analysis.js';
+import { join, resolve } from 'node:path';
+import { loadDataset } from '../src/dataset/read.js';
+import { loadSpecs, lookupSpec } from '../src/dataset/specs.js';
+import { evalSpecFromDataset } from '../src/score/dataset-spec.js';
 import { makeEvalScript, testCommand } from '../src/score/eval-script.js';
 import { gradeTests } from '../src/score/grading.js';
-import { parseScoreInstance } from '../src/score/instance.js';
+import { hostEvalRunner } from '../src/score/host-runner.js';
+import { parseScoreInstance, type ScoreInstance } from '../src/score/instance.js';
+import { analyzeLog, statusMapOf } from '../src/score/log-analysis.js';
 import { getParser } from '../src/score/parsers/registry.js';
-import { scoreRun } from '../src/score/score-run.js';
 import { parseEvalSpec } from '../src/score/score-instance.js';
+import { scoreRun, type RunnerFactory } from '../src/score/score-run.js';
+import type { EvalSpec } from '../src/score/spec.js';
 
-const N = Number(process.env['BENCH_INSTANCES'] ?? 16);
+const COPIES = Number(process.env['BENCH_COPIES'] ?? 15);
 const JOBS = Number(process.env['BENCH_JOBS'] ?? availableParallelism());
 const REPEATS = Number(process.env['BENCH_REPEATS'] ?? 3);
+const RECIPES = resolve(import.meta.dirname, '../recipes/test');
+const GIT_ENV = { ...process.env, GIT_CONFIG_GLOBAL: '/dev/null', GIT_CONFIG_NOSYSTEM: '1' };
 
 function quantile(xs: number[], q: number): number {
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.min(s.length - 1, Math.max(0, Math.ceil(q * s.length) - 1))]!;
 }
 const fmt = (ms: number) => `${ms.toFixed(1)} ms`;
+const git = (cwd: string, ...args: string[]) => execFileSync('git', args, { cwd, env: GIT_ENV, stdio: ['pipe', 'ignore', 'inherit'] });
 
 async function pool<T>(items: T[], jobs: number, work: (t: T) => Promise<void>): Promise<void> {
   let next = 0;
@@ -43,46 +52,65 @@ async function pool<T>(items: T[], jobs: number, work: (t: T) => Promise<void>):
   }));
 }
 
-function runDirect(repo: CalcRepo): Promise<number> {
-  const spec = parseEvalSpec(repo.spec);
-  const cmd = testCommand(spec, parseScoreInstance(repo.instance).test_patch);
-  return new Promise((resolve, reject) => {
+interface Task {
+  instance: ScoreInstance;
+  spec: EvalSpec;
+  dir: string;
+}
+
+function runDirect(t: Task): Promise<number> {
+  const cmd = testCommand(t.spec, t.instance.test_patch);
+  return new Promise((done, fail) => {
     const t0 = performance.now();
-    const child = spawn('/bin/bash', ['-c', `${cmd} 2>&1`], { cwd: repo.dir, stdio: ['ignore', 'pipe', 'ignore'] });
+    const child = spawn('/bin/bash', ['-c', `${cmd} 2>&1`], { cwd: t.dir, stdio: ['ignore', 'pipe', 'ignore'] });
     child.stdout.resume();
-    child.on('error', reject);
-    child.on('close', () => resolve(performance.now() - t0));
+    child.on('error', fail);
+    child.on('close', () => done(performance.now() - t0));
   });
+}
+
+function resetTree(t: Task): void {
+  git(t.dir, 'reset', '-q', '--hard', t.instance.base_commit);
+  git(t.dir, 'clean', '-qfdx');
 }
 
 async function main(): Promise<void> {
   const root = mkdtempSync(join(tmpdir(), 'ms-bench-score-'));
   try {
-    const repos = new Map<string, CalcRepo>();
-    for (let i = 0; i < N; i++) {
-      const id = `bench__calc-${i}`;
-      repos.set(id, await makeCalcRepo(join(root, id), id));
+    const origin = join(root, 'origin');
+    execFileSync(join(RECIPES, 'make-repo.sh'), [origin], { stdio: ['ignore', 'ignore', 'inherit'] });
+    const rows = (await loadDataset(join(RECIPES, 'dataset.jsonl'))).map((r) => r.row);
+    const specs = await loadSpecs(join(RECIPES, 'specs.yaml'));
+    const tasks = new Map<string, Task>();
+    for (let copy = 0; copy < COPIES; copy++) {
+      for (const row of rows) {
+        const instance = parseScoreInstance({ ...row, instance_id: `${row.instance_id}-c${copy}` });
+        const dir = join(root, instance.instance_id);
+        git(root, 'clone', '-q', '--no-checkout', origin, dir);
+        git(dir, 'checkout', '-q', instance.base_commit);
+        const spec = parseEvalSpec({ ...evalSpecFromDataset(lookupSpec(specs, row.repo, row.version, row.instance_id)), workdir: dir });
+        tasks.set(instance.instance_id, { instance, spec, dir });
+      }
     }
-    const list = [...repos.values()];
-    const predictions = list.map((r) => ({ instance_id: String(r.instance.instance_id), model_patch: r.gold, model_name_or_path: 'bench' }));
+    const list = [...tasks.values()];
+    const N = list.length;
+    const predictions = list.map((t) => ({ instance_id: t.instance.instance_id, model_patch: t.instance.patch, model_name_or_path: 'bench' }));
+    const factory: RunnerFactory = (instance) => {
+      const host = hostEvalRunner();
+      return (files, script, opts) => {
+        resetTree(tasks.get(instance.instance_id)!);
+        return host(files, script, opts);
+      };
+    };
 
-    // Pure parts alone: script generation + log analysis + parsing + grading, on a real log.
-    const one = list[0]!;
-    const inst = parseScoreInstance(one.instance);
-    const spec = parseEvalSpec(one.spec);
-
-    // Warm-up (page cache, python's first start), not timed.
-    await runDirect(one);
-
-    // Rounds interleave the two contestants so that load from elsewhere hits both alike.
     const scoreWalls: number[] = [];
     const directWalls: number[] = [];
     const scoreDur = new Map<string, number[]>();
     const directDur = new Map<string, number[]>();
     const push = (m: Map<string, number[]>, k: string, v: number) => m.set(k, [...(m.get(k) ?? []), v]);
-    for (let round = 0; round < REPEATS; round++) {
+    const scoreRound = async (round: number) => {
       const t0 = performance.now();
-      const out = await scoreRun(list.map((r) => r.instance), predictions, (i) => repos.get(i.instance_id)!.spec, calcRunnerFactory(repos), {
+      const out = await scoreRun(list.map((t) => t.instance), predictions, (i) => tasks.get(i.instance_id)!.spec, factory, {
         jobs: JOBS,
         runId: `bench${round}`,
         reportDir: join(root, 'reports'),
@@ -92,42 +120,52 @@ async function main(): Promise<void> {
       scoreWalls.push(performance.now() - t0);
       if (out.summary.resolved_instances !== N) throw new Error(`expected ${N} resolved, got ${JSON.stringify(out.summary)}`);
       for (const r of out.results) push(scoreDur, r.instance_id, r.runner!.duration_ms);
-
-      // direct: the same trees, patched beforehand (untimed), the bare test command
-      for (const r of list) {
-        resetCalcRepo(r);
-        execFileSync('git', ['apply'], { cwd: r.dir, input: r.gold });
-        execFileSync('git', ['apply'], { cwd: r.dir, input: parseScoreInstance(r.instance).test_patch });
+    };
+    const directRound = async () => {
+      for (const t of list) {
+        resetTree(t);
+        execFileSync('git', ['apply'], { cwd: t.dir, input: t.instance.patch, env: GIT_ENV });
+        execFileSync('git', ['apply'], { cwd: t.dir, input: t.instance.test_patch, env: GIT_ENV });
       }
       const t1 = performance.now();
-      await pool(list, JOBS, async (r) => {
-        push(directDur, String(r.instance.instance_id), await runDirect(r));
+      await pool(list, JOBS, async (t) => {
+        push(directDur, t.instance.instance_id, await runDirect(t));
       });
       directWalls.push(performance.now() - t1);
+    };
+    await runDirect(list[0]!); // warm-up, not timed
+    for (let round = 0; round < REPEATS; round++) {
+      if (round % 2 === 0) {
+        await scoreRound(round);
+        await directRound();
+      } else {
+        await directRound();
+        await scoreRound(round);
+      }
     }
+
+    // The pure part alone: script generation + log analysis + parsing + grading, on a real log.
+    const one = list[0]!;
+    const log = execFileSync('cat', [join(root, 'reports', 'bench0', 'bench', one.instance.instance_id, 'test_output.txt')], { encoding: 'utf8' });
+    const parser = getParser(one.spec.parser);
+    const PURE_REPS = 2000;
+    const tp = performance.now();
+    for (let i = 0; i < PURE_REPS; i++) {
+      makeEvalScript({ instance: one.instance, spec: one.spec, patchPath: '/tmp/p', testPatchPath: '/tmp/t' });
+      gradeTests(statusMapOf(log, analyzeLog(log), parser).statusMap, one.instance);
+    }
+    const pureMs = (performance.now() - tp) / PURE_REPS;
+
     const scoreWall = quantile(scoreWalls, 0.5);
     const directWall = quantile(directWalls, 0.5);
     const allScore = [...scoreDur.values()].flat();
     const allDirect = [...directDur.values()].flat();
-
-    const log = execFileSync('cat', [join(root, 'reports', 'bench0', 'bench', inst.instance_id, 'test_output.txt')], { encoding: 'utf8' });
-    const parser = getParser(spec.parser);
-    const PURE_REPS = 2000;
-    const tp = performance.now();
-    for (let i = 0; i < PURE_REPS; i++) {
-      makeEvalScript({ instance: inst, spec, patchPath: '/tmp/p', testPatchPath: '/tmp/t' });
-      const a = analyzeLog(log);
-      gradeTests(statusMapOf(log, a, parser).statusMap, inst);
-    }
-    const pureMs = (performance.now() - tp) / PURE_REPS;
-
-    // Paired per instance and round: the same tree, the same test command, moments apart.
     const overhead = [...scoreDur.keys()].flatMap((id) => scoreDur.get(id)!.map((d, i) => d - directDur.get(id)![i]!));
     const perMin = (wall: number) => (N / wall) * 60_000;
-    console.log(`instances: ${N}, jobs: ${JOBS}, rounds: ${REPEATS} (medians over rounds), test command: ${spec.testCmd}`);
-    console.log(`score:  ${perMin(scoreWall).toFixed(0)} instances/min (wall ${fmt(scoreWall)}); per-instance eval median ${fmt(quantile(allScore, 0.5))}, p99 ${fmt(quantile(allScore, 0.99))}`);
-    console.log(`direct: ${perMin(directWall).toFixed(0)} instances/min (wall ${fmt(directWall)}); per-instance test median ${fmt(quantile(allDirect, 0.5))}, p99 ${fmt(quantile(allDirect, 0.99))}`);
-    console.log(`throughput ratio score/direct: ${(perMin(scoreWall) / perMin(directWall)).toFixed(2)}`);
+    console.log(`instances: ${N} (recipes/test x${COPIES}), jobs: ${JOBS}, rounds: ${REPEATS}, test command: ${one.spec.testCmd}; load average ${execFileSync('cat', ['/proc/loadavg'], { encoding: 'utf8' }).split(' ').slice(0, 3).join(' ')}`);
+    console.log(`score:  ${perMin(scoreWall).toFixed(0)} instances/min (median wall ${fmt(scoreWall)}); per-instance eval median ${fmt(quantile(allScore, 0.5))}, p99 ${fmt(quantile(allScore, 0.99))}`);
+    console.log(`direct: ${perMin(directWall).toFixed(0)} instances/min (median wall ${fmt(directWall)}); per-instance test median ${fmt(quantile(allDirect, 0.5))}, p99 ${fmt(quantile(allDirect, 0.99))}`);
+    console.log(`throughput ratio score/direct: ${(perMin(scoreWall) / perMin(directWall)).toFixed(3)}`);
     console.log(`overhead beyond the test command, per instance: median ${fmt(quantile(overhead, 0.5))}, p99 ${fmt(quantile(overhead, 0.99))}`);
     console.log(`  of which pure (script + log analysis + parse + grade): ${(pureMs * 1000).toFixed(0)} µs`);
   } finally {
