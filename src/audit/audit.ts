@@ -47,10 +47,16 @@ export type AuditReport = z.infer<typeof AuditReportSchema>;
 
 const ratio = (a: number, b: number): number => (b === 0 ? 0 : a / b);
 
-export async function audit(reg: Registry): Promise<AuditReport> {
+/** Refs whose first part starts with `_` (the build cache, `_cache/...`) are bookkeeping, not images. */
+export function isInternalRef(name: string): boolean {
+  return name.startsWith('_');
+}
+
+export async function audit(reg: Registry, opts: { includeInternal?: boolean } = {}): Promise<AuditReport> {
   const refs: AuditReport['refs'] = [];
   const layers = new Map<Digest, EnvConfig['layers'][number]>();
   for await (const r of reg.listRefs()) {
+    if (!opts.includeInternal && isInternalRef(r.name)) continue;
     const { config } = await envClosure(reg, r.digest);
     let files = 0;
     let logical = 0;

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { randomBytes } from 'node:crypto';
 import type { Command } from 'commander';
-import { audit } from '../audit/audit.js';
+import { audit, isInternalRef } from '../audit/audit.js';
 import { InvalidInputError, MinisandboxError } from '../errors.js';
 import { gcRegistry } from '../registry/gc.js';
 import { exportEnv } from '../store/export.js';
@@ -146,10 +146,12 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
   program
     .command('ls')
     .description('list refs with their environments')
-    .action(async () => {
+    .option('--all', 'include the build cache refs (_cache/...)')
+    .action(async (o: { all?: boolean }) => {
       const ctx = makeContext(globals());
       const rows: { ref: string; env: string; layers: number; size: number; objects: number }[] = [];
       for await (const r of ctx.registry.listRefs()) {
+        if (!o.all && isInternalRef(r.name)) continue;
         const { config } = await resolveEnv(ctx.registry, r.digest);
         rows.push({ ref: r.name, env: r.digest, layers: config.layers.length, size: config.layers.reduce((s, l) => s + l.size, 0), objects: config.layers.reduce((s, l) => s + l.objects, 0) });
       }
@@ -219,9 +221,10 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
   program
     .command('audit')
     .description('storage used against one container image per ref')
-    .action(async () => {
+    .option('--all', 'count the build cache refs (_cache/...) as images too')
+    .action(async (o: { all?: boolean }) => {
       const ctx = makeContext(globals());
-      const r = await audit(ctx.registry);
+      const r = await audit(ctx.registry, { includeInternal: o.all === true });
       const t = r.totals;
       const pct = (x: number): string => `${(x * 100).toFixed(2)}%`;
       ctx.out.result(r, () =>
