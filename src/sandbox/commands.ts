@@ -82,7 +82,7 @@ done
 exec "$@"`;
 
 // pid 1's payload, inside the sandbox: make the workdir, say ready, live until the runtime's pipe closes.
-const PAYLOAD_SCRIPT = 'mkdir -p -- "$1" 2>/dev/null; echo ready; read -r _ || :';
+const PAYLOAD_SCRIPT = '[ "$1" = / ] || mkdir -p -- "$1" 2>/dev/null; echo ready; read -r _ || :';
 
 export function overlayLowerOption(lowerDirs: string[]): string {
   // overlayfs lists the top layer first; ours come lowest first.

@@ -310,6 +310,9 @@ async function startSandbox(opts: ParsedOptions, hooks: CreateHooks, forkFrom: S
   const host = hooks.host ?? (await probeHost());
   const warn = hooks.warn ?? ((m: string) => process.emitWarning(m, 'MinisandboxWarning'));
   const id = opts.id ?? newId();
+  if (opts.config.user.uid !== 0 || opts.config.user.gid !== 0) {
+    warn(`sandbox ${id}: config.user ${opts.config.user.uid}:${opts.config.user.gid} is not applied yet; commands run as the sandbox's own (unprivileged on the host) root`);
+  }
   await makeStateDir(opts.stateDir);
   const dir = sandboxDir(opts.stateDir, id);
   try {

@@ -106,3 +106,17 @@ describe('session protocol helpers', () => {
     expect(sc.out.slice(hit!.offset)).toEqual({ text: 'abcd', truncated: true });
   });
 });
+
+describe('session interrupt', () => {
+  it('interruptCurrent stops the running command like Ctrl-C and keeps the shell', async () => {
+    const s = sb.newSession();
+    await s.run('export K=kept');
+    const running = s.run('sleep 30; echo rc=$?');
+    await new Promise((r) => setTimeout(r, 300));
+    await s.interruptCurrent();
+    const o = await running;
+    expect(o.status).toBe('ok');
+    expect(o.stdout).toBe('rc=130\n');
+    expect((await s.run('echo $K')).stdout).toBe('kept\n');
+  });
+});

@@ -220,6 +220,15 @@ export class Session {
     for (const v of victims) trySignal(v, signal);
   }
 
+  /**
+   * Interrupts the running command (SIGINT to its processes, as Ctrl-C would), if any. The command
+   * then ends with its own status; the shell and its state stay.
+   */
+  async interruptCurrent(signal: NodeJS.Signals = 'SIGINT'): Promise<void> {
+    if (this.pending === undefined || this.child === undefined) return;
+    await this.interrupt(this.child, signal);
+  }
+
   private kill(child: ChildProcess): void {
     if (this.child === child && this.initPid !== undefined) trySignal(this.initPid, 'SIGKILL');
     try {
