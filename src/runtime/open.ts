@@ -5,7 +5,7 @@
 import { HostCapabilityError } from '../errors.js';
 import type { RuntimeConfig } from '../layer/env.js';
 import type { Registry } from '../registry/registry.js';
-import { type CreateHooks, type Sandbox, type SandboxOptions, createSandbox, probeHost, reapStaleSandboxes } from '../sandbox/index.js';
+import { type CreateHooks, type Sandbox, type SandboxOptions, createSandbox, forkSandbox, probeHost, reapStaleSandboxes } from '../sandbox/index.js';
 import { acquireLease, releaseLease } from '../store/leases.js';
 import type { StorePaths } from '../store/paths.js';
 import { type PullOptions, pullEnv } from '../store/pull.js';
@@ -40,6 +40,18 @@ export async function openSandbox(reg: Registry, store: StorePaths, ref: string,
     },
     hooks,
   );
+}
+
+/**
+ * Branches a sandbox's current filesystem state into `n` new sandboxes (GRPO-style sampling from
+ * one state). The lower layers are shared, never copied; each branch holds its own lease.
+ */
+export async function forkLeased(store: StorePaths, sb: Sandbox, n: number): Promise<Sandbox[]> {
+  return forkSandbox(sb, n, {
+    host: sb.host,
+    onCreated: async (state) => void (await acquireLease(store, state.id, state.lowerDirs)),
+    onDestroyed: async (state) => releaseLease(store, state.id),
+  });
 }
 
 /** Layers are laid out with one shift for owners and groups, so the two ranges must start together. */
