@@ -2,7 +2,8 @@
  * Instance checkouts of one repository: the bytes their `.git` directories put in a registry, with
  * every checkout carrying its full history (per-instance image baseline) vs checkouts borrowing a
  * shared history store (byte-identical in every instance layer, so content addressing keeps it
- * once), plus the time per checkout of each. Synthetic repository made with git fast-import.
+ * once), plus the time per checkout of each (the store is made once in a host cache and copied).
+ * Synthetic repository made with git fast-import.
  *
  *   npx tsx bench/checkout-history.ts
  *   BENCH_COMMITS=20000 BENCH_FILES=3000 BENCH_INSTANCES=50 npx tsx bench/checkout-history.ts
@@ -76,7 +77,7 @@ async function main(): Promise<void> {
       for (const shared of [false, true]) {
         const root = join(work, `${shared ? 's' : 'p'}${i}`);
         const t = performance.now();
-        await checkoutInstance(recipe(c, shared), root);
+        await checkoutInstance(recipe(c, shared), root, shared ? { historyCache: join(work, 'history-cache') } : {});
         const ms = performance.now() - t;
         const own = du(join(root, 'testbed', '.git'));
         if (shared) {

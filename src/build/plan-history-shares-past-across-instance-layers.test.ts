@@ -1,5 +1,5 @@
 import { execFileSync, spawnSync } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -42,9 +42,11 @@ describe('shared history in instance layers', () => {
     expect(unshared.nodes.some((n) => n.recipe.kind === 'instance' && n.recipe.history !== undefined)).toBe(false);
 
     const roots: string[] = [];
-    for (const r of [instances[1]!, instances[3]!]) {
+    const cache = join(work, 'history-cache');
+    for (const [i, r] of [instances[1]!, instances[3]!, instances[2]!].entries()) {
       const root = await mkdtemp(join(work, 'layer-'));
-      await checkoutInstance(r, root);
+      // The first makes its store directly, the others through (and then from) the host cache.
+      await checkoutInstance(r, root, i === 0 ? {} : { historyCache: cache });
       roots.push(root);
       const log = gitInLayer(root, 'log', '--format=%H');
       expect(log.status).toBe(0);
@@ -55,6 +57,8 @@ describe('shared history in instance layers', () => {
       expect(await hasObject(join(root, 'opt/minisandbox/history/demo/pycalc.git'), fix)).toBe(false);
     }
     expect(treeHashes(join(roots[0]!, 'opt'))).toBe(treeHashes(join(roots[1]!, 'opt')));
+    expect(treeHashes(join(roots[2]!, 'opt'))).toBe(treeHashes(join(roots[1]!, 'opt')));
+    expect(await readdir(cache)).toEqual([`${first.commit}.git`]);
   });
 
   it('refuses a history base that is not an ancestor of the commit', async () => {

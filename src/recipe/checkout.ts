@@ -7,7 +7,7 @@
  * FETCH_HEAD/ORIG_HEAD, reflogs and sample hooks are removed and the objects repacked, so no
  * dangling object from the source survives either.
  */
-import { mkdir, readdir, rm, writeFile } from 'node:fs/promises';
+import { cp, mkdir, mkdtemp, readdir, rename, rm, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { execa, ExecaError } from 'execa';
 import { InvalidInputError, MinisandboxError, NotFoundError } from '../errors.js';
@@ -156,20 +156,47 @@ export async function hasObject(repo: string, oid: string): Promise<boolean> {
 }
 
 /**
+ * A host cache of history stores, one per base commit, so that many instance builds of a repo
+ * make the store once and copy it (which also makes every copy byte-identical). Built under a
+ * temporary name and renamed into place: concurrent builders race harmlessly.
+ */
+async function cachedHistory(source: RepoSource, base: string, cacheDir: string): Promise<string> {
+  const final = join(cacheDir, `${base}.git`);
+  if (await readdir(final).then(() => true, () => false)) return final;
+  await mkdir(cacheDir, { recursive: true });
+  const tmp = await mkdtemp(join(cacheDir, `.tmp-${base.slice(0, 12)}-`));
+  try {
+    await makeSharedHistory(source, [base], join(tmp, 'h.git'));
+    await rename(join(tmp, 'h.git'), final).catch((e: unknown) => {
+      // Another builder won the race: its store is the same history.
+      if (!isErrno(e, 'ENOTEMPTY') && !isErrno(e, 'EEXIST')) throw e;
+    });
+  } finally {
+    await rm(tmp, { recursive: true, force: true });
+  }
+  return final;
+}
+
+/**
  * The host-side part of building an instance layer: into `root` (the layer's upper directory),
  * the shared history store (if the recipe has one) and the checkout at `workdir`, which borrows
  * from the store at the path the sandbox will see. Post-checkout commands run afterwards, in the
- * sandbox (instanceBuildScript).
+ * sandbox (instanceBuildScript). `historyCache`: a host directory where history stores are made
+ * once and copied from (recommended for dataset builds).
  */
-export async function checkoutInstance(recipe: InstanceRecipe, root: string): Promise<void> {
+export async function checkoutInstance(recipe: InstanceRecipe, root: string, opts: { historyCache?: string } = {}): Promise<void> {
   const target = join(root, recipe.workdir);
   if (recipe.history === undefined) {
     await checkoutAtCommit({ source: recipe.repo, commit: recipe.commit, target });
     return;
   }
   const store = join(root, recipe.history.path);
-  const base = await makeSharedHistory(recipe.repo, [recipe.history.base], store);
-  if (base === null) throw new InvalidInputError(`history base ${recipe.history.base} has no history`, 'drop `history` from the instance recipe');
+  if (opts.historyCache === undefined) {
+    await makeSharedHistory(recipe.repo, [recipe.history.base], store);
+  } else {
+    await mkdir(dirname(store), { recursive: true });
+    await cp(await cachedHistory(recipe.repo, recipe.history.base, opts.historyCache), store, { recursive: true, preserveTimestamps: true });
+  }
   await checkoutAtCommit({ source: recipe.repo, commit: recipe.commit, target, sharedHistory: { objects: join(store, 'objects') } });
   // A base that is not an ancestor of the commit would put another line of history (maybe this
   // instance's future) in the store: refuse it.
