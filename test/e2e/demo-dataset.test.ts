@@ -44,13 +44,14 @@ describe('demo dataset: build -> run -> score', { timeout: 900_000 }, () => {
     expect(again.summary).toMatchObject({ built: 0, cached: 7 });
   });
 
-  it('runs a task: the repository at its base commit, without the fix in its history, tests failing', async () => {
+  it('runs a task: the repository at its base commit, without the fix in its history, network off', async () => {
     const log = JSON.parse((await ms(['run', 'demo/demo__pycalc-1', '--', 'git', 'log', '--all', '--format=%s'])).stdout) as { stdout: string; exitCode: number };
     expect(log.exitCode).toBe(0);
     expect(log.stdout).toContain('Initial version');
     expect(log.stdout).not.toContain('Fix #1');
-    const tests = await ms(['run', 'demo/demo__pycalc-1', '--', 'python3', '-m', 'pytest', '-q', '-p', 'no:cacheprovider'], [1]);
-    expect(tests.code).toBe(1);
+    // the tests that exist at the base commit pass; the failing ones arrive with the test patch
+    const tests = JSON.parse((await ms(['run', 'demo/demo__pycalc-1', '--', 'python3', '-m', 'pytest', '-q', '-p', 'no:cacheprovider'])).stdout) as { stdout: string };
+    expect(tests.stdout).toMatch(/\d+ passed/);
     // no network inside: the build had it, a task does not
     const net = await ms(['run', 'demo/demo__pycalc-1', '--', 'python3', '-c', 'import socket; socket.create_connection(("deb.debian.org", 80), timeout=5)'], [1]);
     expect(net.code).toBe(1);

@@ -1,0 +1,46 @@
+import { chmodSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { populateBusyboxRoot } from '../recipe/base-rootfs.js';
+import { LocalRegistry } from '../registry/local.js';
+import { gcStore } from '../store/gc.js';
+import { StorePaths } from '../store/paths.js';
+import { pushTree } from '../store/push.js';
+import { forkLeased, openSandbox } from './open.js';
+
+const work = mkdtempSync(join(tmpdir(), 'ms-runtime-'));
+chmodSync(work, 0o755); // the sandbox's subordinate ids must reach the store below it
+const reg = new LocalRegistry(join(work, 'registry'));
+const store = new StorePaths(join(work, 'store'));
+afterAll(() => rmSync(work, { recursive: true, force: true }));
+
+beforeAll(async () => {
+  const root = join(work, 'rootfs');
+  await populateBusyboxRoot('/bin/busybox', root);
+  await pushTree(reg, new StorePaths(join(work, 'push')), root, { tag: 'rt/busybox', config: { env: { GREETING: 'hello' }, workdir: '/root' } });
+});
+
+describe('a sandbox opened from a ref', () => {
+  it('runs over the pulled layers with the environment config, leases them while alive, and leaves nothing after destroy', async () => {
+    const sb = await openSandbox(reg, store, 'rt/busybox');
+    try {
+      const o = await sb.exec(['/bin/sh', '-c', 'echo "$GREETING from $(pwd)"; id -u']);
+      expect(o.stdout).toBe('hello from /root\n0\n');
+      expect(readdirSync(store.leasesDir)).toEqual([`${sb.id}.json`]);
+      // a store gc with no ref left and no grace must not touch a leased layer
+      rmSync(store.ref('rt/busybox'));
+      const gc = await gcStore(store, { graceMs: 0, dryRun: false });
+      expect(gc.removedLayers).toEqual([]);
+      expect((await sb.exec(['/bin/busybox', 'true'])).exitCode).toBe(0);
+
+      const branches = await forkLeased(store, sb, 2);
+      expect(readdirSync(store.leasesDir)).toHaveLength(3);
+      await Promise.all(branches.map((b) => b.destroy()));
+    } finally {
+      await sb.destroy();
+    }
+    expect(readdirSync(store.leasesDir)).toEqual([]);
+    expect(existsSync(join(store.sandboxesDir, sb.id))).toBe(false);
+  });
+});
