@@ -166,9 +166,9 @@ describe('capture determinism', () => {
     }
     sh(
       `cd ${root}
-       ln d1/e1/f1 d2/hard; ln -s d1 s; setfattr -n user.x -v 1 d3; mkfifo p`,
+       ln d1/e1/f1 d2/hard; ln -s d1 s; setfattr -n user.x -v 1 d3; mkfifo p; head -c 3145729 /dev/urandom > big`,
     );
-    const a = await captureAndRead(root, join(t.dir, 'm1'), { hashWorkers: 2 });
+    const a = await captureAndRead(root, join(t.dir, 'm1'), { hashWorkers: 2, hashInlineFiles: 0 });
     const b = await captureAndRead(root, join(t.dir, 'm2'), { hashWorkers: 0 });
     sh(`cp -a ${root} ${t.dir}/copy`);
     const c = await captureAndRead(join(t.dir, 'copy'), join(t.dir, 'm3'));

@@ -106,9 +106,14 @@ interface Pending {
   worker: number;
 }
 
+/** Below this much work a tree is hashed inline: starting workers would cost more than it saves. */
+const INLINE_FILES = 2048;
+const INLINE_BYTES = 64 << 20;
+
 /**
- * A pool of hashing workers fed in batches. `workers: 0` hashes on the calling thread (no
- * worker start-up cost: right for tiny trees and as a baseline).
+ * A pool of hashing workers fed in batches. It hashes on the calling thread until the tree
+ * proves big (INLINE_FILES / INLINE_BYTES), then starts `workers` threads, so small trees
+ * never pay the start-up. `workers: 0` always hashes on the calling thread (the baseline).
  */
 export class HashPool {
   private readonly workers: Worker[] = [];
@@ -119,20 +124,21 @@ export class HashPool {
   private batchSizes: number[] = [];
   private batchCbs: HashCallback[] = [];
   private batchBytes = 0;
-  private readonly inlineBuf: Buffer | undefined;
+  private readonly inlineBuf = Buffer.allocUnsafe(READ_BUF);
+  private inlineFiles = 0;
+  private inlineBytes = 0;
   private waiters: Array<() => void> = [];
   private failure: Error | undefined;
 
   constructor(
-    workers: number,
+    private readonly maxWorkers: number,
+    private readonly inlineUntilFiles = INLINE_FILES,
     private readonly batchFiles = 128,
     private readonly batchMaxBytes = 16 << 20,
-  ) {
-    if (workers <= 0) {
-      this.inlineBuf = Buffer.allocUnsafe(READ_BUF);
-      return;
-    }
-    for (let i = 0; i < workers; i++) {
+  ) {}
+
+  private startWorkers(): void {
+    for (let i = 0; i < this.maxWorkers; i++) {
       const w = new Worker(WORKER_SOURCE, { eval: true });
       w.on('message', (m: WorkerReply) => this.onReply(m));
       w.on('error', (e) => this.fail(e));
@@ -143,7 +149,10 @@ export class HashPool {
 
   /** Queues one file; `cb` runs once its digest is known (or reading it failed). */
   submit(path: Buffer, size: number, cb: HashCallback): void {
-    if (this.inlineBuf !== undefined) {
+    if (this.workers.length === 0 && this.maxWorkers > 0 && (this.inlineFiles >= this.inlineUntilFiles || this.inlineBytes >= INLINE_BYTES)) this.startWorkers();
+    if (this.workers.length === 0) {
+      this.inlineFiles++;
+      this.inlineBytes += size;
       let r: HashResult | undefined;
       let err: Error | undefined;
       try {

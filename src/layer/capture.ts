@@ -48,6 +48,8 @@ export interface CaptureOptions {
   onWarning?: (message: string) => void;
   /** Hashing worker threads; 0 hashes on the calling thread. Default: min(4, cores). */
   hashWorkers?: number;
+  /** Files hashed on the calling thread before the workers start (small trees never start them). Default 2048. */
+  hashInlineFiles?: number;
 }
 
 export interface CaptureResult {
@@ -117,7 +119,7 @@ export async function captureLayer(root: string, opts: CaptureOptions): Promise<
     outLen = 0;
   };
 
-  const pool = new HashPool(opts.hashWorkers ?? Math.min(4, availableParallelism()));
+  const pool = new HashPool(opts.hashWorkers ?? Math.min(4, availableParallelism()), opts.hashInlineFiles);
   const seen = new DigestSet();
   const links = new Map<string, string>(); // dev:ino -> path of the group's file entry (nlink > 1 only)
   const queue: Item[] = [];
