@@ -9,14 +9,19 @@
  *              with the same parallelism
  * Prints instances/minute for both and their ratio, and the per-instance overhead beyond the test
  * command's own time (median and p99 of score duration - direct duration, paired per instance and
- * round). Rounds alternate which contestant goes first. The sandbox's own start cost is not in
- * these figures (the host runner does not isolate); the sandbox benchmark measures that.
+ * round). Rounds alternate which contestant goes first.
+ * Then, through the real runtime, one instance evaluated BENCH_SANDBOX_RUNS times:
+ *   sandbox    scoreInstance with a fresh rootless sandbox per evaluation (network off) over a Debian
+ *              layer + the instance layer: create, write files, eval script, grade, destroy
+ *   chroot     the same test command in a plain chroot of the same tree (an overlay of the same
+ *              layers mounted on the host, patched beforehand, untimed)
  *
  *   npx tsx bench/score.ts
  *   BENCH_COPIES=50 BENCH_JOBS=2 BENCH_REPEATS=5 npx tsx bench/score.ts
  */
 import { execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { loadDataset } from '../src/dataset/read.js';
@@ -31,10 +36,15 @@ import { getParser } from '../src/score/parsers/registry.js';
 import { parseEvalSpec } from '../src/score/score-instance.js';
 import { scoreRun, type RunnerFactory } from '../src/score/score-run.js';
 import type { EvalSpec } from '../src/score/spec.js';
+import { createSandbox, probeHost, shiftCopyTree } from '../src/sandbox/index.js';
+import { CACHE_DIR, debianLower, freshStateDir } from '../src/sandbox/testkit.js';
+import { asEvalSandbox, sandboxEvalRunner } from '../src/score/sandbox-runner.js';
+import { scoreInstance } from '../src/score/score-instance.js';
 
 const COPIES = Number(process.env['BENCH_COPIES'] ?? 15);
 const JOBS = Number(process.env['BENCH_JOBS'] ?? availableParallelism());
 const REPEATS = Number(process.env['BENCH_REPEATS'] ?? 3);
+const SANDBOX_RUNS = Number(process.env['BENCH_SANDBOX_RUNS'] ?? 12);
 const RECIPES = resolve(import.meta.dirname, '../recipes/test');
 const GIT_ENV = { ...process.env, GIT_CONFIG_GLOBAL: '/dev/null', GIT_CONFIG_NOSYSTEM: '1' };
 
@@ -72,6 +82,67 @@ function runDirect(t: Task): Promise<number> {
 function resetTree(t: Task): void {
   git(t.dir, 'reset', '-q', '--hard', t.instance.base_commit);
   git(t.dir, 'clean', '-qfdx');
+}
+
+async function sandboxSection(root: string, origin: string, row: Awaited<ReturnType<typeof loadDataset>>[number]['row'], specs: Awaited<ReturnType<typeof loadSpecs>>): Promise<void> {
+  const host = await probeHost();
+  const debian = await debianLower(host.idMap);
+  const instance = parseScoreInstance(row);
+  const spec = parseEvalSpec(evalSpecFromDataset(lookupSpec(specs, row.repo, row.version, row.instance_id)));
+  const layer = join(root, 'layer');
+  const testbed = join(layer, spec.workdir.slice(1));
+  git(root, 'clone', '-q', '--no-checkout', origin, testbed);
+  git(testbed, 'checkout', '-q', instance.base_commit);
+  const shifted = await shiftCopyTree(layer, join(CACHE_DIR, `score-bench-layer-${process.pid}-${host.idMap.uidStart}`), host.idMap);
+  const stateDir = await freshStateDir();
+  try {
+    const runner = sandboxEvalRunner(async () => asEvalSandbox(await createSandbox({ lowerDirs: [debian, shifted], stateDir, network: 'none', config: { workdir: spec.workdir } }, { host })));
+    const runs = Array.from({ length: SANDBOX_RUNS }, (_, i) => i);
+    const sbDur: number[] = [];
+    const t0 = performance.now();
+    await pool(runs, JOBS, async () => {
+      const t = performance.now();
+      const { result } = await scoreInstance(instance, spec, instance.patch, runner, { timeoutMs: 120_000 });
+      if (!result.resolved) throw new Error(`sandbox run did not resolve: ${JSON.stringify(result)}`);
+      sbDur.push(performance.now() - t);
+    });
+    const sbWall = performance.now() - t0;
+
+    const cmd = testCommand(spec, instance.test_patch);
+    const chDur: number[] = [];
+    let chWall = 0;
+    await pool(runs, JOBS, async (i) => {
+      const d = join(root, `chroot-${i}`);
+      const merged = join(d, 'merged');
+      execFileSync('mkdir', ['-p', join(d, 'upper'), join(d, 'work'), merged]);
+      execFileSync('mount', ['-t', 'overlay', 'overlay', '-o', `lowerdir=${shifted}:${debian},upperdir=${join(d, 'upper')},workdir=${join(d, 'work')}`, merged]);
+      try {
+        for (const p of [instance.patch, instance.test_patch]) {
+          execFileSync('chroot', [merged, 'git', '-c', 'safe.directory=*', '-C', spec.workdir, 'apply', '-'], { input: p, stdio: ['pipe', 'ignore', 'inherit'] });
+        }
+        const t = performance.now();
+        await new Promise<void>((done, fail) => {
+          const child = spawn('chroot', [merged, '/bin/sh', '-c', `cd ${spec.workdir} && ${cmd} 2>&1`], { stdio: ['ignore', 'pipe', 'ignore'] });
+          child.stdout.resume();
+          child.on('error', fail);
+          child.on('close', () => done());
+        });
+        const took = performance.now() - t;
+        chDur.push(took);
+        chWall += took / JOBS;
+      } finally {
+        execFileSync('umount', [merged]);
+        rmSync(d, { recursive: true, force: true });
+      }
+    });
+    const perMin = (n: number, wall: number) => (n / wall) * 60_000;
+    console.log(`sandbox: ${SANDBOX_RUNS} evaluations, jobs ${JOBS}: ${perMin(SANDBOX_RUNS, sbWall).toFixed(0)} instances/min; per evaluation median ${fmt(quantile(sbDur, 0.5))}, p99 ${fmt(quantile(sbDur, 0.99))}`);
+    console.log(`chroot:  the bare test command: per run median ${fmt(quantile(chDur, 0.5))}, p99 ${fmt(quantile(chDur, 0.99))} (~${perMin(SANDBOX_RUNS, chWall).toFixed(0)} instances/min of test time alone)`);
+    console.log(`sandbox scoring overhead beyond the test command: median ${fmt(quantile(sbDur, 0.5) - quantile(chDur, 0.5))}; throughput ratio sandbox/chroot-test-time ${(perMin(SANDBOX_RUNS, sbWall) / perMin(SANDBOX_RUNS, chWall)).toFixed(3)}`);
+  } finally {
+    await rm(stateDir, { recursive: true, force: true });
+    await rm(shifted, { recursive: true, force: true });
+  }
 }
 
 async function main(): Promise<void> {
@@ -168,6 +239,11 @@ async function main(): Promise<void> {
     console.log(`throughput ratio score/direct: ${(perMin(scoreWall) / perMin(directWall)).toFixed(3)}`);
     console.log(`overhead beyond the test command, per instance: median ${fmt(quantile(overhead, 0.5))}, p99 ${fmt(quantile(overhead, 0.99))}`);
     console.log(`  of which pure (script + log analysis + parse + grade): ${(pureMs * 1000).toFixed(0)} µs`);
+    try {
+      await sandboxSection(root, origin, rows[0]!, specs);
+    } catch (e) {
+      console.log(`sandbox section skipped: ${(e as Error).message}`);
+    }
   } finally {
     rmSync(root, { recursive: true, force: true });
   }

@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
-import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeCalcRepo, resetCalcRepo, type CalcRepo } from './fixtures/calc-repo.js';
 import { sandboxEvalRunner, type EvalSandbox } from './sandbox-runner.js';
@@ -16,14 +16,10 @@ let repo: CalcRepo;
  */
 function hostSandbox(log: string[]): EvalSandbox {
   return {
-    async writeFile(path, data) {
-      await mkdir(dirname(path), { recursive: true });
-      await writeFile(path, data);
-    },
-    readFile: (path) => readFile(path),
-    exec(argv, { timeoutMs, maxOutputBytes }) {
+    exec(argv, { timeoutMs, maxOutputBytes, stdin }) {
       return new Promise((resolve) => {
-        const child = spawn(argv[0]!, argv.slice(1), { stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+        const child = spawn(argv[0]!, argv.slice(1), { stdio: ['pipe', 'pipe', 'pipe'], detached: true });
+        child.stdin.end(stdin);
         const chunks: Buffer[] = [];
         let size = 0;
         child.stdout.on('data', (c: Buffer) => {
@@ -72,6 +68,9 @@ describe('sandbox runner adapter', () => {
     expect(result).toMatchObject({ status: 'completed', resolved: true, applied_with: 'git apply --verbose' });
     expect(result.runner?.truncated).toBe(false);
     expect(log).toEqual(['destroyed']);
+    const { log: evalLog } = await scoreInstance(repo.instance, repo.spec, repo.gold, runner([]), { timeoutMs: 60_000, filesDir: join(root, 'files') });
+    expect(evalLog).not.toContain('@@minisandbox-rest-bytes');
+    expect(evalLog.trimEnd().endsWith('tests/test_calc.py')).toBe(true); // the trace of the final reset
     const failing = await scoreInstance(repo.instance, { ...repo.spec, testCmd: 'exit 7 #' }, repo.gold, runner(log), { timeoutMs: 60_000, filesDir: join(root, 'files') });
     // A test command that exits the script: its status comes through the output pipeline, and
     // with no end marker in the log nothing is graded.

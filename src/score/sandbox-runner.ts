@@ -3,8 +3,9 @@
  * environment (the caller's `create`, network off), writes the files into it, runs the eval script
  * and destroys it. Typed structurally so that `Sandbox` from src/sandbox fits as it is.
  *
- * A flooding test suite is cut inside the sandbox, not after: the script's merged output goes
- * through `head -c` then `tail -c`, so the beginning (apply result, start marker) and the end
+ * Everything happens in one exec into the sandbox (files arrive on stdin), since each exec costs
+ * tens of milliseconds. A flooding test suite is cut inside the sandbox, not after: the script's
+ * merged output goes through `head -c` then `tail -c`, so the beginning (apply result, start marker) and the end
  * (pytest's summary, end marker) both survive while only a bounded amount crosses into the scorer,
  * and the test process never blocks or fails on its output.
  */
@@ -14,9 +15,7 @@ import type { EvalRunner, EvalRunStatus } from './runner.js';
 import { shellQuote } from './shell-quote.js';
 
 export interface EvalSandbox {
-  writeFile(path: string, data: string): Promise<void>;
-  readFile(path: string): Promise<Buffer>;
-  exec(argv: string[], opts: { timeoutMs: number; maxOutputBytes: number }): Promise<{ status: EvalRunStatus; exitCode: number | null; stdout: string; stdoutTruncated: boolean; error?: string | undefined }>;
+  exec(argv: string[], opts: { timeoutMs: number; maxOutputBytes: number; stdin: Buffer }): Promise<{ status: EvalRunStatus; exitCode: number | null; stdout: string; stdoutTruncated: boolean; error?: string | undefined }>;
   destroy(): Promise<void>;
 }
 
@@ -32,10 +31,24 @@ export interface SandboxRunnerOptions {
   dir?: string;
 }
 
-/** The shell line that runs the script, keeping `head` bytes, then the last `tail` bytes, and counting what followed the head. */
-export function cappedRunCommand(dir: string, head: number, tail: number): string {
+const TRAILER = '@@minisandbox-rest-bytes ';
+
+/**
+ * One shell program for the whole evaluation, so that it costs one exec into the sandbox: unpack
+ * the files from stdin (`head -c` reads exactly its count from a pipe), then run the script with
+ * its merged output cut to `head` bytes plus the last `tail` bytes, and print, last, how many
+ * bytes followed the head (the last line is always this trailer: test output cannot forge it).
+ */
+export function evalProgram(files: { path: string; bytes: number }[], dir: string, head: number, tail: number): string {
   const d = shellQuote(dir);
-  return `/bin/bash ${d}/eval.sh 2>&1 | { head -c ${head}; tee >(wc -c > ${d}/rest-bytes) | tail -c ${tail}; wait $!; }; exit "\${PIPESTATUS[0]}"`;
+  const unpack = files.map((f) => `mkdir -p -- "$(dirname -- ${shellQuote(f.path)})" && head -c ${f.bytes} > ${shellQuote(f.path)}`).join(' && ');
+  return [
+    `{ ${unpack}; } || { echo 'minisandbox: could not write the eval files' >&2; exit 125; }`,
+    `/bin/bash ${d}/eval.sh < /dev/null 2>&1 | { head -c ${head}; tee >(wc -c > ${d}/rest-bytes) | tail -c ${tail}; wait $!; }`,
+    'status=${PIPESTATUS[0]}',
+    `printf '\n${TRAILER}%s\n' "$(cat ${d}/rest-bytes 2>/dev/null || echo 0)"`,
+    'exit "$status"',
+  ].join('\n');
 }
 
 export function sandboxEvalRunner(create: () => Promise<EvalSandbox>, options: SandboxRunnerOptions = {}): EvalRunner {
@@ -44,20 +57,22 @@ export function sandboxEvalRunner(create: () => Promise<EvalSandbox>, options: S
   const tail = max - head;
   const dir = options.dir ?? '/tmp/minisandbox-run';
   return async (files, script, { timeoutMs }) => {
+    const blobs = [...files, { path: `${dir}/eval.sh`, content: script }].map((f) => ({ path: f.path, data: Buffer.from(f.content, 'utf8') }));
+    const program = evalProgram(blobs.map((b) => ({ path: b.path, bytes: b.data.length })), dir, head, tail);
     const sb = await create();
     try {
-      for (const f of files) await sb.writeFile(f.path, f.content);
-      await sb.writeFile(`${dir}/eval.sh`, script);
-      const out = await sb.exec(['/bin/bash', '-c', cappedRunCommand(dir, head, tail)], { timeoutMs, maxOutputBytes: max + 65536 });
+      const out = await sb.exec(['/bin/bash', '-c', program], { timeoutMs, maxOutputBytes: max + 65536, stdin: Buffer.concat(blobs.map((b) => b.data)) });
+      let stdout = out.stdout;
       let rest = 0;
-      try {
-        rest = Number((await sb.readFile(`${dir}/rest-bytes`)).toString('utf8').trim()) || 0;
-      } catch {
-        // Killed before the count was written (timeout): nothing is known to be missing.
+      const at = stdout.lastIndexOf(`\n${TRAILER}`);
+      if (at !== -1 && /^\d+\n?$/.test(stdout.slice(at + 1 + TRAILER.length))) {
+        rest = Number(stdout.slice(at + 1 + TRAILER.length).trim());
+        stdout = stdout.slice(0, at);
       }
-      const bytes = Buffer.from(out.stdout, 'utf8');
+      // No trailer: killed (timeout) before the end, so nothing is known to be missing.
+      const bytes = Buffer.from(stdout, 'utf8');
       const truncated = rest > tail;
-      const output = truncated ? joinElided(bytes.subarray(0, head), bytes.subarray(head), rest - tail) : out.stdout;
+      const output = truncated ? joinElided(bytes.subarray(0, head), bytes.subarray(head), rest - tail) : stdout;
       const note = out.error !== undefined && out.status !== 'ok' ? `\n[minisandbox: ${out.error}]\n` : '';
       return { output: output + note, status: out.status, exitCode: out.exitCode, truncated: truncated || out.stdoutTruncated };
     } finally {
