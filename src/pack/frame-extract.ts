@@ -35,8 +35,19 @@ interface Current {
   tmp: string;
 }
 
-export function tempName(destDir: string, digest: Digest): string {
-  return join(destDir, `.tmp-${digestHex(digest)}-${process.pid}-${randomBytes(4).toString('hex')}`);
+/**
+ * Unique temporary names in a destination directory: a random prefix per fetch and a counter,
+ * so racing fetchers (in this or other processes) never share one, without a random draw per file.
+ */
+export class TempNames {
+  private readonly prefix = `${process.pid}-${randomBytes(6).toString('hex')}`;
+  private n = 0;
+
+  constructor(readonly destDir: string) {}
+
+  next(digest: Digest): string {
+    return join(this.destDir, `.tmp-${digestHex(digest).slice(0, 16)}-${this.prefix}-${this.n++}`);
+  }
 }
 
 export function finalName(destDir: string, digest: Digest): string {
@@ -55,7 +66,7 @@ export class FrameExtractor {
     private readonly pack: Digest,
     private readonly frame: FrameRef,
     private readonly wanted: PackIndexEntry[],
-    private readonly destDir: string,
+    private readonly temps: TempNames,
     private readonly onObject: (e: PackIndexEntry) => void,
   ) {
     this.decoder = new BoundedFrameDecoder(frame.rawLength, () => `pack ${pack} frame at ${frame.offset}`);
@@ -114,6 +125,14 @@ export class FrameExtractor {
           p = p.subarray(skip);
           continue;
         }
+        if (w.size <= SYNC_WRITE_BYTES && p.length >= w.size) {
+          // Fast path: the whole object is in this piece; hash and write it straight from the view.
+          this.writeWhole(w, p.subarray(0, w.size));
+          this.next++;
+          this.pos += w.size;
+          p = p.subarray(w.size);
+          continue;
+        }
         await this.begin(w);
         continue;
       }
@@ -130,10 +149,19 @@ export class FrameExtractor {
     }
   }
 
+  private writeWhole(w: PackIndexEntry, data: Buffer): void {
+    const actual: Digest = `sha256:${createHash('sha256').update(data).digest('hex')}`;
+    if (actual !== w.digest) throw new DigestMismatchError(`object ${w.digest} in pack ${this.pack}`, w.digest, actual);
+    const tmp = this.temps.next(w.digest);
+    writeFileSync(tmp, data, { flag: 'wx' });
+    renameSync(tmp, finalName(this.temps.destDir, w.digest));
+    this.onObject(w);
+  }
+
   private async begin(w: PackIndexEntry): Promise<void> {
     this.next++;
     const small = w.size <= SMALL_OBJECT_BYTES;
-    const tmp = tempName(this.destDir, w.digest);
+    const tmp = this.temps.next(w.digest);
     this.cur = { entry: w, hash: createHash('sha256'), got: 0, pieces: small ? [] : null, fh: small ? null : await open(tmp, 'wx'), tmp };
     if (w.size === 0) await this.complete();
   }
@@ -147,7 +175,7 @@ export class FrameExtractor {
       await rm(c.tmp, { force: true });
       throw new DigestMismatchError(`object ${c.entry.digest} in pack ${this.pack}`, c.entry.digest, actual);
     }
-    const dest = finalName(this.destDir, c.entry.digest);
+    const dest = finalName(this.temps.destDir, c.entry.digest);
     if (c.pieces) {
       const data = c.pieces.length === 1 ? c.pieces[0]! : Buffer.concat(c.pieces);
       if (data.length <= SYNC_WRITE_BYTES) {

@@ -9,7 +9,7 @@ import { sha256, type Digest } from '../cas/digest.js';
 import { DigestMismatchError, InvalidInputError } from '../errors.js';
 import type { Registry } from '../registry/registry.js';
 import { CorruptPackError } from './errors.js';
-import { finalName, FrameExtractor, nameSome, tempName, type FrameRef } from './frame-extract.js';
+import { finalName, FrameExtractor, nameSome, TempNames, type FrameRef } from './frame-extract.js';
 import { PackIndexEntrySchema, TAR_BLOCK, type PackIndexEntry } from './pack-index.js';
 import { MAX_BUFFERED_RANGE_BYTES, MERGE_GAP_BYTES } from './settings.js';
 
@@ -73,15 +73,16 @@ export async function fetchObjects(
   };
 
   // Empty objects need no bytes from the registry.
+  const temps = new TempNames(destDir);
   const empty = unique.filter((e) => e.size === 0);
-  for (const e of empty) await writeEmpty(pack, e, destDir, onObject);
+  for (const e of empty) await writeEmpty(pack, e, temps, onObject);
 
   const ranges = planRanges(frameWork(pack, unique.filter((e) => e.size > 0)));
   const result: FetchResult = { objects: 0, bytes: 0, fetchedBytes: 0, reads: ranges.length };
   await runPool(ranges, opts.concurrency ?? 4, async (r) => {
     result.fetchedBytes += r.length;
-    if (r.streamed) await fetchStreamed(registry, pack, r, destDir, onObject);
-    else await fetchBuffered(registry, pack, r, destDir, onObject);
+    if (r.streamed) await fetchStreamed(registry, pack, r, temps, onObject);
+    else await fetchBuffered(registry, pack, r, temps, onObject);
   });
   result.objects = progress.objects;
   result.bytes = progress.bytes;
@@ -99,12 +100,12 @@ function dedupe(entries: PackIndexEntry[]): PackIndexEntry[] {
   return [...seen.values()];
 }
 
-async function writeEmpty(pack: Digest, e: PackIndexEntry, destDir: string, onObject: (e: PackIndexEntry) => void): Promise<void> {
+async function writeEmpty(pack: Digest, e: PackIndexEntry, temps: TempNames, onObject: (e: PackIndexEntry) => void): Promise<void> {
   const actual = sha256(new Uint8Array(0));
   if (actual !== e.digest) throw new DigestMismatchError(`object ${e.digest} in pack ${pack}`, e.digest, actual);
-  const tmp = tempName(destDir, e.digest);
+  const tmp = temps.next(e.digest);
   await writeFile(tmp, new Uint8Array(0), { flag: 'wx' });
-  await rename(tmp, finalName(destDir, e.digest));
+  await rename(tmp, finalName(temps.destDir, e.digest));
   onObject(e);
 }
 
@@ -158,23 +159,23 @@ function planRanges(frames: FrameWork[]): RangeWork[] {
   return ranges;
 }
 
-async function fetchBuffered(registry: Registry, pack: Digest, r: RangeWork, destDir: string, onObject: (e: PackIndexEntry) => void): Promise<void> {
+async function fetchBuffered(registry: Registry, pack: Digest, r: RangeWork, temps: TempNames, onObject: (e: PackIndexEntry) => void): Promise<void> {
   const buf = await registry.getBlobRange(pack, r.offset, r.length);
   if (buf.length !== r.length) {
     const lost = r.frames.filter((f) => f.frame.offset + f.frame.length > r.offset + buf.length).flatMap((f) => f.wanted.map((w) => w.digest));
     throw new CorruptPackError(`pack ${pack}: read of ${r.length} bytes at ${r.offset} returned ${buf.length} (truncated pack?); objects not extracted: ${nameSome(lost)}`);
   }
   for (const f of r.frames) {
-    const x = new FrameExtractor(pack, f.frame, f.wanted, destDir, onObject);
+    const x = new FrameExtractor(pack, f.frame, f.wanted, temps, onObject);
     const start = f.frame.offset - r.offset;
     await x.push(buf.subarray(start, start + f.frame.length));
     await x.end();
   }
 }
 
-async function fetchStreamed(registry: Registry, pack: Digest, r: RangeWork, destDir: string, onObject: (e: PackIndexEntry) => void): Promise<void> {
+async function fetchStreamed(registry: Registry, pack: Digest, r: RangeWork, temps: TempNames, onObject: (e: PackIndexEntry) => void): Promise<void> {
   const f = r.frames[0]!;
-  const x = new FrameExtractor(pack, f.frame, f.wanted, destDir, onObject);
+  const x = new FrameExtractor(pack, f.frame, f.wanted, temps, onObject);
   const stream: Readable = await registry.openBlob(pack, { offset: r.offset, length: r.length });
   let got = 0;
   try {

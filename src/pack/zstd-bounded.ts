@@ -4,7 +4,8 @@
  */
 import binding from 'zstd-napi/binding.js';
 
-const OUT_CHUNK = 1 << 17;
+/** Decoded piece size: large enough that most small objects arrive whole in one piece. */
+const OUT_CHUNK = 1 << 20;
 
 /**
  * Incremental decoder of exactly one zstd frame whose decoded length must equal `rawLength`.
