@@ -15,7 +15,7 @@ import { datasetNameFromFile } from '../build/plan.js';
 import { loadDataset } from '../dataset/read.js';
 import { copyRefs, parseCopyRefs } from '../registry/copy.js';
 import { openRegistry } from '../registry/open.js';
-import { hostIdShift } from '../runtime/open.js';
+import { hostIdShift, reapStale } from '../runtime/open.js';
 import { pushTree, resolveEnv } from '../store/push.js';
 import { verifyRegistry, verifyStore } from '../store/verify.js';
 import { type GlobalOptions, makeContext, parseDuration, parseEnvPairs, parseSize } from './context.js';
@@ -205,11 +205,14 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
       const ctx = makeContext(globals());
       const graceMs = parseDuration(o.grace);
       const dryRun = o.dryRun === true;
+      // Sandboxes left by a crashed runtime hold leases and mounts: reclaim them first.
+      const reaped = o.registryOnly || dryRun ? 0 : await reapStale(ctx.store);
       const store = o.registryOnly ? null : await gcStore(ctx.store, { graceMs, dryRun });
       const registry = o.storeOnly ? null : await gcRegistry(ctx.registry, { graceMs, dryRun });
-      ctx.out.result({ dryRun, store, registry }, () =>
+      ctx.out.result({ dryRun, reapedSandboxes: reaped, store, registry }, () =>
         [
           dryRun ? '(dry run: nothing removed)' : '',
+          reaped > 0 ? `reclaimed ${reaped} stale sandbox(es)` : '',
           store ? `store: ${store.removedLayers.length} layers, ${store.removedLinks} pooled files, ${store.removedObjects} staged objects, ${store.removedTmp} leftovers; ${formatBytes(store.freedBytes)}` : '',
           registry ? `registry: ${registry.removedBlobs.length} blobs (${formatBytes(registry.freedBytes)}), ${registry.removedPacks.length} catalog entries; ${registry.keptBlobs} blobs kept` : '',
           ...(dryRun && registry ? registry.removedBlobs.map((b) => `  would remove ${b.digest} (${formatBytes(b.size)})`) : []),
