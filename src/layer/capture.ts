@@ -121,7 +121,7 @@ export async function captureLayer(root: string, opts: CaptureOptions): Promise<
 
   const pool = new HashPool(opts.hashWorkers ?? Math.min(4, availableParallelism()), opts.hashInlineFiles);
   const seen = new DigestSet();
-  const links = new Map<string, string>(); // dev:ino -> path of the group's file entry (nlink > 1 only)
+  const links: LinkGroups = new Map(); // nlink > 1 only
   const queue: Item[] = [];
   let head = 0;
   const res = { entries: 0, files: 0, size: 0, objects: 0 };
@@ -220,6 +220,9 @@ export async function captureLayer(root: string, opts: CaptureOptions): Promise<
 
 const SLASH = Buffer.from('/');
 
+/** dev:ino -> the group's file entry path and how many of its names are still to come. */
+type LinkGroups = Map<string, { path: string; unseen: number }>;
+
 function settle(it: Item, err: Error | undefined, r: HashResult | undefined): void {
   it.ready = true;
   const e = it.entry;
@@ -283,7 +286,7 @@ function makeItem(
   tree: TreeXattrs,
   overlay: boolean,
   idShift: number,
-  links: Map<string, string>,
+  links: LinkGroups,
   warn: (m: string) => void,
 ): Item | undefined {
   const path = encodePath(rel);
@@ -325,10 +328,14 @@ function makeItem(
   if (st.isFile()) {
     if (st.nlink > 1n) {
       const key = `${st.dev}:${st.ino}`;
-      const first = links.get(key);
+      const group = links.get(key);
       // canonical order visits the byte-wise first name of a group first: it becomes the file
-      if (first !== undefined) return { entry: { type: 'hardlink', path, target: first }, ready: true };
-      links.set(key, path);
+      if (group !== undefined) {
+        // forget the group once all its names are seen (names outside the tree keep it alive)
+        if (--group.unseen <= 0) links.delete(key);
+        return { entry: { type: 'hardlink', path, target: group.path }, ready: true };
+      }
+      links.set(key, { path, unseen: Number(st.nlink) - 1 });
     }
     const size = Number(st.size);
     // the digest is filled in when the hash arrives; until then the entry is not emitted
