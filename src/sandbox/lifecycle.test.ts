@@ -73,6 +73,15 @@ describe('sandbox lifecycle', () => {
     expect(await leftovers(fp)).toEqual([]);
   });
 
+  it('a disk upper dir holds the writes on the host disk and is removed on destroy', async () => {
+    const sb = await createSandbox({ lowerDirs: [lower], stateDir, upper: 'disk' }, { host });
+    const fp = await sandboxFootprint(sb);
+    await sb.exec(['sh', '-c', 'echo on-disk > /root/f']);
+    expect(await readFile(join(sb.state.upperDir, 'u/root/f'), 'utf8')).toBe('on-disk\n');
+    await sb.destroy();
+    expect(await leftovers(fp)).toEqual([]);
+  });
+
   it('reaps the sandboxes of a runtime that died without cleaning up', async () => {
     // A separate runtime process creates a sandbox with a background process, then is SIGKILLed.
     const script = `

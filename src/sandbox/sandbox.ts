@@ -4,7 +4,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chown, mkdir } from 'node:fs/promises';
+import { chmod, chown, mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { InvalidInputError, MinisandboxError } from '../errors.js';
@@ -325,7 +325,12 @@ async function startSandbox(opts: ParsedOptions, hooks: CreateHooks, forkFrom: S
   await mkdir(upperDir, { mode: opts.upper === 'disk' ? 0o700 : 0o711 });
   // A disk upper is written by the sandbox's root, i.e. the first id of the mapped range; the
   // mkdir mode alone would be cut by the umask (and world-writable would be wrong anyway).
-  if (opts.upper === 'disk') await chown(upperDir, host.idMap.uidStart, host.idMap.gidStart);
+  if (opts.upper === 'disk') {
+    // Rootless owners cannot chown to a subordinate id: open the dir instead (its parent is 0711,
+    // so only someone who knows the random sandbox id could reach it).
+    if (host.isRoot) await chown(upperDir, host.idMap.uidStart, host.idMap.gidStart);
+    else await chmod(upperDir, 0o777);
+  }
   await mkdir(mergedDir, { mode: 0o711 });
   const state: SandboxState = {
     version: 1,
