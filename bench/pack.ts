@@ -91,8 +91,10 @@ function median(xs: number[]): number {
   return s[Math.floor(s.length / 2)]!;
 }
 
+/** Wall time and peak RSS growth over the RSS at the start (building the tree inflates the baseline). */
 async function timed(f: () => Promise<void>): Promise<{ ms: number; peakRss: number }> {
-  let peak = process.memoryUsage().rss;
+  const start = process.memoryUsage().rss;
+  let peak = start;
   const timer = setInterval(() => (peak = Math.max(peak, process.memoryUsage().rss)), 25);
   const t = performance.now();
   try {
@@ -100,7 +102,7 @@ async function timed(f: () => Promise<void>): Promise<{ ms: number; peakRss: num
   } finally {
     clearInterval(timer);
   }
-  return { ms: performance.now() - t, peakRss: Math.max(peak, process.memoryUsage().rss) };
+  return { ms: performance.now() - t, peakRss: Math.max(peak, process.memoryUsage().rss) - start };
 }
 
 function sh(cmd: string): void {
@@ -169,6 +171,9 @@ async function main(): Promise<void> {
       const xdir = join(work, `x${r}`);
       await mkdir(xdir);
       baseX.push((await timed(async () => sh(`zstd -q -d -c '${tarZst}' | tar -x -C '${xdir}'`))).ms);
+      console.log(
+        `run ${r + 1}: pack ${fmt(ours[r]! / 1000, 2)} s vs ${fmt(base[r]! / 1000, 2)} s; unpack ${fmt(oursX[r]! / 1000, 2)} s vs ${fmt(baseX[r]! / 1000, 2)} s`,
+      );
       await rm(dest, { recursive: true, force: true });
       await rm(xdir, { recursive: true, force: true });
       await rm(out, { recursive: true, force: true });
@@ -189,7 +194,7 @@ async function main(): Promise<void> {
     console.log(
       `bytes: ${packCount} packs ${mb(packBytes)} MB + indexes ${mb(indexBytes)} MB vs tar.zst ${mb(tarZstBytes)} MB: ratio ${fmt((packBytes + indexBytes) / tarZstBytes, 3)}; compression ${fmt(bytes / packBytes, 2)}x`,
     );
-    console.log(`peak RSS: packing ${mb(packPeak)} MB, fetching ${mb(fetchPeak)} MB`);
+    console.log(`peak RSS growth: packing ${mb(packPeak)} MB, fetching ${mb(fetchPeak)} MB (process RSS after building the tree: ${mb(process.memoryUsage().rss)} MB)`);
   } finally {
     await rm(work, { recursive: true, force: true });
   }

@@ -15,8 +15,9 @@ const b = require(workerData.binding);
 const cctx = new b.CCtx();
 cctx.setParameter(b.CParameter.compressionLevel, workerData.level);
 // No zstd checksum: objects are verified by sha256 (see stream-compressor.ts).
-parentPort.on('message', ({ id, data }) => {
+parentPort.on('message', ({ id, buffer, length }) => {
   try {
+    const data = new Uint8Array(buffer, 0, length);
     const out = Buffer.allocUnsafeSlow(b.compressBound(data.length));
     const n = cctx.compress2(out, data);
     parentPort.postMessage({ id, out: out.buffer, length: n }, [out.buffer]);
@@ -61,17 +62,23 @@ export class CompressPool {
     }
   }
 
-  /** Compresses `data` into one complete zstd frame. `data` is transferred when it can be (do not reuse it). */
-  compress(data: Buffer): Promise<Buffer> {
+  /**
+   * Compresses the first `length` bytes of `data` into one complete zstd frame. With `owned`
+   * (data from Buffer.allocUnsafeSlow, whole) its memory moves to the worker and `data` must not
+   * be used afterwards; otherwise the bytes are copied.
+   */
+  compress(data: Buffer, length: number = data.length, owned = false): Promise<Buffer> {
     if (this.failure) return Promise.reject(this.failure);
     const id = this.nextId++;
     const w = this.workers[id % this.workers.length]!;
     // Only a buffer that owns its whole ArrayBuffer can be moved without copying others' bytes.
-    const owns = data.byteOffset === 0 && data.byteLength === data.buffer.byteLength && data.buffer instanceof ArrayBuffer;
-    const payload = owns ? data : copyUnpooled(data);
+    // A pooled Buffer shares its ArrayBuffer with unrelated Buffers: moving it would detach them.
+    const owns = owned && data.byteOffset === 0 && data.buffer instanceof ArrayBuffer;
+    const payload = owns ? data : copyUnpooled(data.subarray(0, length));
+    const buffer = payload.buffer as ArrayBuffer;
     return new Promise<Buffer>((resolve, reject) => {
       this.pending.set(id, { resolve, reject });
-      w.postMessage({ id, data: payload }, [payload.buffer as ArrayBuffer]);
+      w.postMessage({ id, buffer, length }, [buffer]);
     });
   }
 

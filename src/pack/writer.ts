@@ -35,7 +35,7 @@ import {
   STREAM_CHUNK_BYTES,
 } from './settings.js';
 import { StreamFrameCompressor } from './stream-compressor.js';
-import { objectHeader, padding, ZEROS } from './tar-header.js';
+import { objectHeader, padding } from './tar-header.js';
 
 export interface PackSource {
   digest: Digest;
@@ -129,8 +129,11 @@ export class PackWriter {
     if (!DIGEST_RE.test(obj.digest)) throw new InvalidInputError(`invalid object digest ${JSON.stringify(obj.digest)}`, 'digests look like sha256:<64 hex digits>');
     if (!Number.isSafeInteger(obj.size) || obj.size < 0) throw new InvalidInputError(`object ${obj.digest}: invalid size ${obj.size}`);
     await this.exclusive(async () => {
-      if (obj.size <= this.settings.frameBytes) {
-        const data = readSmall(obj, this.settings.verifyDigests);
+      if (obj.size <= SYNC_READ_BYTES) {
+        // Read inline, straight into the frame being filled (no intermediate buffer or copy).
+        await (await this.target()).addSmallFile(obj);
+      } else if (obj.size <= this.settings.frameBytes) {
+        const data = readMedium(obj, this.settings.verifyDigests);
         data.catch(() => undefined); // surfaced when drained; avoid an unhandled rejection meanwhile
         this.ahead.push({ obj, data });
         this.aheadBytes += obj.size;
@@ -199,37 +202,11 @@ export class PackWriter {
   }
 }
 
-/**
- * Reads a small file whole, checking it still has the size capture saw. Synchronous on purpose:
- * for files of a few KB the per-call cost dominates, and three thread-pool round trips per file
- * (open, read, close) cost several times the work itself; compression runs on other threads.
- */
-function readSmallSync(obj: PackSource, verify: boolean): Buffer {
-  const fd = openSync(obj.path, 'r');
-  try {
-    // One byte more than expected reveals a file that grew.
-    const buf = Buffer.allocUnsafe(obj.size + 1);
-    let got = 0;
-    for (;;) {
-      const n = readSync(fd, buf, got, buf.length - got, got);
-      if (n === 0) break;
-      got += n;
-      if (got === buf.length) break;
-    }
-    if (got !== obj.size) throw new SourceChangedError(obj.path.toString(), `expected ${obj.size} bytes, found ${got === buf.length ? 'more' : got}`);
-    const data = buf.subarray(0, obj.size);
-    if (verify) checkDigest(obj, createHash('sha256').update(data));
-    return data;
-  } finally {
-    closeSync(fd);
-  }
-}
-
-/** Small files are read inline; larger ones (up to a frame) asynchronously, so reads overlap. */
-async function readSmall(obj: PackSource, verify: boolean): Promise<Buffer> {
-  if (obj.size <= SYNC_READ_BYTES) return readSmallSync(obj, verify);
+/** Reads a file of up to a frame whole, asynchronously (reads of several files overlap). */
+async function readMedium(obj: PackSource, verify: boolean): Promise<Buffer> {
   const fh = await open(obj.path, 'r');
   try {
+    // One byte more than expected reveals a file that grew.
     const buf = Buffer.allocUnsafe(obj.size + 1);
     let got = 0;
     for (;;) {
@@ -261,8 +238,8 @@ class PackBuilder {
   private rawBytes = 0;
   /** Index of the frame being filled. */
   private frameIndex = 0;
-  /** Tar bytes of the frame being filled (small objects), concatenated when it is cut. */
-  private open: Buffer[] = [];
+  /** Tar bytes of the frame being filled (small objects); handed to a worker when it is cut. */
+  private frame: Buffer | null = null;
   private openLength = 0;
   private packBytes = 0;
   private pendingRaw = 0;
@@ -289,11 +266,57 @@ class PackBuilder {
 
   async addBuffer(obj: PackSource, data: Buffer): Promise<void> {
     if (!this.claim(obj)) return;
+    const at = await this.place(obj);
+    data.copy(this.frame!, at + TAR_BLOCK);
+    this.seal(obj, at);
+  }
+
+  /**
+   * Reads a small file straight into the frame buffer. Synchronous on purpose: for files of a few
+   * KB the per-call cost dominates, and three thread-pool round trips per file (open, read, close)
+   * cost several times the work; compression runs on other threads meanwhile.
+   */
+  async addSmallFile(obj: PackSource): Promise<void> {
+    if (!this.claim(obj)) return;
+    const at = await this.place(obj);
+    const frame = this.frame!;
+    const start = at + TAR_BLOCK;
+    const fd = openSync(obj.path, 'r');
+    try {
+      // One byte more than expected (landing in the padding) reveals a file that grew.
+      const want = obj.size + 1;
+      let got = 0;
+      for (;;) {
+        const n = readSync(fd, frame, start + got, want - got, got);
+        if (n === 0) break;
+        got += n;
+        if (got === want) break;
+      }
+      if (got !== obj.size) throw new SourceChangedError(obj.path.toString(), `expected ${obj.size} bytes, found ${got === want ? 'more' : got}`);
+    } finally {
+      closeSync(fd);
+    }
+    if (this.s.verifyDigests) checkDigest(obj, createHash('sha256').update(frame.subarray(start, start + obj.size)));
+    this.seal(obj, at);
+  }
+
+  /** Makes room for an entry in the frame being filled; returns where its header goes. */
+  private async place(obj: PackSource): Promise<number> {
     const len = tarEntryLength(obj.size);
     if (this.openLength > 0 && this.openLength + len > this.s.frameBytes) await this.cutFrame();
-    this.objects.push({ digest: obj.digest, size: obj.size, frame: this.frameIndex, offset: this.openLength + TAR_BLOCK });
-    this.open.push(objectHeader(obj.digest, obj.size), data, padding(obj.size));
-    this.openLength += len;
+    // Room for the largest entry a frame takes, the byte that detects growth and the end marker.
+    this.frame ??= Buffer.allocUnsafeSlow(Math.max(this.s.frameBytes, len) + 2 * TAR_END_LENGTH);
+    return this.openLength;
+  }
+
+  /** Writes the entry's header and padding around its data and records the object. */
+  private seal(obj: PackSource, at: number): void {
+    const frame = this.frame!;
+    objectHeader(obj.digest, obj.size).copy(frame, at);
+    const len = tarEntryLength(obj.size);
+    frame.fill(0, at + TAR_BLOCK + obj.size, at + len);
+    this.objects.push({ digest: obj.digest, size: obj.size, frame: this.frameIndex, offset: at + TAR_BLOCK });
+    this.openLength = at + len;
   }
 
   /** A large object gets a frame of its own, compressed as a stream while the file is read. */
@@ -333,7 +356,8 @@ class PackBuilder {
   }
 
   async finish(): Promise<WrittenPack> {
-    this.open.push(ZEROS.subarray(0, TAR_END_LENGTH));
+    this.frame ??= Buffer.allocUnsafeSlow(2 * TAR_END_LENGTH);
+    this.frame.fill(0, this.openLength, this.openLength + TAR_END_LENGTH);
     this.openLength += TAR_END_LENGTH;
     await this.cutFrame();
     await Promise.all(this.inflight.splice(0));
@@ -371,8 +395,8 @@ class PackBuilder {
   /** Sends the frame being filled to a compression worker; frames reach the file in order. */
   private async cutFrame(): Promise<void> {
     const rawLength = this.openLength;
-    const compressed = this.pool.compress(Buffer.concat(this.open, rawLength));
-    this.open = [];
+    const compressed = this.pool.compress(this.frame!, rawLength, true);
+    this.frame = null; // moved to the worker
     this.openLength = 0;
     this.frameIndex++;
     this.pendingRaw += rawLength;
