@@ -26,7 +26,8 @@ export async function* readManifest(source: Readable | string, label: string): A
   let lineNo = 0;
   try {
     for await (const chunk of stream) {
-      const buf: Buffer = rest === undefined ? (chunk as Buffer) : Buffer.concat([rest, chunk as Buffer]);
+      const bytes = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk as string, 'utf8');
+      const buf: Buffer = rest === undefined ? bytes : Buffer.concat([rest, bytes]);
       let start = 0;
       for (let nl = buf.indexOf(0x0a, start); nl >= 0; nl = buf.indexOf(0x0a, start)) {
         const e = check.line(decodeLine(buf.subarray(start, nl), ++lineNo, label), lineNo);
