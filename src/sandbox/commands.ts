@@ -131,6 +131,8 @@ export interface EnterSpec {
   cgroupProcs: string[];
   /** Capabilities kept inside the sandbox's user namespace (they grant nothing on the host). */
   caps: readonly string[];
+  /** In-sandbox user to run as; undefined or 0:0 = the sandbox's root. */
+  user?: { uid: number; gid: number } | undefined;
 }
 
 /** fd numbers the spawner must provide: 3 = bwrap's JSON status pipe, 4 = the sandbox's pid namespace. */
@@ -154,12 +156,28 @@ export function enterCommand(s: EnterSpec): string[] {
     '--proc', '/proc',
     '--dev', '/dev',
     '--cap-drop', 'ALL',
-    ...s.caps.flatMap((c) => ['--cap-add', c]),
+    ...capsFor(s).flatMap((c) => ['--cap-add', c]),
     '--die-with-parent',
     '--new-session',
     '--clearenv', ...env,
-    '--', ...withWorkdir(s.workdir, s.argv),
+    '--', ...withWorkdir(s.workdir, asUser(s.user, s.argv)),
   ];
+}
+
+function isRootUser(user: EnterSpec['user']): boolean {
+  return user === undefined || (user.uid === 0 && user.gid === 0);
+}
+
+function capsFor(s: EnterSpec): readonly string[] {
+  // Switching to a non-root user needs these two for the switch itself; the kernel clears every
+  // capability when the uid leaves 0, and no_new_privs keeps it that way.
+  return isRootUser(s.user) ? s.caps : [...new Set([...s.caps, 'CAP_SETUID', 'CAP_SETGID'])];
+}
+
+/** Runs argv as a non-root in-sandbox user through the image's util-linux `setpriv`. */
+function asUser(user: EnterSpec['user'], argv: string[]): string[] {
+  if (user === undefined || isRootUser(user)) return argv;
+  return ['setpriv', `--reuid=${user.uid}`, `--regid=${user.gid}`, '--clear-groups', '--inh-caps=-all', '--', ...argv];
 }
 
 export const WORKDIR_FAILURE = 'minisandbox: cannot enter workdir';

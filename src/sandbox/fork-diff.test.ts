@@ -112,4 +112,18 @@ describe('diff and fork over a real repository', () => {
       await sb.destroy();
     }
   });
+
+  it('runs commands, sessions and file writes as a non-root config.user without capabilities', async () => {
+    const sb = await createSandbox({ lowerDirs: lowers, stateDir, config: { user: { uid: 1000, gid: 1000 }, workdir: '/tmp' } }, { host });
+    try {
+      const o = await sb.exec(['sh', '-c', 'id -u; id -g; grep -E "^Cap(Eff|Prm)" /proc/self/status; echo x >> /etc/passwd; echo rc=$?']);
+      expect(o.stdout).toMatch(/^1000\n1000\nCapPrm:\s+0+\nCapEff:\s+0+\n/);
+      expect(o.stdout, o.stdout + o.stderr).toMatch(/rc=[12]/);
+      expect((await sb.run('id -u; cd /tmp && touch mine && stat -c %u mine')).stdout).toBe('1000\n1000\n');
+      const asRoot = await sb.exec(['id', '-u'], { user: { uid: 0, gid: 0 } });
+      expect(asRoot.stdout).toBe('0\n');
+    } finally {
+      await sb.destroy();
+    }
+  });
 });

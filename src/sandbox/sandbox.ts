@@ -13,7 +13,7 @@ import { createSandboxCgroup, removeCgroup, type SandboxCgroup } from './cgroup.
 import { DEFAULT_CAPS, forkSourceTarCommand, holderCommand, HOST_PATH, type EnterSpec, type Rlimits } from './commands.js';
 import { probeHost, type HostInfo } from './host.js';
 import { DEFAULT_MAX_OUTPUT_BYTES, type CommandOutcome } from './outcome.js';
-import { processStartTime } from './proc.js';
+import { processStartTime, trySignal } from './proc.js';
 import { runInSandbox } from './runner.js';
 import { Session, type SessionOptions } from './session.js';
 import { makeStateDir, sandboxDir, teardown, writeState, type SandboxState } from './state.js';
@@ -66,6 +66,8 @@ export interface ExecOptions {
   stdin?: string | Buffer;
   env?: Record<string, string>;
   workdir?: string;
+  /** Run as this in-sandbox user instead of config.user (e.g. root for setup steps). */
+  user?: { uid: number; gid: number };
 }
 
 export class SandboxStartError extends MinisandboxError {
@@ -116,7 +118,7 @@ export class Sandbox {
     return !this.destroyed;
   }
 
-  enterSpec(argv: string[], opts: { env?: Record<string, string> | undefined; workdir?: string | undefined } = {}): EnterSpec {
+  enterSpec(argv: string[], opts: { env?: Record<string, string> | undefined; workdir?: string | undefined; user?: { uid: number; gid: number } | undefined } = {}): EnterSpec {
     return {
       holderPid: this.state.holderPid,
       initPid: this.state.initPid,
@@ -128,6 +130,7 @@ export class Sandbox {
       rlimits: this.rlimits,
       cgroupProcs: this.cgroup?.procsFiles ?? [],
       caps: this.options.capabilities === 'default' ? DEFAULT_CAPS : [],
+      user: opts.user ?? this.config.user,
     };
   }
 
@@ -230,9 +233,14 @@ export class Sandbox {
     for (const s of this.sessions) s.close();
     this.holder.stdin?.destroy();
     const exited = this.holder.exitCode !== null || this.holder.signalCode !== null ? Promise.resolve() : new Promise<void>((r) => this.holder.once('exit', () => r()));
+    // Our own child: its exit event (no polling) says the namespaces are going; pid 1 first, so
+    // the kernel ends every process of the sandbox's pid namespace at once.
+    trySignal(this.state.initPid, 'SIGKILL');
+    this.holder.kill('SIGKILL');
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([exited, new Promise((r) => (timer = setTimeout(r, 2000)))]);
+    clearTimeout(timer);
     await teardown(this.options.stateDir, this.id, this.state);
-    // Wait until the holder is reaped, so no zombie of ours outlives destroy().
-    await Promise.race([exited, new Promise((r) => setTimeout(r, 2000))]);
     if (this.cgroup !== undefined) await removeCgroup(this.cgroup.dirs);
     await this.hooks.onDestroyed?.(this.state);
   }
@@ -310,9 +318,6 @@ async function startSandbox(opts: ParsedOptions, hooks: CreateHooks, forkFrom: S
   const host = hooks.host ?? (await probeHost());
   const warn = hooks.warn ?? ((m: string) => process.emitWarning(m, 'MinisandboxWarning'));
   const id = opts.id ?? newId();
-  if (opts.config.user.uid !== 0 || opts.config.user.gid !== 0) {
-    warn(`sandbox ${id}: config.user ${opts.config.user.uid}:${opts.config.user.gid} is not applied yet; commands run as the sandbox's own (unprivileged on the host) root`);
-  }
   await makeStateDir(opts.stateDir);
   const dir = sandboxDir(opts.stateDir, id);
   try {
