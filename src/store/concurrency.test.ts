@@ -43,7 +43,7 @@ describe('racing processes never corrupt the registry or the store', () => {
     const registry = join(work, 'registry');
     const store = join(work, 'shared-store');
     const outs = await Promise.all([0, 1, 2, 3].map(() => ms(['--json', 'pull', 'race/t0'], { MINISANDBOX_REGISTRY: registry, MINISANDBOX_STORE: store })));
-    const dirs = outs.map((o) => (JSON.parse(o.stdout) as { layers: string[] }[])[0]!.layers);
+    const dirs = outs.map((o) => (JSON.parse(o.stdout) as { results: { layers: string[] }[] }).results[0]!.layers);
     for (const d of dirs) expect(d).toEqual(dirs[0]);
     const layers = readdirSync(join(store, 'layers')).filter((n) => !n.endsWith('.lock'));
     expect(layers).toHaveLength(1);

@@ -5,7 +5,7 @@
  * the parts fit.
  */
 import { execFile } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
@@ -15,6 +15,7 @@ const run = promisify(execFile);
 const cli = resolve('bin/minisandbox');
 const demo = resolve('recipes/demo');
 const work = mkdtempSync(join(tmpdir(), 'ms-e2e-'));
+chmodSync(work, 0o755); // sandboxes' subordinate ids must reach the store below it
 const env = { ...process.env, MINISANDBOX_REGISTRY: join(work, 'registry'), MINISANDBOX_STORE: join(work, 'store') };
 afterAll(() => rmSync(work, { recursive: true, force: true }));
 
