@@ -414,8 +414,9 @@ class PackBuilder {
       this.failure ??= e;
     });
     this.inflight.push(written);
-    // Bounded memory: at most one frame per worker in flight plus the one being filled.
-    while (this.inflight.length > this.s.workers) await this.inflight.shift();
+    // Bounded memory: one frame per worker plus one queued (so no worker idles while the oldest
+    // is written), plus the one being filled.
+    while (this.inflight.length > this.s.workers + 1) await this.inflight.shift();
   }
 
   private async append(bufs: Buffer[]): Promise<void> {
