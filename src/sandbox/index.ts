@@ -14,3 +14,5 @@ export type { IdMap, SubidEntry } from './subid.js';
 export { createSandboxCgroup, parseProcCgroup } from './cgroup.js';
 export type { CgroupLimits, SandboxCgroup } from './cgroup.js';
 export { makeBusyboxRootfs, ensureDebianRootfs, shiftCopyTree, shiftOwners } from './rootfs.js';
+export { DEFAULT_CAPS, WORKDIR_FAILURE } from './commands.js';
+export type { EnterSpec, HolderSpec, Rlimits } from './commands.js';
