@@ -116,15 +116,17 @@ export async function teardown(stateDir: string, id: string, state: SandboxState
     ] as const) {
       if (await sameProcessAlive(pid, start)) trySignal(pid, 'SIGKILL');
     }
-    await removeCgroup(state.cgroupDirs);
+    // SIGKILL takes effect when the victim next runs: wait for it, so that "destroyed" means gone.
+    await waitGone(state.initPid, undefined);
     await waitGone(state.holderPid, state.holderStartTime);
+    await removeCgroup(state.cgroupDirs);
   }
   await removeTree(sandboxDir(stateDir, id), idMap ?? state?.idMap);
 }
 
 async function waitGone(pid: number, start: string | undefined): Promise<void> {
   for (let i = 0; i < 200 && pid > 0; i++) {
-    if ((await processStartTime(pid)) !== start || !(await sameProcessAlive(pid, start))) return;
+    if (!(await sameProcessAlive(pid, start))) return;
     await new Promise((r) => setTimeout(r, 10));
   }
 }
