@@ -9,6 +9,7 @@ let host: HostInfo;
 let lowers: string[];
 let stateDir: string;
 let repoSrc: string;
+let layerSrc: string | undefined;
 
 async function git(cwd: string, ...args: string[]): Promise<string> {
   return (await run('git', ['-c', 'user.name=t', '-c', 'user.email=t@e', ...args], { cwd })).stdout;
@@ -29,11 +30,13 @@ beforeAll(async () => {
   await git(repoSrc, 'commit', '-q', '-m', 'base');
   const shifted = await shiftCopyTree(layer, join(CACHE_DIR, `repo-layer-${process.pid}-${host.idMap.uidStart}`), host.idMap);
   lowers = [debian, shifted];
+  layerSrc = layer;
   stateDir = await freshStateDir();
 }, 600_000);
 afterAll(async () => {
   await rm(stateDir, { recursive: true, force: true });
   if (lowers?.[1] !== undefined) await rm(lowers[1], { recursive: true, force: true });
+  if (layerSrc !== undefined) await rm(layerSrc, { recursive: true, force: true });
 });
 
 describe('diff and fork over a real repository', () => {
@@ -110,6 +113,7 @@ describe('diff and fork over a real repository', () => {
       expect((await sb.readFile(hostSecret)).toString()).toBe('overwritten\n');
     } finally {
       await sb.destroy();
+      await rm(join(hostSecret, '..'), { recursive: true, force: true });
     }
   });
 

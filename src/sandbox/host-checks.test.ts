@@ -1,4 +1,4 @@
-import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -32,6 +32,7 @@ describe('subordinate id ranges', () => {
       expect(await readFile(subuidFile, 'utf8')).toBe('other:100000:65536\ncarol:1000000:1000000000\n');
       expect(await resolveIdMap({ user: { name: 'carol', uid: 0 }, subuidFile, subgidFile })).toEqual({ uidStart: 1000000, gidStart: 1000000, count: 65536 });
     }
+    await rm(dir, { recursive: true, force: true });
   });
 });
 

@@ -102,6 +102,7 @@ describe('isolation', () => {
     await run('cp', ['/bin/busybox', join(src, 'opt/suid/busybox')]);
     await run('chmod', ['4755', join(src, 'opt/suid/busybox')]);
     const suidLayer = await shiftCopyTree(src, join(CACHE_DIR, `suid-layer2-${host.idMap.uidStart}`), host.idMap);
+    await rm(src, { recursive: true, force: true });
     const sb = await createSandbox({ lowerDirs: [lower, suidLayer], stateDir }, { host });
     try {
       const st = await sb.exec(['sh', '-c', 'grep -E "^(CapEff|CapPrm|CapAmb|NoNewPrivs)" /proc/self/status; ls -l /opt/suid/busybox']);
@@ -127,6 +128,7 @@ describe('isolation', () => {
     const src = await mkdtemp(join(tmpdir(), 'msb-plant-'));
     for (const d of ['proc', 'dev', 'tmp']) await symlink(target, join(src, d));
     const evil = await shiftCopyTree(src, join(CACHE_DIR, `planted-symlinks-${host.idMap.uidStart}`), host.idMap);
+    await rm(src, { recursive: true, force: true });
     // The evil layer sits on top of busybox (whose /proc etc. are ordinary dirs).
     const sb = await createSandbox({ lowerDirs: [lower, evil], stateDir }, { host });
     try {
@@ -138,5 +140,6 @@ describe('isolation', () => {
       await sb.destroy();
     }
     expect(await readdir(target)).toEqual([]);
+    await rm(target, { recursive: true, force: true });
   });
 });

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { z } from 'zod';
 import { InvalidInputError, MinisandboxError } from '../errors.js';
 import { RuntimeConfigSchema, type RuntimeConfig } from '../layer/env.js';
-import { createSandboxCgroup, removeCgroup, type SandboxCgroup } from './cgroup.js';
+import { createSandboxCgroup, removeCgroup, unthrottle, type SandboxCgroup } from './cgroup.js';
 import { DEFAULT_CAPS, forkSourceTarCommand, holderCommand, HOST_PATH, type EnterSpec, type Rlimits } from './commands.js';
 import { probeHost, type HostInfo } from './host.js';
 import { DEFAULT_MAX_OUTPUT_BYTES, type CommandOutcome } from './outcome.js';
@@ -235,6 +235,7 @@ export class Sandbox {
     const exited = this.holder.exitCode !== null || this.holder.signalCode !== null ? Promise.resolve() : new Promise<void>((r) => this.holder.once('exit', () => r()));
     // Our own child: its exit event (no polling) says the namespaces are going; pid 1 first, so
     // the kernel ends every process of the sandbox's pid namespace at once.
+    await unthrottle(this.state.cgroupDirs);
     trySignal(this.state.initPid, 'SIGKILL');
     this.holder.kill('SIGKILL');
     let timer: NodeJS.Timeout | undefined;

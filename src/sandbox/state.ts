@@ -9,7 +9,7 @@ import { dirname, join } from 'node:path';
 import { z } from 'zod';
 import { InvalidInputError } from '../errors.js';
 import { isErrno } from '../util/fs.js';
-import { removeCgroup } from './cgroup.js';
+import { removeCgroup, unthrottle } from './cgroup.js';
 import { processStartTime, sameProcessAlive, trySignal } from './proc.js';
 import { IdMapSchema, type IdMap } from './subid.js';
 
@@ -108,6 +108,7 @@ export async function reapStaleSandboxes(stateDir: string, idMapForRemoval?: IdM
 /** Ends the sandbox's processes, cgroups and directory. Idempotent; used by destroy and reap. */
 export async function teardown(stateDir: string, id: string, state: SandboxState | undefined, idMap?: IdMap): Promise<void> {
   if (state !== undefined) {
+    await unthrottle(state.cgroupDirs);
     // The holder is pid 1's parent; pid 1 dying ends every process in the sandbox's pid namespace,
     // and the last process leaving the mount namespace unmounts the overlay and the tmpfs.
     for (const [pid, start] of [

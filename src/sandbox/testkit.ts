@@ -3,7 +3,7 @@
  * `.cache/sandbox/`, fresh state dirs, and a "nothing left behind" probe. Not used by the runtime.
  */
 import { execFile } from 'node:child_process';
-import { mkdtemp, readdir, readFile, readlink, stat } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, readlink, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -27,7 +27,11 @@ export async function busyboxLower(idMap: IdMap, name = 'busybox'): Promise<stri
   }
   const src = await mkdtemp(join(tmpdir(), 'msb-bb-'));
   await makeBusyboxRootfs(src);
-  return shiftCopyTree(src, dst, idMap);
+  try {
+    return await shiftCopyTree(src, dst, idMap);
+  } finally {
+    await rm(src, { recursive: true, force: true });
+  }
 }
 
 export async function debianLower(idMap: IdMap): Promise<string> {
