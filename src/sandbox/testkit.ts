@@ -50,8 +50,9 @@ export async function hostInfo(): Promise<HostInfo> {
 }
 
 /** Namespace identities of a live sandbox, to look for leftovers after it is gone. */
-export async function sandboxFootprint(sb: Sandbox): Promise<{ pidNs: string; mntNs: string; dir: string; cgroups: string[]; pids: number[] }> {
+export async function sandboxFootprint(sb: Sandbox): Promise<{ pidNs: string; mntNs: string; userNs: string; dir: string; cgroups: string[]; pids: number[] }> {
   return {
+    userNs: await readlink(`/proc/${sb.state.holderPid}/ns/user`),
     pidNs: await readlink(`/proc/${sb.state.initPid}/ns/pid`),
     mntNs: await readlink(`/proc/${sb.state.holderPid}/ns/mnt`),
     dir: dirname(sb.state.upperDir),
@@ -70,7 +71,10 @@ export async function leftovers(fp: Awaited<ReturnType<typeof sandboxFootprint>>
     const stat = await readFile(`/proc/${p}/stat`, 'utf8').catch(() => '');
     // A zombie reparented to the host's init holds nothing but a pid until init reaps it.
     if (/\) Z 1 /.test(stat)) continue;
-    if (pidNs === fp.pidNs || mntNs === fp.mntNs) {
+    // Namespace inode numbers are recycled once a namespace dies: a sandbox created meanwhile by
+    // another test may reuse one, but not both its user and its pid or mount namespace numbers.
+    const userNs = await readlink(`/proc/${p}/ns/user`).catch(() => '');
+    if ((pidNs === fp.pidNs || mntNs === fp.mntNs) && userNs === fp.userNs) {
       const cmd = await readFile(`/proc/${p}/cmdline`, 'utf8').catch(() => '');
       found.push(`process ${p}: ${cmd.replaceAll('\0', ' ').slice(0, 120)} ${stat.slice(0, 60)}`);
     }
