@@ -15,7 +15,6 @@ export interface HostTools {
   newuidmap: string;
   newgidmap: string;
   tar: string;
-  kill: string;
 }
 
 export interface HostInfo {
@@ -28,7 +27,6 @@ const TOOL_PACKAGES: Record<keyof HostTools, string> = {
   unshare: 'util-linux',
   nsenter: 'util-linux',
   prlimit: 'util-linux',
-  kill: 'procps',
   bwrap: 'bubblewrap',
   newuidmap: 'uidmap',
   newgidmap: 'uidmap',
