@@ -74,20 +74,28 @@ function makeTreeA(root: string): number {
   return bytes;
 }
 
-/** Tree B: a copy of A with 10% of the files changed and a few added. */
-function makeTreeB(a: string, b: string): void {
+/** Tree B: a copy of A with 10% of the files changed and a few added; returns B's new contents' paths. */
+function makeTreeB(a: string, b: string): string[] {
   execFileSync('cp', ['-a', a, b]);
+  const fresh: string[] = [];
   let i = 0;
-  const walk = (d: string): void => {
+  const walk = (d: string, rel: string): void => {
     for (const n of readdirSync(d).sort()) {
       const p = join(d, n);
-      if (statSync(p).isDirectory()) walk(p);
-      else if (i++ % 10 === 0) appendFileSync(p, `\nchanged in B ${i}\n`);
+      if (statSync(p).isDirectory()) walk(p, `${rel}${n}/`);
+      else if (i++ % 10 === 0) {
+        appendFileSync(p, `\nchanged in B ${i}\n`);
+        fresh.push(`${rel}${n}`);
+      }
     }
   };
-  walk(b);
+  walk(b, '');
   mkdirSync(join(b, 'new'), { recursive: true });
-  for (let k = 0; k < 200; k++) writeFileSync(join(b, 'new', `f${k}.txt`), `new file ${k}\n`.repeat(50));
+  for (let k = 0; k < 200; k++) {
+    writeFileSync(join(b, 'new', `f${k}.txt`), `new file ${k}\n`.repeat(50));
+    fresh.push(`new/f${k}.txt`);
+  }
+  return fresh;
 }
 
 function time<T>(fn: () => T): { ms: number; value: T } {
@@ -120,7 +128,7 @@ async function measureTree(label: string, tree: string, bytes: number, work: str
   const again: number[] = [];
   let tarBytes = 0;
   for (let r = 0; r < REPEATS; r++) {
-    const dir = join(work, `${label}-${r}`);
+    const dir = join(work, `${label.replace(/[^A-Za-z0-9]+/g, '-')}-${r}`);
     mkdirSync(dir, { recursive: true });
     const reg = new LocalRegistry(join(dir, 'registry'));
     dropCaches();
@@ -151,7 +159,7 @@ async function main(): Promise<void> {
     const b = join(work, 'B');
     console.log(`generating trees: ${FILES} files + ${LARGE} large ...`);
     const bytesA = makeTreeA(a);
-    makeTreeB(a, b);
+    const fresh = makeTreeB(a, b);
     await measureTree('tree A (generated)', a, bytesA, work);
 
     // bytes: A and B in one registry vs one tar.zst each
@@ -163,7 +171,8 @@ async function main(): Promise<void> {
     for await (const x of reg.listBlobs()) regBytes += x.size;
     execFileSync('sh', ['-c', `tar -C ${a} -cf - . | zstd -q -3 -T0 -o ${work}/a.tzst; tar -C ${b} -cf - . | zstd -q -3 -T0 -o ${work}/b.tzst`]);
     // B's contents that A lacks, compressed alone: what any dedup could at best add for B
-    execFileSync('sh', ['-c', `cd ${b} && find . -type f -newer ${a}/d0 -print0 | tar --null -T - -cf - | zstd -q -3 -T0 -o ${work}/bnew.tzst`]);
+    writeFileSync(join(work, 'fresh.list'), fresh.join('\n') + '\n');
+    execFileSync('sh', ['-c', `tar -C ${b} -T ${work}/fresh.list -cf - | zstd -q -3 -T0 -o ${work}/bnew.tzst`]);
     const aZ = statSync(`${work}/a.tzst`).size;
     const bZ = statSync(`${work}/b.tzst`).size;
     const uniqueZ = aZ + statSync(`${work}/bnew.tzst`).size;
@@ -172,7 +181,7 @@ async function main(): Promise<void> {
     console.log(`registry vs unique content compressed (${mib(uniqueZ)}): ${((regBytes / uniqueZ - 1) * 100).toFixed(1)}% over`);
 
     // peak RSS of an import, in a process of its own
-    const rssScript = join(work, 'rss.ts');
+    const rssScript = join(work, 'rss.mts');
     writeFileSync(rssScript, `import { LocalRegistry } from '${resolve('src/registry/local.ts')}';\nimport { StorePaths } from '${resolve('src/store/paths.ts')}';\nimport { pushTree } from '${resolve('src/store/push.ts')}';\nawait pushTree(new LocalRegistry(process.argv[2]!), new StorePaths(process.argv[3]!), process.argv[4]!, { tag: 'rss/x' });\nconsole.log(process.resourceUsage().maxRSS);\n`);
     const rss = Number(execFileSync('npx', ['tsx', rssScript, join(work, 'rss-reg'), join(work, 'rss-store'), a], { encoding: 'utf8' }).trim().split('\n').pop());
     console.log(`\n## peak RSS importing tree A (${mib(bytesA)}, ${FILES} files): ${(rss / 1024).toFixed(0)} MiB`);

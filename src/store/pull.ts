@@ -3,7 +3,8 @@
  * byte against its digest, and lay each layer out once as a read-only tree.
  */
 import { randomBytes } from 'node:crypto';
-import { access, mkdir, readdir, rename, rm, unlink, writeFile } from 'node:fs/promises';
+import { existsSync, readdirSync, unlinkSync } from 'node:fs';
+import { access, mkdir, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { type Digest, verifyDigest } from '../cas/digest.js';
 import { Readable } from 'node:stream';
@@ -141,9 +142,9 @@ async function missingObjects(store: StorePaths, manifestPath: string): Promise<
   for await (const e of readManifest(manifestPath, manifestPath)) {
     if (e.type !== 'file' || seen.has(e.digest)) continue;
     seen.add(e.digest);
-    if (await exists(store.object(e.digest))) continue;
-    const names = await readdir(store.linkDir(e.digest)).catch(() => [] as string[]);
-    if (names.length === 0) missing.add(e.digest);
+    // sync: one tiny stat per content, where a thread-pool round trip each costs more than the call
+    if (existsSync(store.object(e.digest))) continue;
+    if (!hasEntries(store.linkDir(e.digest))) missing.add(e.digest);
   }
   return missing;
 }
@@ -151,11 +152,20 @@ async function missingObjects(store: StorePaths, manifestPath: string): Promise<
 /** Once a layer is laid out its contents live in the link pool; the staged copies are redundant. */
 async function dropStagedObjects(store: StorePaths, manifestPath: string): Promise<void> {
   for await (const e of readManifest(manifestPath, manifestPath)) {
-    if (e.type !== 'file') continue;
-    const names = await readdir(store.linkDir(e.digest)).catch(() => [] as string[]);
-    if (names.length > 0) await unlink(store.object(e.digest)).catch((err: unknown) => {
+    if (e.type !== 'file' || !hasEntries(store.linkDir(e.digest))) continue;
+    try {
+      unlinkSync(store.object(e.digest));
+    } catch (err) {
       if (!isErrno(err, 'ENOENT')) throw err;
-    });
+    }
+  }
+}
+
+function hasEntries(dir: string): boolean {
+  try {
+    return readdirSync(dir).length > 0;
+  } catch {
+    return false;
   }
 }
 
