@@ -6,12 +6,12 @@
  */
 import { randomBytes } from 'node:crypto';
 import { createReadStream } from 'node:fs';
-import { copyFile, link, mkdir, open, readFile, readdir, rename, rm, stat, unlink, writeFile, chmod } from 'node:fs/promises';
+import { copyFile, link, mkdir, open, readFile, rename, rm, stat, unlink, writeFile, chmod } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import type { Readable } from 'node:stream';
 import { type Digest, DigestSchema, digestHex, parseDigest } from '../cas/digest.js';
 import { NotFoundError } from '../errors.js';
-import { isErrno } from '../util/fs.js';
+import { isErrno, readdirOrEmpty } from '../util/fs.js';
 import { type BlobStat, type Registry, parseRefName } from './registry.js';
 
 export class LocalRegistry implements Registry {
@@ -215,14 +215,5 @@ export class LocalRegistry implements Registry {
       }
     }
     return n;
-  }
-}
-
-async function readdirOrEmpty(dir: string): Promise<string[]> {
-  try {
-    return await readdir(dir);
-  } catch (e) {
-    if (isErrno(e, 'ENOENT')) return [];
-    throw e;
   }
 }

@@ -3,11 +3,11 @@
  * sandboxes. Everything else older than the grace period goes: unreached layer trees, their
  * manifests, pool inodes no layer links to any more (link count 1), staged objects, crash leftovers.
  */
-import { lstat, readFile, readdir, rm } from 'node:fs/promises';
+import { lstat, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { DigestSchema, digestHex } from '../cas/digest.js';
 import { EnvConfigSchema } from '../layer/env.js';
-import { isErrno } from '../util/fs.js';
+import { readdirOrEmpty as list } from '../util/fs.js';
 import { liveLeases } from './leases.js';
 import type { StorePaths } from './paths.js';
 
@@ -20,14 +20,6 @@ export interface StoreGcResult {
   freedBytes: number;
 }
 
-async function list(dir: string): Promise<string[]> {
-  try {
-    return await readdir(dir);
-  } catch (e) {
-    if (isErrno(e, 'ENOENT')) return [];
-    throw e;
-  }
-}
 
 async function treeBytes(p: string): Promise<number> {
   const st = await lstat(p).catch(() => null);

@@ -3,9 +3,9 @@
  * being fetched at any moment (the I/O budget that keeps a node's disk and network from
  * thrashing when hundreds of environments arrive together).
  */
-import { access } from 'node:fs/promises';
 import type { Digest } from '../cas/digest.js';
 import { errorMessage } from '../errors.js';
+import { exists } from '../util/fs.js';
 import type { Registry } from '../registry/registry.js';
 import type { StorePaths } from './paths.js';
 import { pullEnv } from './pull.js';
@@ -53,7 +53,7 @@ async function pendingPackBytes(reg: Registry, store: StorePaths, ref: string, i
   const { config } = await resolveEnv(reg, ref);
   const packs = new Set<Digest>();
   for (const l of config.layers) {
-    const present = await access(store.layer(l.digest, idShift)).then(() => true, () => false);
+    const present = await exists(store.layer(l.digest, idShift));
     if (!present) for (const p of l.packs) packs.add(p.pack);
   }
   let n = 0;

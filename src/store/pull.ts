@@ -4,7 +4,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { existsSync, readdirSync, unlinkSync } from 'node:fs';
-import { access, mkdir, rename, rm, writeFile } from 'node:fs/promises';
+import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { type Digest, verifyDigest } from '../cas/digest.js';
 import { Readable } from 'node:stream';
@@ -15,7 +15,7 @@ import { fetchObjects } from '../pack/reader.js';
 import type { PackIndexEntry } from '../pack/pack-index.js';
 import type { Registry } from '../registry/registry.js';
 import { canonicalJson } from '../layer/manifest.js';
-import { isErrno } from '../util/fs.js';
+import { exists, isErrno } from '../util/fs.js';
 import { loadPackIndex } from './catalog.js';
 import { withLock } from './lock.js';
 import { materialize } from './materialize.js';
@@ -58,14 +58,6 @@ export async function pullEnv(reg: Registry, store: StorePaths, refOrDigest: str
   return { digest, env: config, layerDirs, fetchedObjects, fetchedBytes };
 }
 
-async function exists(p: string): Promise<boolean> {
-  try {
-    await access(p);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 export async function ensureLayer(reg: Registry, store: StorePaths, layer: LayerRef, idShift: number, opts: PullOptions = {}): Promise<{ dir: string; fetchedObjects: number; fetchedBytes: number }> {
   const dir = store.layer(layer.digest, idShift);

@@ -3,7 +3,7 @@
  * only blobs that exist. Reports problems instead of stopping at the first.
  */
 import { createHash } from 'node:crypto';
-import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { type Digest, DigestSchema, sha256File } from '../cas/digest.js';
 import { errorMessage } from '../errors.js';
@@ -13,7 +13,7 @@ import { fetchObjects } from '../pack/reader.js';
 import { parsePackIndex } from '../pack/pack-index.js';
 import { envClosure } from '../registry/closure.js';
 import type { Registry } from '../registry/registry.js';
-import { isErrno } from '../util/fs.js';
+import { readdirOrEmpty as list } from '../util/fs.js';
 import type { StorePaths } from './paths.js';
 
 export interface Problem {
@@ -88,14 +88,6 @@ export async function verifyRegistry(reg: Registry, scratchDir: string, onProgre
   return { blobs, packs, objects, refs, problems };
 }
 
-async function list(dir: string): Promise<string[]> {
-  try {
-    return await readdir(dir);
-  } catch (e) {
-    if (isErrno(e, 'ENOENT')) return [];
-    throw e;
-  }
-}
 
 /** Every pooled inode and staged object against its name; every laid-out layer against its manifest. */
 export async function verifyStore(store: StorePaths, onProgress?: (what: string) => void): Promise<{ storeFiles: number; problems: Problem[] }> {
