@@ -172,6 +172,9 @@ class LinkPool {
   private batch = new FsmetaBatch();
   private tmpReady = false;
   private readonly dirs = new Set<string>();
+  /** Unique temp names from one random draw and a counter (a random draw per file showed in profiles). */
+  private readonly tmpPrefix = `link-${process.pid}-${randomBytes(6).toString('hex')}-`;
+  private tmpCount = 0;
 
   constructor(private readonly store: StorePaths) {}
 
@@ -215,7 +218,7 @@ class LinkPool {
       mkdirSync(this.store.tmpDir, { recursive: true });
       this.tmpReady = true;
     }
-    const tmp = join(this.store.tmpDir, `link-${process.pid}-${randomBytes(6).toString('hex')}`);
+    const tmp = join(this.store.tmpDir, `${this.tmpPrefix}${this.tmpCount++}`);
     // A staged object is not needed once it has a pool inode: move it rather than copy its bytes.
     try {
       renameSync(this.store.object(digest), tmp);

@@ -3,7 +3,7 @@
  * byte against its digest, and lay each layer out once as a read-only tree.
  */
 import { randomBytes } from 'node:crypto';
-import { existsSync, readdirSync, unlinkSync } from 'node:fs';
+import { existsSync, readdirSync } from 'node:fs';
 import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { type Digest, verifyDigest } from '../cas/digest.js';
@@ -15,7 +15,7 @@ import { fetchObjects } from '../pack/reader.js';
 import type { PackIndexEntry } from '../pack/pack-index.js';
 import type { Registry } from '../registry/registry.js';
 import { canonicalJson } from '../layer/manifest.js';
-import { exists, isErrno } from '../util/fs.js';
+import { exists } from '../util/fs.js';
 import { loadPackIndex } from './catalog.js';
 import { withLock } from './lock.js';
 import { materialize } from './materialize.js';
@@ -101,7 +101,6 @@ export async function ensureLayer(reg: Registry, store: StorePaths, layer: Layer
       await rm(tmp, { recursive: true, force: true });
       throw e;
     }
-    await dropStagedObjects(store, manifestPath);
     return dir;
   });
   if (result === null) opts.onProgress?.({ layer: layer.digest, phase: 'cached' });
@@ -139,18 +138,6 @@ async function missingObjects(store: StorePaths, manifestPath: string): Promise<
     if (!hasEntries(store.linkDir(e.digest))) missing.add(e.digest);
   }
   return missing;
-}
-
-/** Once a layer is laid out its contents live in the link pool; the staged copies are redundant. */
-async function dropStagedObjects(store: StorePaths, manifestPath: string): Promise<void> {
-  for await (const e of readManifest(manifestPath, manifestPath)) {
-    if (e.type !== 'file' || !hasEntries(store.linkDir(e.digest))) continue;
-    try {
-      unlinkSync(store.object(e.digest));
-    } catch (err) {
-      if (!isErrno(err, 'ENOENT')) throw err;
-    }
-  }
 }
 
 function hasEntries(dir: string): boolean {
