@@ -61,7 +61,7 @@ function overhead(): void {
       rmSync(root, { recursive: true, force: true });
     };
     const runPipeline = (): void => {
-      pipeline.push(timed(() => ms(['build', recipe, '--force', '--tag', 'bench/env'])));
+      pipeline.push(timed(() => ms(['build', recipe, '--force'])));
     };
     if (r % 2 === 0) {
       runChroot();
