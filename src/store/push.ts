@@ -10,6 +10,7 @@ import { type Digest, parseDigest } from '../cas/digest.js';
 
 import { captureLayer } from '../layer/capture.js';
 import { ENV_MEDIA_TYPE, type EnvConfig, EnvConfigSchema, type LayerRef, type PackRef, type RuntimeConfig, RuntimeConfigSchema } from '../layer/env.js';
+import { publishPacks } from '../pack/publish.js';
 import { PackWriter } from '../pack/writer.js';
 import { putJsonBlob, readJsonBlob } from '../registry/blobs.js';
 import type { Registry } from '../registry/registry.js';
@@ -58,32 +59,34 @@ export async function pushTree(reg: Registry, store: StorePaths, dir: string, op
     let reused = 0;
     opts.onProgress?.({ phase: 'capture' });
     const manifestPath = join(work, 'manifest.jsonl');
-    const cap = await captureLayer(dir, {
-      manifestPath,
-      overlayUpper: opts.overlayUpper ?? false,
-      idShift: opts.idShift ?? 0,
-      onObject: async (o) => {
-        const have = catalog.get(o.digest);
-        if (have !== undefined) {
-          used.set(have.pack, have);
-          reused++;
-          return;
-        }
-        await writer.add(o);
-      },
-    });
-    const packs = await writer.finish();
-    opts.onProgress?.({ phase: 'upload' });
-    let newBytes = 0;
-    let newObjects = 0;
-    for (const p of packs) {
-      await reg.putBlobFile(p.pack, p.packPath);
-      await reg.putBlob(p.index, p.indexBytes);
-      await reg.putPack(p.pack, p.index);
-      used.set(p.pack, { pack: p.pack, index: p.index });
-      newBytes += p.packBytes;
-      newObjects += p.objects;
+    let cap;
+    let packs;
+    try {
+      cap = await captureLayer(dir, {
+        manifestPath,
+        overlayUpper: opts.overlayUpper ?? false,
+        idShift: opts.idShift ?? 0,
+        onObject: async (o) => {
+          const have = catalog.get(o.digest);
+          if (have !== undefined) {
+            used.set(have.pack, have);
+            reused++;
+            return;
+          }
+          await writer.add(o);
+        },
+      });
+      packs = await writer.finish();
+    } catch (e) {
+      // the writer's compression threads would otherwise keep the process alive
+      await writer.abort();
+      throw e;
     }
+    opts.onProgress?.({ phase: 'upload' });
+    await publishPacks(reg, packs);
+    for (const p of packs) used.set(p.pack, { pack: p.pack, index: p.index });
+    const newBytes = packs.reduce((n, p) => n + p.packBytes, 0);
+    const newObjects = packs.reduce((n, p) => n + p.objects, 0);
     const compressed = join(work, 'manifest.jsonl.zst');
     const m = await compressFile(manifestPath, compressed);
     await reg.putBlobFile(m.digest, compressed);
@@ -114,12 +117,5 @@ export async function pushTree(reg: Registry, store: StorePaths, dir: string, op
   } finally {
     await rm(work, { recursive: true, force: true });
   }
-}
-
-/** Tags an environment made of existing layers with a new runtime config (no new layer). */
-export async function putEnv(reg: Registry, env: EnvConfig, tag?: string): Promise<Digest> {
-  const digest = await putJsonBlob(reg, EnvConfigSchema.parse(env));
-  if (tag !== undefined) await reg.putRef(tag, digest);
-  return digest;
 }
 
