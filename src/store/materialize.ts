@@ -15,7 +15,7 @@ import { randomBytes, createHash } from 'node:crypto';
 import { copyFileSync, linkSync, lstatSync, mkdirSync, readdirSync, renameSync, symlinkSync, writeFileSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { Digest } from '../cas/digest.js';
+import { type Digest, digestHex } from '../cas/digest.js';
 import { NotFoundError, UnsafePathError } from '../errors.js';
 import type { Entry } from '../layer/manifest.js';
 import { canonicalJson } from '../layer/manifest.js';
@@ -36,6 +36,11 @@ export interface MaterializeOptions {
   whiteouts: 'chardev' | 'xattr';
   /** Xattr namespace overlayfs reads opaque/whiteout marks from: `user` when mounted with userxattr. */
   overlayXattrNs: 'user' | 'trusted';
+  /**
+   * A directory private to this lay-out holding freshly fetched objects as `<hex>`: each becomes
+   * its first pool inode where it lies (metadata set, then renamed into the pool), never copied.
+   */
+  staging?: string;
 }
 
 const CHUNK = 4096;
@@ -47,7 +52,7 @@ export async function materialize(store: StorePaths, entries: AsyncIterable<Entr
   const dirs = new Set<string>(['']);
   const fileLike = new Set<string>();
   const dirMeta: Entry[] = [];
-  const pool = new LinkPool(store);
+  const pool = new LinkPool(store, opts.staging);
   let queue: { src: string | Buffer; dest: Buffer; entry: Entry }[] = [];
   const meta = new FsmetaBatch();
   const stats = { files: 0, linked: 0, copied: 0 };
@@ -82,7 +87,7 @@ export async function materialize(store: StorePaths, entries: AsyncIterable<Entr
       case 'file': {
         stats.files++;
         fileLike.add(e.path);
-        const src = opts.share ? await pool.get(e.digest, shiftedMeta(e, opts)) : await pool.content(e.digest);
+        const src = opts.share ? pool.get(e.digest, shiftedMeta(e, opts)) : pool.content(e.digest);
         queue.push({ src, dest, entry: e });
         break;
       }
@@ -176,55 +181,56 @@ class LinkPool {
   private readonly tmpPrefix = `link-${process.pid}-${randomBytes(6).toString('hex')}-`;
   private tmpCount = 0;
 
-  constructor(private readonly store: StorePaths) {}
+  constructor(
+    private readonly store: StorePaths,
+    private readonly staging: string | undefined,
+  ) {}
 
-  /**
-   * A file holding the content, for copying from. Another process laying out a layer that shares
-   * this content may have just moved the staged object into its pool and not yet committed it:
-   * give it a moment before calling the object missing.
-   */
-  async content(digest: Digest): Promise<string> {
-    for (let attempt = 0; ; attempt++) {
-      const obj = this.store.object(digest);
-      if (exists(obj)) return obj;
-      const dir = this.store.linkDir(digest);
-      const names = readdirOr(dir);
-      if (names[0] !== undefined) return join(dir, names[0]);
-      const pending = this.pendingContent.get(digest);
-      if (pending !== undefined) return pending;
-      if (attempt >= 100) throw new NotFoundError(`object ${digest} in the store`, 'pull the environment again: its objects were removed or never fetched');
-      await new Promise((r) => setTimeout(r, 50));
-    }
+  /** A file holding the content, for copying from. */
+  content(digest: Digest): string {
+    const pending = this.pendingContent.get(digest);
+    if (pending !== undefined) return pending;
+    const dir = this.store.linkDir(digest);
+    const names = readdirOr(dir);
+    if (names[0] !== undefined) return join(dir, names[0]);
+    const staged = this.staged(digest);
+    if (staged !== undefined && exists(staged)) return staged;
+    throw new NotFoundError(`object ${digest} in the store`, 'pull the environment again: its objects were removed or never fetched');
   }
 
-  private async copyContent(digest: Digest, dest: string): Promise<void> {
+  private staged(digest: Digest): string | undefined {
+    return this.staging === undefined ? undefined : join(this.staging, digestHex(digest));
+  }
+
+  private copyContent(digest: Digest, dest: string): void {
     for (let attempt = 0; ; attempt++) {
       try {
-        copyFileSync(await this.content(digest), dest);
+        copyFileSync(this.content(digest), dest);
         return;
       } catch (e) {
-        // the source was moved or collected between finding and copying it: look again
+        // a pool inode was collected between finding and copying it: look again
         if (!isErrno(e, 'ENOENT') || attempt >= 3) throw e;
       }
     }
   }
 
-  async get(digest: Digest, m: Meta): Promise<string> {
+  get(digest: Digest, m: Meta): string {
     const key = createHash('sha256').update(canonicalJson(m)).digest('hex').slice(0, 24);
     const final = join(this.store.linkDir(digest), key);
     if (this.pending.has(final)) return final;
     if (exists(final)) return final;
-    if (!this.tmpReady) {
-      mkdirSync(this.store.tmpDir, { recursive: true });
-      this.tmpReady = true;
-    }
-    const tmp = join(this.store.tmpDir, `${this.tmpPrefix}${this.tmpCount++}`);
-    // A staged object is not needed once it has a pool inode: move it rather than copy its bytes.
-    try {
-      renameSync(this.store.object(digest), tmp);
-    } catch (e) {
-      if (!isErrno(e, 'ENOENT')) throw e;
-      await this.copyContent(digest, tmp);
+    // The staging dir is ours alone, so the staged file can take its metadata where it lies.
+    const staged = this.staged(digest);
+    let tmp: string;
+    if (staged !== undefined && !this.pendingContent.has(digest) && exists(staged)) {
+      tmp = staged;
+    } else {
+      if (!this.tmpReady) {
+        mkdirSync(this.store.tmpDir, { recursive: true });
+        this.tmpReady = true;
+      }
+      tmp = join(this.store.tmpDir, `${this.tmpPrefix}${this.tmpCount++}`);
+      this.copyContent(digest, tmp);
     }
     writeMeta(this.batch, tmp, m, false);
     this.pending.set(final, { tmp, final });

@@ -1,7 +1,7 @@
 /**
  * The node-local store: everything a node keeps between pulls.
  *
- *   objects/<hex>                    verified file contents, staging for lay-out
+ *   objects/<hex>                    (older stores) staged contents; gc removes them
  *   links/<hex>/<meta key>           one inode per (content, mode, owner, mtime, xattrs); layer files
  *                                    are hardlinks to these, so identical files share disk across layers
  *   layers/<hex>[+<idShift>]/        laid-out read-only layer trees (the rename into place commits them)
@@ -11,7 +11,8 @@
  *   refs/<name with / as %>          what each pulled ref resolved to
  *   leases/<id>.json                 layers held by live sandboxes
  *   sandboxes/                       sandbox state dirs (runtime)
- *   tmp/                             work in progress; leftovers of crashes are removed by gc
+ *   tmp/                             work in progress, e.g. stage-<pid>-<rand>/<hex>: verified objects of one pull
+ *                                    waiting for lay-out; leftovers of crashes are removed by gc
  */
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';

@@ -3,7 +3,7 @@
  * byte against its digest, and lay each layer out once as a read-only tree.
  */
 import { randomBytes } from 'node:crypto';
-import { existsSync, readdirSync } from 'node:fs';
+import { readdirSync } from 'node:fs';
 import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { type Digest, verifyDigest } from '../cas/digest.js';
@@ -67,41 +67,48 @@ export async function ensureLayer(reg: Registry, store: StorePaths, layer: Layer
   const result = await withLock(`${dir}.lock`, () => exists(dir), async () => {
     const manifestPath = await ensureManifest(reg, store, layer, opts);
     const missing = await missingObjects(store, manifestPath);
-    if (missing.size > 0) {
-      opts.onProgress?.({ layer: layer.digest, phase: 'fetch', objects: missing.size });
-      const byPack = new Map<Digest, PackIndexEntry[]>();
-      for (const ref of layer.packs) {
-        const index = await loadPackIndex(reg, store, ref);
-        const wanted = index.entries.filter((e) => missing.has(e.digest));
-        for (const e of wanted) missing.delete(e.digest);
-        if (wanted.length > 0) byPack.set(ref.pack, wanted);
-      }
-      if (missing.size > 0) {
-        const first = missing.values().next().value;
-        throw new InvalidInputError(`layer ${layer.digest} references object ${first} that none of its packs holds (${missing.size} missing)`, 'the environment was pushed incompletely or the registry lost packs; run `minisandbox verify`');
-      }
-      await mkdir(store.objectsDir, { recursive: true });
-      for (const [pack, entries] of byPack) {
-        await fetchObjects(reg, pack, entries, store.objectsDir, { concurrency: opts.concurrency ?? 4 });
-        fetchedObjects += entries.length;
-        fetchedBytes += entries.reduce((s, e) => s + e.size, 0);
-      }
-    }
-    opts.onProgress?.({ layer: layer.digest, phase: 'layout' });
-    const tmp = join(store.layersDir, `.tmp-${process.pid}-${randomBytes(6).toString('hex')}`);
+    // Fetched objects wait in a directory of this pull's own until lay-out moves them into the pool.
+    const staging = join(store.tmpDir, `stage-${process.pid}-${randomBytes(6).toString('hex')}`);
     try {
-      await materialize(store, readManifest(manifestPath, `layer ${layer.digest}`), tmp, {
-        idShift,
-        share: true,
-        whiteouts: process.getuid?.() === 0 ? 'chardev' : 'xattr',
-        overlayXattrNs: 'user',
-      });
-      await rename(tmp, dir);
-    } catch (e) {
-      await rm(tmp, { recursive: true, force: true });
-      throw e;
+      if (missing.size > 0) {
+        opts.onProgress?.({ layer: layer.digest, phase: 'fetch', objects: missing.size });
+        const byPack = new Map<Digest, PackIndexEntry[]>();
+        for (const ref of layer.packs) {
+          const index = await loadPackIndex(reg, store, ref);
+          const wanted = index.entries.filter((e) => missing.has(e.digest));
+          for (const e of wanted) missing.delete(e.digest);
+          if (wanted.length > 0) byPack.set(ref.pack, wanted);
+        }
+        if (missing.size > 0) {
+          const first = missing.values().next().value;
+          throw new InvalidInputError(`layer ${layer.digest} references object ${first} that none of its packs holds (${missing.size} missing)`, 'the environment was pushed incompletely or the registry lost packs; run `minisandbox verify`');
+        }
+        await mkdir(staging, { recursive: true });
+        for (const [pack, entries] of byPack) {
+          await fetchObjects(reg, pack, entries, staging, { concurrency: opts.concurrency ?? 4 });
+          fetchedObjects += entries.length;
+          fetchedBytes += entries.reduce((s, e) => s + e.size, 0);
+        }
+      }
+      opts.onProgress?.({ layer: layer.digest, phase: 'layout' });
+      const tmp = join(store.layersDir, `.tmp-${process.pid}-${randomBytes(6).toString('hex')}`);
+      try {
+        await materialize(store, readManifest(manifestPath, `layer ${layer.digest}`), tmp, {
+          idShift,
+          share: true,
+          whiteouts: process.getuid?.() === 0 ? 'chardev' : 'xattr',
+          overlayXattrNs: 'user',
+          staging,
+        });
+        await rename(tmp, dir);
+      } catch (e) {
+        await rm(tmp, { recursive: true, force: true });
+        throw e;
+      }
+      return dir;
+    } finally {
+      await rm(staging, { recursive: true, force: true });
     }
-    return dir;
   });
   if (result === null) opts.onProgress?.({ layer: layer.digest, phase: 'cached' });
   return { dir, fetchedObjects, fetchedBytes };
@@ -133,8 +140,7 @@ async function missingObjects(store: StorePaths, manifestPath: string): Promise<
   for await (const e of readManifest(manifestPath, manifestPath)) {
     if (e.type !== 'file' || seen.has(e.digest)) continue;
     seen.add(e.digest);
-    // sync: one tiny stat per content, where a thread-pool round trip each costs more than the call
-    if (existsSync(store.object(e.digest))) continue;
+    // sync: one tiny call per content, where a thread-pool round trip each costs more than the call
     if (!hasEntries(store.linkDir(e.digest))) missing.add(e.digest);
   }
   return missing;
