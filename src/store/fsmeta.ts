@@ -4,6 +4,7 @@
  * for zstd-napi), into native/build/, via a temporary name so racing compilers are harmless.
  */
 import { execFile, spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { access, mkdir, rename, rm } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
@@ -11,7 +12,9 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { HostCapabilityError, MinisandboxError } from '../errors.js';
 
-const nativeDir = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'native');
+/** native/ at the package root: two levels up from src/store/, one from the bundled dist/. */
+const here = dirname(fileURLToPath(import.meta.url));
+const nativeDir = [join(here, '..', '..', 'native'), join(here, '..', 'native')].find((d) => existsSync(join(d, 'fsmeta.c'))) ?? join(here, '..', '..', 'native');
 const helperPath = join(nativeDir, 'build', 'fsmeta');
 
 export async function fsmetaPath(): Promise<string> {
