@@ -15,6 +15,7 @@ import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { captureLayer } from '../src/layer/capture.js';
+import { rng } from '../test/helpers/rng.js';
 
 const FILES = Number(process.env['BENCH_FILES'] ?? 50_000);
 const BYTES = Number(process.env['BENCH_BYTES'] ?? 1_000_000_000);
@@ -24,18 +25,6 @@ const TREE = process.env['BENCH_TREE'];
 const DIR = TREE ?? process.env['BENCH_DIR'] ?? join(tmpdir(), `ms-bench-capture-${FILES}-${BYTES}`);
 const WORKERS = process.env['BENCH_WORKERS'] === undefined ? undefined : Number(process.env['BENCH_WORKERS']);
 
-/** xorshift32: reproducible trees without Math.random. */
-function rng(seed: number): () => number {
-  let x = seed >>> 0 || 1;
-  return () => {
-    x ^= x << 13;
-    x >>>= 0;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    x >>>= 0;
-    return x / 0x100000000;
-  };
-}
 
 function generate(dir: string): void {
   const marker = `${dir}.generated`;

@@ -16,24 +16,13 @@ import { computeHistoryBases, historyPath } from '../src/build/plan-history.js';
 import { DatasetRowSchema } from '../src/dataset/row.js';
 import { checkoutInstance } from '../src/recipe/checkout.js';
 import type { InstanceRecipe } from '../src/recipe/schema.js';
+import { rng } from '../test/helpers/rng.js';
 
 const COMMITS = Number(process.env['BENCH_COMMITS'] ?? 3000);
 const FILES = Number(process.env['BENCH_FILES'] ?? 400);
 const INSTANCES = Number(process.env['BENCH_INSTANCES'] ?? 8);
 const GIT_ENV = { ...process.env, GIT_CONFIG_GLOBAL: '/dev/null', GIT_CONFIG_NOSYSTEM: '1' };
 
-/** xorshift32: the same repository every run. */
-function rng(seed: number): () => number {
-  let x = seed >>> 0 || 1;
-  return () => {
-    x ^= x << 13;
-    x >>>= 0;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    x >>>= 0;
-    return x / 0x100000000;
-  };
-}
 
 function makeRepo(dir: string): string[] {
   execFileSync('git', ['init', '-q', '-b', 'main', dir], { env: GIT_ENV });

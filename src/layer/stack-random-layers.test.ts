@@ -6,19 +6,8 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { captureAndRead, sh, tempDir } from './capture-test-util.js';
 import type { Entry } from './manifest.js';
 import { stack } from './stack.js';
+import { rng } from '../../test/helpers/rng.js';
 
-/** xorshift32, so a failing seed can be replayed. */
-function rng(seed: number): () => number {
-  let x = seed >>> 0 || 1;
-  return () => {
-    x ^= x << 13;
-    x >>>= 0;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    x >>>= 0;
-    return x / 0x100000000;
-  };
-}
 
 // names chosen to collide across layers and to sort around `/` (`a-b` < `a.c` < `a/`)
 const NAMES = ['a', 'b', 'a-b', 'a.c', 'c'];

@@ -11,17 +11,8 @@ import { parsePackIndex, type PackIndex } from './pack-index.js';
 import { publishPacks } from './publish.js';
 import { PackWriter, type PackSource } from './writer.js';
 
-/** Small deterministic PRNG (mulberry32): reproducible trees without global state. */
-export function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+export { rng as prng } from '../../test/helpers/rng.js';
+
 
 const WORDS = ['const', 'return', 'function', 'import', 'export', 'if', 'else', 'for', 'while', 'self', 'def', 'class',
   'value', 'result', 'error', 'options', 'module', 'data', 'index', 'length', 'string', 'number', 'await', 'async',

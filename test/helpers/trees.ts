@@ -2,6 +2,9 @@
 import { execFileSync } from 'node:child_process';
 import { closeSync, linkSync, mkdirSync, openSync, symlinkSync, writeFileSync, writeSync, chmodSync, chownSync } from 'node:fs';
 import { join } from 'node:path';
+import { rng } from './rng.js';
+
+export { rng };
 
 function sh(cmd: string, args: string[]): void {
   execFileSync(cmd, args, { stdio: 'inherit' });
@@ -62,17 +65,6 @@ export function makeEdgeCaseTree(root: string): void {
   setMtime(join(root, 'sub'), 1_400_000_000, 1);
 }
 
-/** Deterministic PRNG (mulberry32) so a failing random tree can be regenerated from its seed. */
-export function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 export function makeRandomTree(root: string, seed: number, files = 300): void {
   const r = rng(seed);
