@@ -13,7 +13,7 @@
  */
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { lstatSync, readdirSync } from 'node:fs';
+import { readdirSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -21,6 +21,7 @@ import type { Digest } from '../src/cas/digest.js';
 import { publishPacks } from '../src/pack/publish.js';
 import { fetchObjects, parsePackIndex } from '../src/pack/reader.js';
 import { prng } from '../src/pack/test-objects.js';
+import { realFiles } from './real-files.js';
 import { PackWriter, type PackSource } from '../src/pack/writer.js';
 import { LocalRegistry } from '../src/registry/local.js';
 
@@ -28,33 +29,11 @@ const FILES = Number(process.env.BENCH_FILES ?? 50_000);
 const LARGE_MB = Number(process.env.BENCH_LARGE_MB ?? 50);
 const LARGE_COUNT = Number(process.env.BENCH_LARGE_COUNT ?? 4);
 const REPEATS = Number(process.env.BENCH_REPEATS ?? 3);
-const ROOTS = ['/work/main/node_modules', '/usr/share', '/usr/lib'];
 
-function candidates(limit: number): Array<{ path: string; size: number }> {
-  const out: Array<{ path: string; size: number }> = [];
-  const stack = [...ROOTS];
-  while (stack.length > 0 && out.length < limit) {
-    const dir = stack.pop()!;
-    let names: string[];
-    try {
-      names = readdirSync(dir);
-    } catch {
-      continue;
-    }
-    for (const n of names) {
-      const p = join(dir, n);
-      const st = lstatSync(p, { throwIfNoEntry: false });
-      if (!st) continue;
-      if (st.isDirectory()) stack.push(p);
-      else if (st.isFile() && st.size > 0 && st.size < 8 << 20) out.push({ path: p, size: st.size });
-    }
-  }
-  return out;
-}
 
 async function buildTree(dir: string): Promise<{ sources: PackSource[]; bytes: number }> {
   const rand = prng(42);
-  const pool = candidates(60_000);
+  const pool = realFiles(60_000, 8 << 20);
   const sources: PackSource[] = [];
   let bytes = 0;
   const add = async (name: string, data: Buffer): Promise<void> => {

@@ -16,11 +16,12 @@
  *   npx tsx bench/store.ts
  */
 import { execFileSync, spawnSync } from 'node:child_process';
-import { appendFileSync, copyFileSync, lstatSync, mkdirSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { appendFileSync, copyFileSync, mkdirSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { LocalRegistry } from '../src/registry/local.js';
+import { realFiles } from './real-files.js';
 import { StorePaths } from '../src/store/paths.js';
 import { pullEnv } from '../src/store/pull.js';
 import { pushTree } from '../src/store/push.js';
@@ -29,31 +30,10 @@ const FILES = Number(process.env.BENCH_FILES ?? 50_000);
 const LARGE = Number(process.env.BENCH_LARGE ?? 4);
 const REPEATS = Number(process.env.BENCH_REPEATS ?? 3);
 
-function realFiles(limit: number): string[] {
-  const out: string[] = [];
-  const stack = ['/usr/share', '/usr/lib', resolve('node_modules')];
-  while (stack.length > 0 && out.length < limit) {
-    const dir = stack.shift()!;
-    let names: string[];
-    try {
-      names = readdirSync(dir).sort();
-    } catch {
-      continue;
-    }
-    for (const n of names) {
-      const p = join(dir, n);
-      const st = lstatSync(p, { throwIfNoEntry: false });
-      if (!st) continue;
-      if (st.isDirectory()) stack.push(p);
-      else if (st.isFile() && st.size > 0 && st.size < 4 << 20) out.push(p);
-    }
-  }
-  return out;
-}
 
 /** Tree A: FILES real files (each made distinct) in a deep-ish layout, plus LARGE big files. */
 function makeTreeA(root: string): number {
-  const pool = realFiles(FILES);
+  const pool = realFiles(FILES).map((f) => f.path);
   let bytes = 0;
   for (let i = 0; i < FILES; i++) {
     const src = pool[i % pool.length]!;

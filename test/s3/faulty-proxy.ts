@@ -10,6 +10,7 @@
  */
 import { createServer, request as httpRequest, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { rng } from '../helpers/rng.js';
 
 export const FAULTS = ['status500', 'status503', 'reset', 'reset-after', 'slow', 'truncate', 'stall'] as const;
 export type Fault = (typeof FAULTS)[number];
@@ -56,24 +57,13 @@ export interface FaultyProxy {
   stop(): Promise<void>;
 }
 
-/** mulberry32: a tiny seeded PRNG, enough to make fault draws reproducible. */
-function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 class Plan {
   private eligible = 0;
   private injected = 0;
   private readonly random: () => number;
   constructor(readonly spec: FaultPlan) {
-    this.random = seeded(spec.seed ?? 1);
+    this.random = rng(spec.seed ?? 1);
   }
   get faults(): number {
     return this.injected;
