@@ -4,51 +4,31 @@
  * short read, a half-uploaded blob) is ever returned or becomes visible.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { sha256 } from '../cas/digest.js';
-import { type FaultyProxy, startFaultyProxy } from '../../test/s3/faulty-proxy.js';
-import { type S3TestServer, startS3Server } from '../../test/s3/server.js';
+import { useProxiedS3 } from '../../test/s3/proxied-s3.js';
 import { RemoteStoreError } from './retry.js';
 import { S3Registry, type S3RegistryOptions } from './s3.js';
 
 const MiB = 1024 * 1024;
-let server: S3TestServer;
-let proxy: FaultyProxy;
-let scratch: string;
-const open: S3Registry[] = [];
-
-beforeAll(async () => {
-  server = await startS3Server();
-  proxy = await startFaultyProxy(server.endpoint);
-  scratch = await mkdtemp(join(tmpdir(), 's3-faults-'));
-});
-afterAll(async () => {
-  await proxy?.stop();
-  await server?.stop();
-  await rm(scratch, { recursive: true, force: true });
-});
-afterEach(() => {
-  for (const r of open.splice(0)) r.close();
-  proxy.setPlan({});
-});
+const s3 = useProxiedS3('s3-faults-');
 
 /** A registry through the proxy, and one straight to the server to look at what is really there. */
 function pair(opts: S3RegistryOptions = {}): { reg: S3Registry; direct: S3Registry; retries: string[] } {
   const prefix = `f-${randomBytes(6).toString('hex')}`;
   const retries: string[] = [];
-  const base = { region: server.region, credentials: server.credentials, partSize: 5 * MiB };
-  const reg = new S3Registry(`s3://${server.bucket}/${prefix}`, {
+  const base = { region: s3.server.region, credentials: s3.server.credentials, partSize: 5 * MiB };
+  const reg = new S3Registry(`s3://${s3.server.bucket}/${prefix}`, {
     ...base,
-    endpoint: proxy.endpoint,
+    endpoint: s3.proxy.endpoint,
     retry: { attempts: 6, baseDelayMs: 5, maxDelayMs: 40 },
     hooks: { onRetry: (i) => retries.push(i.what) },
     ...opts,
   });
-  const direct = new S3Registry(`s3://${server.bucket}/${prefix}`, { ...base, endpoint: server.endpoint });
-  open.push(reg, direct);
+  const direct = new S3Registry(`s3://${s3.server.bucket}/${prefix}`, { ...base, endpoint: s3.server.endpoint });
+  s3.track(reg, direct);
   return { reg, direct, retries };
 }
 
@@ -60,11 +40,11 @@ describe('S3 registry under injected faults', () => {
   it('retries a PUT answered 503 SlowDown, 500 and a connection reset until it lands', async () => {
     const { reg, direct, retries } = pair();
     const data = randomBytes(70_000);
-    proxy.setPlan({ schedule: ['status503', 'status500', 'reset'], match: (r) => r.method === 'PUT' });
-    const before = proxy.count('PUT');
+    s3.proxy.setPlan({ schedule: ['status503', 'status500', 'reset'], match: (r) => r.method === 'PUT' });
+    const before = s3.proxy.count('PUT');
     await reg.putBlob(sha256(data), data);
     expect(retries.length).toBe(3);
-    expect(proxy.count('PUT') - before).toBe(4);
+    expect(s3.proxy.count('PUT') - before).toBe(4);
     expect((await direct.getBlob(sha256(data))).equals(data)).toBe(true);
   });
 
@@ -72,7 +52,7 @@ describe('S3 registry under injected faults', () => {
     const { reg, direct, retries } = pair();
     const data = randomBytes(MiB);
     await direct.putBlob(sha256(data), data);
-    proxy.setPlan({ schedule: ['truncate', 'truncate'], match: (r) => r.method === 'GET' });
+    s3.proxy.setPlan({ schedule: ['truncate', 'truncate'], match: (r) => r.method === 'GET' });
     expect((await reg.getBlob(sha256(data))).equals(data)).toBe(true);
     expect(retries.length).toBe(2);
     const range = await reg.getBlobRange(sha256(data), 1000, 5000);
@@ -83,12 +63,12 @@ describe('S3 registry under injected faults', () => {
     const { reg, direct } = pair();
     const data = randomBytes(3 * MiB);
     await direct.putBlob(sha256(data), data);
-    proxy.setPlan({ schedule: ['truncate'], match: (r) => r.method === 'GET' });
-    const from = proxy.log.length;
+    s3.proxy.setPlan({ schedule: ['truncate'], match: (r) => r.method === 'GET' });
+    const from = s3.proxy.log.length;
     const h = createHash('sha256');
     for await (const c of await reg.openBlob(sha256(data))) h.update(c as Buffer);
     expect(`sha256:${h.digest('hex')}`).toBe(sha256(data));
-    const gets = proxy.log.slice(from).filter((r) => r.method === 'GET');
+    const gets = s3.proxy.log.slice(from).filter((r) => r.method === 'GET');
     expect(gets.length).toBe(2);
     expect(gets[0]!.range).toBeUndefined();
     const resumeAt = Number(/^bytes=(\d+)-/.exec(gets[1]!.range ?? '')?.[1]);
@@ -100,7 +80,7 @@ describe('S3 registry under injected faults', () => {
     const { reg, direct, retries } = pair({ idleTimeoutMs: 300 });
     const data = randomBytes(1000);
     await direct.putBlob(sha256(data), data);
-    proxy.setPlan({ schedule: ['slow'], slowMs: 3000, match: (r) => r.method === 'GET' });
+    s3.proxy.setPlan({ schedule: ['slow'], slowMs: 3000, match: (r) => r.method === 'GET' });
     const t0 = Date.now();
     expect((await reg.getBlob(sha256(data))).equals(data)).toBe(true);
     expect(retries.length).toBe(1);
@@ -111,7 +91,7 @@ describe('S3 registry under injected faults', () => {
     const { reg, direct, retries } = pair({ idleTimeoutMs: 400 });
     const data = randomBytes(2 * MiB);
     await direct.putBlob(sha256(data), data);
-    proxy.setPlan({ schedule: ['stall', 'stall'], match: (r) => r.method === 'GET' });
+    s3.proxy.setPlan({ schedule: ['stall', 'stall'], match: (r) => r.method === 'GET' });
     const t0 = Date.now();
     expect((await reg.getBlob(sha256(data))).equals(data)).toBe(true);
     const h = createHash('sha256');
@@ -124,7 +104,7 @@ describe('S3 registry under injected faults', () => {
   it('lands a ref write whose answer was lost, and reads it back', async () => {
     const { reg, direct } = pair();
     const d = sha256('env');
-    proxy.setPlan({ schedule: ['reset-after'], match: (r) => r.method === 'PUT' });
+    s3.proxy.setPlan({ schedule: ['reset-after'], match: (r) => r.method === 'PUT' });
     await reg.putRef('ds/task-1', d);
     expect(await direct.getRef('ds/task-1')).toBe(d);
   });
@@ -132,9 +112,9 @@ describe('S3 registry under injected faults', () => {
   it('finishes a multipart upload whose completion answer was lost', async () => {
     const { reg, direct } = pair();
     const data = randomBytes(11 * MiB);
-    const path = join(scratch, 'mp-lost-answer');
+    const path = join(s3.scratch, 'mp-lost-answer');
     await writeFile(path, data);
-    proxy.setPlan({ schedule: ['reset-after'], match: (r) => r.method === 'POST' && r.query.has('uploadId') });
+    s3.proxy.setPlan({ schedule: ['reset-after'], match: (r) => r.method === 'POST' && r.query.has('uploadId') });
     await reg.putBlobFile(sha256(data), path);
     expect((await direct.statBlob(sha256(data)))?.size).toBe(data.length);
     expect(sha(await direct.getBlob(sha256(data)))).toBe(sha256(data));
@@ -143,10 +123,10 @@ describe('S3 registry under injected faults', () => {
   it('fails a multipart upload whose parts keep failing with a typed error, aborts it, and leaves no blob', async () => {
     const { reg, direct } = pair({ retry: { attempts: 3, baseDelayMs: 5, maxDelayMs: 20 } });
     const data = randomBytes(11 * MiB);
-    const path = join(scratch, 'mp-fails');
+    const path = join(s3.scratch, 'mp-fails');
     await writeFile(path, data);
-    proxy.setPlan({ schedule: Array.from({ length: 50 }, () => 'status503' as const), match: (r) => r.method === 'PUT' && r.query.has('partNumber') && r.query.get('partNumber') !== '1' });
-    const from = proxy.log.length;
+    s3.proxy.setPlan({ schedule: Array.from({ length: 50 }, () => 'status503' as const), match: (r) => r.method === 'PUT' && r.query.has('partNumber') && r.query.get('partNumber') !== '1' });
+    const from = s3.proxy.log.length;
     const err = await reg.putBlobFile(sha256(data), path).then(
       () => null,
       (e: unknown) => e,
@@ -158,8 +138,8 @@ describe('S3 registry under injected faults', () => {
     const listed: string[] = [];
     for await (const b of direct.listBlobs()) listed.push(b.digest);
     expect(listed).toEqual([]);
-    expect(proxy.log.slice(from).some((r) => r.method === 'DELETE' && r.query.has('uploadId'))).toBe(true);
-    expect(proxy.log.slice(from).some((r) => r.method === 'POST' && r.query.has('uploadId'))).toBe(false);
+    expect(s3.proxy.log.slice(from).some((r) => r.method === 'DELETE' && r.query.has('uploadId'))).toBe(true);
+    expect(s3.proxy.log.slice(from).some((r) => r.method === 'POST' && r.query.has('uploadId'))).toBe(false);
   });
 
   it('does not retry an answer that will not change (403 from an unknown access key)', async () => {
@@ -177,22 +157,22 @@ describe('S3 registry under injected faults', () => {
     const { reg, direct } = pair({ retry: { attempts: 3, baseDelayMs: 1, maxDelayMs: 5 } });
     const data = Buffer.from('present');
     await direct.putBlob(sha256(data), data);
-    proxy.setPlan({ schedule: Array.from({ length: 10 }, () => 'status500' as const), match: (r) => r.method === 'GET' });
+    s3.proxy.setPlan({ schedule: Array.from({ length: 10 }, () => 'status500' as const), match: (r) => r.method === 'GET' });
     await expect(reg.getBlob(sha256(data))).rejects.toMatchObject({ code: 'REMOTE_STORE', attempts: 3, status: 500 });
   });
 
   it('pushes and reads back many blobs and refs intact through seeded random faults', async () => {
     const { reg, direct } = pair({ retry: { attempts: 12, baseDelayMs: 2, maxDelayMs: 30 }, inFlight: { maxRequests: 4 } });
-    proxy.setPlan({ seed: 42, probabilities: { status500: 0.08, status503: 0.08, reset: 0.06, 'reset-after': 0.05, truncate: 0.08 } });
+    s3.proxy.setPlan({ seed: 42, probabilities: { status500: 0.08, status503: 0.08, reset: 0.06, 'reset-after': 0.05, truncate: 0.08 } });
     const blobs = Array.from({ length: 24 }, (_, i) => randomBytes(1000 + i * 9000));
     await Promise.all(blobs.map((b) => reg.putBlob(sha256(b), b)));
     for (let i = 0; i < 6; i++) await reg.putRef(`ds/t${i}`, sha256(blobs[i]!));
     const back = await Promise.all(blobs.map((b) => reg.getBlob(sha256(b))));
     back.forEach((b, i) => expect(sha(b)).toBe(sha256(blobs[i]!)));
     for (let i = 0; i < 6; i++) expect(await reg.getRef(`ds/t${i}`)).toBe(sha256(blobs[i]!));
-    expect(proxy.faultsInjected).toBeGreaterThan(5);
+    expect(s3.proxy.faultsInjected).toBeGreaterThan(5);
     expect(reg.budget.peakRequests).toBeLessThanOrEqual(4);
-    proxy.setPlan({});
+    s3.proxy.setPlan({});
     let n = 0;
     for await (const b of direct.listBlobs()) {
       expect(sha(await direct.getBlob(b.digest))).toBe(b.digest);

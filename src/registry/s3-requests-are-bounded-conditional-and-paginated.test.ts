@@ -5,44 +5,25 @@
  * under the registry's bound.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { sha256 } from '../cas/digest.js';
-import { type FaultyProxy, startFaultyProxy } from '../../test/s3/faulty-proxy.js';
-import { type S3TestServer, startS3Server } from '../../test/s3/server.js';
+import { useProxiedS3 } from '../../test/s3/proxied-s3.js';
 import { S3Registry, type S3RegistryOptions } from './s3.js';
 
 const MiB = 1024 * 1024;
-let server: S3TestServer;
-let proxy: FaultyProxy;
-let scratch: string;
-const open: S3Registry[] = [];
-
-beforeAll(async () => {
-  server = await startS3Server();
-  proxy = await startFaultyProxy(server.endpoint);
-  scratch = await mkdtemp(join(tmpdir(), 's3-wire-'));
-});
-afterAll(async () => {
-  await proxy?.stop();
-  await server?.stop();
-  await rm(scratch, { recursive: true, force: true });
-});
-afterEach(() => {
-  for (const r of open.splice(0)) r.close();
-});
+const s3 = useProxiedS3('s3-wire-');
 
 function reg(opts: S3RegistryOptions = {}): S3Registry {
-  const r = new S3Registry(`s3://${server.bucket}/w-${randomBytes(6).toString('hex')}`, {
-    endpoint: proxy.endpoint,
-    region: server.region,
-    credentials: server.credentials,
+  const r = new S3Registry(`s3://${s3.server.bucket}/w-${randomBytes(6).toString('hex')}`, {
+    endpoint: s3.proxy.endpoint,
+    region: s3.server.region,
+    credentials: s3.server.credentials,
     partSize: 5 * MiB,
     ...opts,
   });
-  open.push(r);
+  s3.track(r);
   return r;
 }
 
@@ -51,23 +32,23 @@ describe('S3 registry on the wire', () => {
     const r = reg();
     const data = randomBytes(10_000);
     await r.putBlob(sha256(data), data);
-    const from = proxy.log.length;
+    const from = s3.proxy.log.length;
     await r.putBlob(sha256(data), data);
-    const path = join(scratch, 'again');
+    const path = join(s3.scratch, 'again');
     await writeFile(path, data);
     await r.putBlobFile(sha256(data), path);
-    expect(proxy.log.slice(from).map((x) => x.method)).toEqual(['HEAD', 'HEAD']);
+    expect(s3.proxy.log.slice(from).map((x) => x.method)).toEqual(['HEAD', 'HEAD']);
   });
 
   it('creates a ref with If-None-Match: * and replaces it with If-Match: <etag>', async () => {
     const r = reg();
-    let from = proxy.log.length;
+    let from = s3.proxy.log.length;
     await r.putRef('ds/x', sha256('one'));
-    const create = proxy.log.slice(from).filter((x) => x.method === 'PUT');
+    const create = s3.proxy.log.slice(from).filter((x) => x.method === 'PUT');
     expect(create.map((x) => [x.ifNoneMatch, x.ifMatch])).toEqual([['*', undefined]]);
-    from = proxy.log.length;
+    from = s3.proxy.log.length;
     await r.putRef('ds/x', sha256('two'));
-    const update = proxy.log.slice(from).filter((x) => x.method === 'PUT');
+    const update = s3.proxy.log.slice(from).filter((x) => x.method === 'PUT');
     expect(update).toHaveLength(1);
     expect(update[0]!.ifNoneMatch).toBeUndefined();
     expect(update[0]!.ifMatch).toMatch(/^"?[0-9a-f]{32}"?$/);
@@ -89,11 +70,11 @@ describe('S3 registry on the wire', () => {
     const r = reg({ listPageSize: 10 });
     const blobs = Array.from({ length: 35 }, (_, i) => Buffer.from(`b${i}`));
     for (let i = 0; i < blobs.length; i += 8) await Promise.all(blobs.slice(i, i + 8).map((b) => r.putBlob(sha256(b), b)));
-    const from = proxy.log.length;
+    const from = s3.proxy.log.length;
     const seen = new Set<string>();
     for await (const b of r.listBlobs()) seen.add(b.digest);
     expect(seen.size).toBe(35);
-    const lists = proxy.log.slice(from).filter((x) => x.method === 'GET' && x.query.get('list-type') === '2');
+    const lists = s3.proxy.log.slice(from).filter((x) => x.method === 'GET' && x.query.get('list-type') === '2');
     expect(lists).toHaveLength(4);
     expect(lists.slice(1).every((x) => x.query.has('continuation-token'))).toBe(true);
   });
@@ -101,11 +82,11 @@ describe('S3 registry on the wire', () => {
   it('uploads a blob larger than the part size in parts and completes it once', async () => {
     const r = reg({ partConcurrency: 2 });
     const data = randomBytes(11 * MiB);
-    const path = join(scratch, 'large');
+    const path = join(s3.scratch, 'large');
     await writeFile(path, data);
-    const from = proxy.log.length;
+    const from = s3.proxy.log.length;
     await r.putBlobFile(sha256(data), path);
-    const log = proxy.log.slice(from);
+    const log = s3.proxy.log.slice(from);
     expect(log.filter((x) => x.method === 'POST' && x.query.has('uploads'))).toHaveLength(1);
     expect(log.filter((x) => x.method === 'PUT' && x.query.has('partNumber')).map((x) => x.query.get('partNumber')).sort()).toEqual(['1', '2', '3']);
     expect(log.filter((x) => x.method === 'POST' && x.query.has('uploadId'))).toHaveLength(1);
@@ -115,13 +96,13 @@ describe('S3 registry on the wire', () => {
   it('keeps requests and bytes in flight under the bound however many calls are made at once', async () => {
     const r = reg({ inFlight: { maxRequests: 3, maxBytes: MiB } });
     const blobs = Array.from({ length: 30 }, () => randomBytes(300_000));
-    const before = proxy.peakConcurrent;
+    const before = s3.proxy.peakConcurrent;
     await Promise.all(blobs.map((b) => r.putBlob(sha256(b), b)));
     await Promise.all(blobs.map((b) => r.getBlob(sha256(b))));
     expect(r.budget.peakRequests).toBeLessThanOrEqual(3);
     expect(r.budget.peakRequests).toBeGreaterThan(1);
     expect(r.budget.peakBytes).toBeLessThanOrEqual(MiB);
     // Other tests of this file ran before with their own bounds; this one must not raise the peak past 3.
-    expect(Math.max(before, 3)).toBeGreaterThanOrEqual(proxy.peakConcurrent);
+    expect(Math.max(before, 3)).toBeGreaterThanOrEqual(s3.proxy.peakConcurrent);
   });
 });
