@@ -12,6 +12,7 @@ import { CorruptPackError } from './errors.js';
 import { finalName, FrameExtractor, nameSome, TempNames, type FrameRef } from './frame-extract.js';
 import { PackIndexEntrySchema, TAR_BLOCK, type PackIndexEntry } from './pack-index.js';
 import { MAX_BUFFERED_RANGE_BYTES, MERGE_GAP_BYTES } from './settings.js';
+import { runPool } from '../util/pool.js';
 
 export { parsePackIndex, type PackIndex, type PackIndexEntry } from './pack-index.js';
 
@@ -192,22 +193,3 @@ async function fetchStreamed(registry: Registry, pack: Digest, r: RangeWork, tem
   await x.end();
 }
 
-async function runPool<T>(items: T[], concurrency: number, work: (item: T) => Promise<void>): Promise<void> {
-  let next = 0;
-  let failed = false;
-  const lane = async (): Promise<void> => {
-    while (!failed && next < items.length) {
-      const item = items[next++]!;
-      try {
-        await work(item);
-      } catch (e) {
-        failed = true;
-        throw e;
-      }
-    }
-  };
-  const lanes = Array.from({ length: Math.max(1, Math.min(concurrency, items.length)) }, lane);
-  const results = await Promise.allSettled(lanes);
-  const err = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
-  if (err) throw err.reason;
-}

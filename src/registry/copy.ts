@@ -18,6 +18,7 @@ import { type Digest, verifyDigest } from '../cas/digest.js';
 import { DigestMismatchError, InvalidInputError, NotFoundError } from '../errors.js';
 import { envClosure } from './closure.js';
 import { type Registry, parseRefName } from './registry.js';
+import { runPool } from '../util/pool.js';
 
 export interface CopyProgress {
   phase: 'closure' | 'blob' | 'catalog' | 'ref';
@@ -85,24 +86,6 @@ async function copyBlob(from: Registry, to: Registry, digest: Digest, size: numb
   }
 }
 
-async function runPool<T>(items: T[], concurrency: number, work: (item: T) => Promise<void>): Promise<void> {
-  let next = 0;
-  let failed = false;
-  const worker = async (): Promise<void> => {
-    while (!failed && next < items.length) {
-      const item = items[next++] as T;
-      try {
-        await work(item);
-      } catch (e) {
-        failed = true;
-        throw e;
-      }
-    }
-  };
-  const results = await Promise.allSettled(Array.from({ length: Math.min(concurrency, items.length) }, worker));
-  const rejected = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
-  if (rejected !== undefined) throw rejected.reason;
-}
 
 export async function copyRefs(from: Registry, to: Registry, refs: string[] | 'all', opts: CopyOptions = {}): Promise<CopySummary> {
   const concurrency = Math.max(1, opts.concurrency ?? 4);

@@ -16,6 +16,7 @@ import { makeRunSummary, ScoreResultSchema, type RunSummary, type ScoreResult } 
 import type { EvalRunner } from './runner.js';
 import { scoreInstance } from './score-instance.js';
 import type { EvalSpecInput } from './spec.js';
+import { runPool } from '../util/pool.js';
 
 export type SpecLookup = (instance: ScoreInstance) => EvalSpecInput;
 /** A runner for one instance's environment; each call of it must start from a fresh sandbox. */
@@ -76,17 +77,6 @@ async function previousResult(dir: string): Promise<ScoreResult | null> {
   }
 }
 
-/** Runs `work` over `items` with at most `jobs` in flight, in order of items. */
-async function pool<T>(items: readonly T[], jobs: number, work: (item: T) => Promise<void>): Promise<void> {
-  let next = 0;
-  const worker = async () => {
-    while (next < items.length) {
-      const item = items[next++]!;
-      await work(item);
-    }
-  };
-  await Promise.all(Array.from({ length: Math.max(1, Math.min(jobs, items.length)) }, worker));
-}
 
 export async function scoreRun(
   rows: readonly unknown[],
@@ -106,7 +96,7 @@ export async function scoreRun(
   // Like the harness: only known instances with a non-empty patch are run.
   const todo = [...preds.values()].filter((p) => byId.has(p.instance_id) && p.model_patch !== null && p.model_patch !== '');
   const results = new Map<string, ScoreResult>();
-  await pool(todo, opts.jobs, async (pred) => {
+  await runPool(todo, opts.jobs, async (pred) => {
     const instance = byId.get(pred.instance_id)!;
     const result = await scoreOne(instance, pred, specs, runnerFactory, opts);
     results.set(instance.instance_id, result);

@@ -6,6 +6,7 @@
 import type { Digest } from '../cas/digest.js';
 import { errorMessage } from '../errors.js';
 import { exists } from '../util/fs.js';
+import { runPool } from '../util/pool.js';
 import type { Registry } from '../registry/registry.js';
 import type { StorePaths } from './paths.js';
 import { pullEnv } from './pull.js';
@@ -69,28 +70,24 @@ export async function prefetch(
 ): Promise<PrefetchResult[]> {
   const budget = new ByteBudget(opts.budgetBytes);
   const results: PrefetchResult[] = [];
-  let next = 0;
-  const worker = async (): Promise<void> => {
-    while (next < refs.length) {
-      const ref = refs[next++]!;
-      const t0 = performance.now();
-      let r: PrefetchResult;
+  // every failure is caught into its result, so one bad ref never stops the others
+  await runPool(refs, opts.jobs, async (ref) => {
+    const t0 = performance.now();
+    let r: PrefetchResult;
+    try {
+      const pending = await pendingPackBytes(reg, store, ref, opts.idShift);
+      const held = pending === 0 ? 0 : await budget.acquire(pending);
       try {
-        const pending = await pendingPackBytes(reg, store, ref, opts.idShift);
-        const held = pending === 0 ? 0 : await budget.acquire(pending);
-        try {
-          const p = await pullEnv(reg, store, ref, { idShift: opts.idShift });
-          r = { ref, status: p.fetchedObjects > 0 ? 'pulled' : 'present', env: p.digest, layers: p.layerDirs, fetchedBytes: p.fetchedBytes, seconds: (performance.now() - t0) / 1000 };
-        } finally {
-          if (held > 0) budget.release(held);
-        }
-      } catch (e) {
-        r = { ref, status: 'failed', fetchedBytes: 0, seconds: (performance.now() - t0) / 1000, error: errorMessage(e) };
+        const p = await pullEnv(reg, store, ref, { idShift: opts.idShift });
+        r = { ref, status: p.fetchedObjects > 0 ? 'pulled' : 'present', env: p.digest, layers: p.layerDirs, fetchedBytes: p.fetchedBytes, seconds: (performance.now() - t0) / 1000 };
+      } finally {
+        if (held > 0) budget.release(held);
       }
-      results.push(r);
-      opts.onResult?.(r, results.length);
+    } catch (e) {
+      r = { ref, status: 'failed', fetchedBytes: 0, seconds: (performance.now() - t0) / 1000, error: errorMessage(e) };
     }
-  };
-  await Promise.all(Array.from({ length: Math.max(1, Math.min(opts.jobs, refs.length)) }, worker));
+    results.push(r);
+    opts.onResult?.(r, results.length);
+  });
   return results;
 }
