@@ -11,7 +11,7 @@ export async function attach(sb: Sandbox, argv: string[]): Promise<number> {
   const pidnsFd = openSync(`/proc/${spec.initPid}/ns/pid`, 'r');
   const child = spawn(cmd[0]!, cmd.slice(1), { stdio: ['inherit', 'inherit', 'inherit', 'pipe', pidnsFd], env: { PATH: HOST_PATH } });
   closeSync(pidnsFd);
-  // bwrap reports its child's pid on fd 3; nothing here needs it, but the pipe must be read.
+  // The launcher reports on fd 3; nothing here needs it, but the pipe must be read.
   (child.stdio[3] as NodeJS.ReadableStream).resume();
   return new Promise((resolve, reject) => {
     child.on('error', reject);

@@ -5,29 +5,24 @@
 import { access, constants, readFile, stat } from 'node:fs/promises';
 import { delimiter, join } from 'node:path';
 import { HostCapabilityError } from '../errors.js';
+import { nativeHelper } from '../util/native.js';
 import { currentUser, resolveIdMap, type IdMap } from './subid.js';
 
 export interface HostTools {
-  unshare: string;
   nsenter: string;
-  bwrap: string;
-  prlimit: string;
   newuidmap: string;
   newgidmap: string;
   tar: string;
 }
 
 export interface HostInfo {
-  tools: HostTools;
+  tools: HostTools & { launcher: string };
   idMap: IdMap;
   isRoot: boolean;
 }
 
 const TOOL_PACKAGES: Record<keyof HostTools, string> = {
-  unshare: 'util-linux',
   nsenter: 'util-linux',
-  prlimit: 'util-linux',
-  bwrap: 'bubblewrap',
   newuidmap: 'uidmap',
   newgidmap: 'uidmap',
   tar: 'tar',
@@ -71,7 +66,7 @@ export async function probeHost(opts: { idCount?: number } = {}): Promise<HostIn
   const tools: Partial<HostTools> = {};
   const missing: string[] = [];
   for (const name of Object.keys(TOOL_PACKAGES) as (keyof HostTools)[]) {
-    const found = await findExecutable(name === 'bwrap' ? 'bwrap' : name);
+    const found = await findExecutable(name);
     if (found === undefined) missing.push(name);
     else tools[name] = found;
   }
@@ -90,5 +85,5 @@ export async function probeHost(opts: { idCount?: number } = {}): Promise<HostIn
     }
   }
   const idMap = await resolveIdMap(opts.idCount === undefined ? {} : { count: opts.idCount });
-  return { tools: full, idMap, isRoot: me.uid === 0 };
+  return { tools: { ...full, launcher: await nativeHelper('sandbox-launch') }, idMap, isRoot: me.uid === 0 };
 }

@@ -1,27 +1,35 @@
 /**
  * Host process helpers: identity across pid reuse (start time), liveness, descendants.
+ * The single-file /proc reads are synchronous: a few microseconds each, on the sandbox start and
+ * destroy paths where a thread-pool round trip per read cost more than the read.
  */
+import { readFileSync } from 'node:fs';
 import { readFile, readdir } from 'node:fs/promises';
 
-/** The process's start time in clock ticks since boot, or undefined if it is gone. */
-export async function processStartTime(pid: number): Promise<string | undefined> {
+function procStat(pid: number): string {
   try {
-    const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
-    // Field 22; the command name (field 2) may hold spaces and parentheses, so count from the last ')'.
-    const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return rest[19];
+    return readFileSync(`/proc/${pid}/stat`, 'utf8');
   } catch {
-    return undefined;
+    return '';
   }
 }
 
-/** Alive and the same process as recorded (not a reused pid). */
-export async function sameProcessAlive(pid: number, startTime: string | undefined): Promise<boolean> {
+/** The process's start time in clock ticks since boot, or undefined if it is gone. */
+export function processStartTime(pid: number): string | undefined {
+  const stat = procStat(pid);
+  if (stat === '') return undefined;
+  // Field 22; the command name (field 2) may hold spaces and parentheses, so count from the last ')'.
+  return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19];
+}
+
+/** Alive (not a zombie) and the same process as recorded (not a reused pid). */
+export function sameProcessAlive(pid: number, startTime: string | undefined): boolean {
   if (pid <= 0) return false;
-  const now = await processStartTime(pid);
-  if (now === undefined) return false;
-  if ((await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => '')).slice(-200).includes(') Z ')) return false;
-  return startTime === undefined || now === startTime;
+  const stat = procStat(pid);
+  if (stat === '') return false;
+  const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  if (rest[0] === 'Z') return false;
+  return startTime === undefined || rest[19] === startTime;
 }
 
 export async function childrenOf(pid: number): Promise<number[]> {

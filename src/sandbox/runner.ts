@@ -54,9 +54,9 @@ export async function runInSandbox(spec: EnterSpec, opts: RunOptions): Promise<R
     child.stdin!.on('error', () => undefined);
     child.stdin!.end(opts.stdin);
   }
-  // bwrap forks the command's pid 1 inside the sandbox's pid namespace, where it is reparented to
-  // the sandbox's init: killing bwrap alone would not reach it, killing that pid 1 ends the whole
-  // tree (the kernel kills every process of a pid namespace whose init dies).
+  // The command's own pid 1 (reported as child-pid) ends the whole tree when killed (the kernel
+  // kills every process of a pid namespace whose init dies); the launcher's chain also dies with
+  // its parent, so killing our child reaches it too.
   const kill = (): void => {
     const m = /"child-pid"\s*:\s*(\d+)/.exec(status);
     if (m !== null) trySignal(Number(m[1]), 'SIGKILL');
@@ -107,8 +107,8 @@ export async function runInSandbox(spec: EnterSpec, opts: RunOptions): Promise<R
   if (aborted) return { outcome: { status: 'killed', exitCode: null, signal: 'SIGKILL', ...base }, stdout: stdoutBuf };
   const m = /"exit-code"\s*:\s*(-?\d+)/.exec(status);
   if (m === null) {
-    // bwrap reports an exit code only for a command that started: a failed setup (namespace entry,
-    // chdir, exec of a missing program) is the runtime's or the caller's error, not the command's.
+    // The launcher reports an exit code only for a command that started: a failed setup (namespace
+    // entry, chdir, exec of a missing program) is the runtime's or the caller's error, not the command's.
     return { outcome: { status: 'infra_error', exitCode: code, signal: sig, ...base, error: `command could not be started in the sandbox: ${err.text.trim().slice(-500) || `exit ${code}`}` }, stdout: stdoutBuf };
   }
   const exitCode = Number(m[1]);

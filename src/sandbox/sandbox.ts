@@ -4,7 +4,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmod, chown, mkdir } from 'node:fs/promises';
+import { chmodSync, chownSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { InvalidInputError, MinisandboxError } from '../errors.js';
@@ -120,9 +120,9 @@ export class Sandbox {
 
   enterSpec(argv: string[], opts: { env?: Record<string, string> | undefined; workdir?: string | undefined; user?: { uid: number; gid: number } | undefined } = {}): EnterSpec {
     return {
+      launcher: this.host.tools.launcher,
       holderPid: this.state.holderPid,
       initPid: this.state.initPid,
-      mergedDir: this.state.mergedDir,
       network: this.state.network,
       env: { ...this.config.env, ...(opts.env ?? {}) },
       workdir: opts.workdir ?? this.config.workdir,
@@ -280,7 +280,7 @@ async function readHolderInfo(holder: ChildProcess, timeoutMs: number): Promise<
     };
     const timer = setTimeout(() => {
       cleanup();
-      reject(new SandboxStartError(`sandbox did not start within ${timeoutMs} ms: ${stderr.trim().slice(-800)}`, 'the host may be overloaded; retry, or check `bwrap --version` and `unshare --version` work'));
+      reject(new SandboxStartError(`sandbox did not start within ${timeoutMs} ms: ${stderr.trim().slice(-800)}`, 'the host may be overloaded; retry'));
     }, timeoutMs);
     const cleanup = (): void => {
       clearTimeout(timer);
@@ -297,7 +297,7 @@ async function readHolderInfo(holder: ChildProcess, timeoutMs: number): Promise<
     holder.on('exit', onExit);
     holder.on('error', (e) => {
       cleanup();
-      reject(new SandboxStartError(`cannot start the sandbox holder: ${String(e)}`, 'install util-linux and bubblewrap (`apt-get install util-linux bubblewrap uidmap`)'));
+      reject(new SandboxStartError(`cannot start the sandbox holder: ${String(e)}`, 'the native launcher could not run: delete native/build/ to recompile it (needs gcc)'));
     });
   });
 }
@@ -319,30 +319,30 @@ async function startSandbox(opts: ParsedOptions, hooks: CreateHooks, forkFrom: S
   const host = hooks.host ?? (await probeHost());
   const warn = hooks.warn ?? ((m: string) => process.emitWarning(m, 'MinisandboxWarning'));
   const id = opts.id ?? newId();
-  await makeStateDir(opts.stateDir);
+  makeStateDir(opts.stateDir);
   const dir = sandboxDir(opts.stateDir, id);
   try {
-    await mkdir(dir, { mode: 0o711 });
+    mkdirSync(dir, { mode: 0o711 });
   } catch (e) {
     throw new InvalidInputError(`cannot create sandbox dir ${dir}: ${String(e)}`, 'pick another id, or run reapStaleSandboxes on the state dir');
   }
   const upperDir = join(dir, 'upper');
   const mergedDir = join(dir, 'root');
-  await mkdir(upperDir, { mode: opts.upper === 'disk' ? 0o700 : 0o711 });
+  mkdirSync(upperDir, { mode: opts.upper === 'disk' ? 0o700 : 0o711 });
   // A disk upper is written by the sandbox's root, i.e. the first id of the mapped range; the
   // mkdir mode alone would be cut by the umask (and world-writable would be wrong anyway).
   if (opts.upper === 'disk') {
     // Rootless owners cannot chown to a subordinate id: open the dir instead (its parent is 0711,
     // so only someone who knows the random sandbox id could reach it).
-    if (host.isRoot) await chown(upperDir, host.idMap.uidStart, host.idMap.gidStart);
-    else await chmod(upperDir, 0o777);
+    if (host.isRoot) chownSync(upperDir, host.idMap.uidStart, host.idMap.gidStart);
+    else chmodSync(upperDir, 0o777);
   }
-  await mkdir(mergedDir, { mode: 0o711 });
+  mkdirSync(mergedDir, { mode: 0o711 });
   const state: SandboxState = {
     version: 1,
     id,
     ownerPid: process.pid,
-    ownerStartTime: await processStartTime(process.pid),
+    ownerStartTime: processStartTime(process.pid),
     holderPid: 0,
     initPid: 0,
     lowerDirs: opts.lowerDirs,
@@ -355,7 +355,7 @@ async function startSandbox(opts: ParsedOptions, hooks: CreateHooks, forkFrom: S
     createdAt: new Date().toISOString(),
     ...(forkFrom === undefined ? {} : { forkedFrom: forkFrom.id }),
   };
-  await writeState(opts.stateDir, state);
+  writeState(opts.stateDir, state);
   let cgroup: SandboxCgroup | undefined;
   let holder: ChildProcess | undefined;
   try {
@@ -373,6 +373,7 @@ async function startSandbox(opts: ParsedOptions, hooks: CreateHooks, forkFrom: S
       asBytes: unenforced.includes('memoryBytes') ? opts.limits.memoryBytes : undefined,
     };
     const argv = holderCommand({
+      launcher: host.tools.launcher,
       idMap: host.idMap,
       upperDir,
       mergedDir,
@@ -389,12 +390,14 @@ async function startSandbox(opts: ParsedOptions, hooks: CreateHooks, forkFrom: S
     });
     holder = spawn(argv[0]!, argv.slice(1), { stdio: ['pipe', 'pipe', 'pipe', 'pipe', forkFrom === undefined ? 'ignore' : 'pipe'], env: { PATH: HOST_PATH } });
     holder.stdin!.on('error', () => undefined);
+    // Read now, while the holder surely lives: its start time tells it apart from a reused pid.
+    const holderStartTime = holder.pid === undefined ? undefined : processStartTime(holder.pid);
     if (forkFrom !== undefined) await streamUpper(forkFrom, holder);
     const { initPid } = await readHolderInfo(holder, 30_000);
     state.holderPid = holder.pid!;
-    state.holderStartTime = await processStartTime(holder.pid!);
+    state.holderStartTime = holderStartTime;
     state.initPid = initPid;
-    await writeState(opts.stateDir, state);
+    writeState(opts.stateDir, state);
     const sb = new Sandbox(state, opts, host, holder, cgroup, rlimits, hooks, [...unenforced]);
     await hooks.onCreated?.(state);
     return sb;

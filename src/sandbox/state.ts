@@ -4,7 +4,8 @@
  * one left behind.
  */
 import { spawn } from 'node:child_process';
-import { mkdir, readFile, readdir, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { readFile, readdir, rm, stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { z } from 'zod';
 import { InvalidInputError } from '../errors.js';
@@ -21,7 +22,7 @@ export const SandboxStateSchema = z.strictObject({
   /** The runtime process that owns the sandbox; when it dies the sandbox is stale. */
   ownerPid: z.number().int().positive(),
   ownerStartTime: z.string().optional(),
-  /** Host pid of the holder (bwrap monitor in the sandbox's user+mount namespaces); 0 until started. */
+  /** Host pid of the holder (keeps the sandbox's user+mount namespaces); 0 until started. */
   holderPid: z.number().int().min(0),
   holderStartTime: z.string().optional(),
   /** Host pid of the sandbox's pid-1 (inside its pid, net, ipc and uts namespaces). */
@@ -42,11 +43,12 @@ export function sandboxDir(stateDir: string, id: string): string {
   return join(stateDir, id);
 }
 
-export async function writeState(stateDir: string, state: SandboxState): Promise<void> {
+/** Synchronous: a few hundred bytes, written on every sandbox start, where latency is the product. */
+export function writeState(stateDir: string, state: SandboxState): void {
   const dir = sandboxDir(stateDir, state.id);
   const file = join(dir, 'state.json');
-  await writeFile(`${file}.tmp`, JSON.stringify(SandboxStateSchema.parse(state)));
-  await rename(`${file}.tmp`, file);
+  writeFileSync(`${file}.tmp`, JSON.stringify(SandboxStateSchema.parse(state)));
+  renameSync(`${file}.tmp`, file);
 }
 
 export async function readState(stateDir: string, id: string): Promise<SandboxState | undefined> {
@@ -77,7 +79,7 @@ export async function listSandboxes(stateDir: string): Promise<SandboxListing[]>
   for (const id of names.sort()) {
     if (!SANDBOX_ID_RE.test(id)) continue;
     const state = await readState(stateDir, id);
-    const live = state !== undefined && (await sameProcessAlive(state.ownerPid, state.ownerStartTime));
+    const live = state !== undefined && sameProcessAlive(state.ownerPid, state.ownerStartTime);
     out.push({ id, state, live });
   }
   return out;
@@ -115,7 +117,7 @@ export async function teardown(stateDir: string, id: string, state: SandboxState
       [state.initPid, undefined],
       [state.holderPid, state.holderStartTime],
     ] as const) {
-      if (await sameProcessAlive(pid, start)) trySignal(pid, 'SIGKILL');
+      if (sameProcessAlive(pid, start)) trySignal(pid, 'SIGKILL');
     }
     // SIGKILL takes effect when the victim next runs: wait for it, so that "destroyed" means gone.
     await waitGone(state.initPid, undefined);
@@ -127,7 +129,7 @@ export async function teardown(stateDir: string, id: string, state: SandboxState
 
 async function waitGone(pid: number, start: string | undefined): Promise<void> {
   for (let i = 0; i < 200 && pid > 0; i++) {
-    if (!(await sameProcessAlive(pid, start))) return;
+    if (!sameProcessAlive(pid, start)) return;
     await new Promise((r) => setTimeout(r, 10));
   }
 }
@@ -138,7 +140,8 @@ async function waitGone(pid: number, start: string | undefined): Promise<void> {
  */
 export async function removeTree(dir: string, idMap: IdMap | undefined): Promise<void> {
   try {
-    await rm(dir, { recursive: true, force: true, maxRetries: 3 });
+    // A tmpfs upper leaves a few empty dirs and state.json: removed faster than one async round trip.
+    rmSync(dir, { recursive: true, force: true, maxRetries: 3 });
     return;
   } catch (e) {
     if (idMap === undefined || !(isErrno(e, 'EACCES') || isErrno(e, 'EPERM'))) throw e;
@@ -151,12 +154,12 @@ export async function removeTree(dir: string, idMap: IdMap | undefined): Promise
   await rm(dir, { recursive: true, force: true });
 }
 
-export async function makeStateDir(stateDir: string): Promise<void> {
+export function makeStateDir(stateDir: string): void {
   // Searchable by others: the sandbox's own root (a subordinate id, "other" to us) walks through it
   // to its mount points; names inside are not listable.
-  await mkdir(stateDir, { recursive: true, mode: 0o711 });
+  mkdirSync(stateDir, { recursive: true, mode: 0o711 });
   for (let d = stateDir; ; d = dirname(d)) {
-    const st = await stat(d);
+    const st = statSync(d);
     if ((st.mode & 0o001) === 0) {
       throw new InvalidInputError(
         `${d} is not searchable by others, so the sandbox's subordinate ids cannot reach their mount points under ${stateDir}`,
