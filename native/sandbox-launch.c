@@ -18,14 +18,16 @@
  * then a private mount namespace with the size-capped tmpfs upper and the overlay root (this
  * namespace keeps the host view, so the runtime can reach the upper dir). It then forks the
  * sandbox's init into new pid/mount/ipc/uts(/net) namespaces; init mounts /proc and a minimal /dev,
- * pivots into the overlay, drops every capability, sets no_new_privs, says "ready" on stdout and
+ * forbids nested user namespaces, pivots into the overlay, drops every capability, sets
+ * no_new_privs, says "ready" on stdout and
  * lives (reaping orphans) until its stdin - a pipe from the runtime - closes. The holder reports
  * {"child-pid": INIT} on the info fd and exits when init does.
  *
  * enter: joins the cgroups, sets rlimits, joins the holder's user namespace and init's mount
  * (already pivoted), net, ipc and uts namespaces, takes a private copy of the mount namespace,
  * then forks into a fresh pid namespace nested in the sandbox's, whose pid 1 mounts its own /proc
- * and runs the command as pid 2 (so one SIGKILL to that pid 1 ends the command's whole tree). It
+ * and runs the command as pid 2 (so one SIGKILL to that pid 1 ends the command's whole tree), in
+ * a session keyring of its own (not the runtime's), with only the kept capabilities. It
  * reports {"child-pid": NESTED_PID1} and, once the command ends, {"exit-code": N} (128+signal for
  * a signal) on the status fd, like bubblewrap's --json-status-fd. A command that could not be
  * started (workdir, exec) gets no exit-code: the error goes to stderr and the exit status is 125.
@@ -37,6 +39,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/capability.h>
+#include <linux/keyctl.h>
 #include <net/if.h>
 #include <poll.h>
 #include <sched.h>
@@ -534,6 +537,13 @@ static void init_main(const struct opts *o, int holder_alive) {
   char p[4096];
   xsnprintf(p, sizeof p, "%s/proc", o->merged);
   mount_or_die("proc", p, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+  /*
+   * No nested user namespaces: one would hand code in the sandbox a full capability set over new
+   * namespaces, the kernel's largest attack surface for unprivileged users. The limit belongs to
+   * the sandbox's user namespace and raising it needs CAP_SYS_RESOURCE there, which nothing keeps.
+   */
+  xsnprintf(p, sizeof p, "%s/proc/sys/user/max_user_namespaces", o->merged);
+  write_file(p, "0");
   xsnprintf(p, sizeof p, "%s/dev", o->merged);
   setup_dev(p);
   if (chdir(o->merged) < 0) die("chdir %s", o->merged);
@@ -640,6 +650,11 @@ static void command_main(const struct opts *o, int errfd) {
     restrict_bounding_set(keep);
     set_caps_final(keep);
   }
+  /*
+   * A session keyring of its own: the one inherited from the runtime would let the command use
+   * (as its possessor) whatever keys the host session holds.
+   */
+  if (syscall(SYS_keyctl, KEYCTL_JOIN_SESSION_KEYRING, NULL) < 0) die("join a new session keyring");
   syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC);
   execvp(o->argv[0], o->argv);
   dprintf(errfd, "minisandbox: cannot run %s: %s", o->argv[0], strerror(errno));

@@ -118,6 +118,10 @@ describe('isolation', () => {
       const un = await sb.exec(['sh', '-c', 'unshare -m true; echo rc=$?; chroot / true; echo rc2=$?']);
       expect(un.stdout).toMatch(/rc=[1-9]/);
       expect(un.stdout).toMatch(/rc2=[1-9]/);
+      // A nested user namespace would hand the sandbox a fresh full capability set to attack the
+      // kernel with (unprivileged overlay, nftables, ...): its limit is 0 and cannot be raised.
+      const nested = await sb.exec(['sh', '-c', 'unshare -U true; echo rc=$?; echo 5 > /proc/sys/user/max_user_namespaces; echo rc2=$?; cat /proc/sys/user/max_user_namespaces']);
+      expect(nested.stdout).toMatch(/^rc=[1-9]\nrc2=[1-9]\n0\n$/);
     } finally {
       await sb.destroy();
     }
