@@ -19,8 +19,8 @@
  * namespace keeps the host view, so the runtime can reach the upper dir). It then forks the
  * sandbox's init into new pid/mount/ipc/uts(/net) namespaces; init mounts /proc and a minimal /dev,
  * forbids nested user namespaces, pivots into the overlay, drops every capability, sets
- * no_new_privs, says "ready" on stdout and
- * lives (reaping orphans) until its stdin - a pipe from the runtime - closes. The holder reports
+ * no_new_privs, says "ready" on stdout and lives (reaping orphans) until its stdin - a pipe from
+ * the runtime - closes. The holder reports
  * {"child-pid": INIT} on the info fd and exits when init does.
  *
  * enter: joins the cgroups, sets rlimits, joins the holder's user namespace and init's mount
