@@ -9,6 +9,7 @@
  *   sandbox-launch holder [common] --uid-map START:COUNT --gid-map START:COUNT --upper DIR
  *       --merged DIR --lower OVERLAY_LOWERDIR [--tmpfs-size BYTES] [--from-tar-fd N]
  *       [--net none|host] --hostname NAME --workdir DIR --info-fd N
+ *   sandbox-launch serve     (starts holders on request; see serve_main)
  *   sandbox-launch enter [common] --holder PID --init PID --pidns-fd N --status-fd N
  *       [--net none|host] --workdir DIR [--cap NAME]... [--user UID:GID] [--env K=V]... -- ARGV...
  *   common: [--rlimit NAME=SOFT:HARD]... [--cgroup PROCS_FILE]...
@@ -771,11 +772,255 @@ static int enter_main(struct opts *o) {
   return code;
 }
 
+/* ---- serve -------------------------------------------------------------------------------- */
+
+/*
+ * serve: a long-lived parent for holders, so that starting a sandbox costs the runtime one message
+ * instead of one process spawn (a fork of the large runtime process is the single biggest cost of
+ * a start). Requests on stdin, each a decimal field count N then N fields, all NUL-terminated:
+ *   S <id> <holder args...>   start a holder (the args of `holder` mode, with --info-fd 3)
+ *   K <id>                    SIGKILL that holder and its init (no-op once it is gone)
+ * Events on stdout, one line each:
+ *   R <id> <holder pid> <init pid>              ready
+ *   E <id> <status> <error output, one line>    the holder failed before it was ready
+ *   X <id> <status>                             a ready holder exited (its sandbox is gone)
+ * On EOF of stdin the server exits, and every holder with it (PR_SET_PDEATHSIG).
+ */
+struct job {
+  char id[72];
+  pid_t pid, init;
+  int ready_fd, info_fd, err_fd, life_fd;
+  char ready[16], info[64], err[2048];
+  size_t ready_len, info_len, err_len;
+  int reported;
+};
+
+static void close_fd(int *fd) {
+  if (*fd >= 0) close(*fd);
+  *fd = -1;
+}
+
+static int high_dup(int fd) {
+  int d = fcntl(fd, F_DUPFD_CLOEXEC, 10);
+  if (d < 0) die("dup");
+  return d;
+}
+
+static void start_holder(struct job *j, int nargs, char **args, pid_t server) {
+  int life[2], ready[2], info[2], err[2];
+  if (pipe2(life, O_CLOEXEC) < 0 || pipe2(ready, O_CLOEXEC) < 0 || pipe2(info, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0) die("pipe");
+  pid_t pid = fork_or_die();
+  if (pid == 0) {
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    signal(SIGPIPE, SIG_DFL);
+    die_with_parent();
+    if (getppid() != server) _exit(1);
+    int fds[4] = {high_dup(life[0]), high_dup(ready[1]), high_dup(err[1]), high_dup(info[1])};
+    for (int i = 0; i < 4; i++)
+      if (dup2(fds[i], i) < 0) die("dup2");
+    syscall(SYS_close_range, 4, ~0U, 0);
+    char *argv[MAX_LIST * 2 + 4];
+    argv[0] = (char *)prog;
+    argv[1] = "holder";
+    int n = 0;
+    for (; n < nargs && n < MAX_LIST * 2; n++) argv[n + 2] = args[n];
+    argv[n + 2] = NULL;
+    struct opts o;
+    parse_args(&o, n + 2, argv);
+    _exit(holder_main(&o));
+  }
+  close(life[0]);
+  close(ready[1]);
+  close(info[1]);
+  close(err[1]);
+  j->pid = pid;
+  j->life_fd = life[1];
+  j->ready_fd = ready[0];
+  j->info_fd = info[0];
+  j->err_fd = err[0];
+  fcntl(j->ready_fd, F_SETFL, O_NONBLOCK);
+  fcntl(j->info_fd, F_SETFL, O_NONBLOCK);
+  fcntl(j->err_fd, F_SETFL, O_NONBLOCK);
+}
+
+static void emit(const char *fmt, ...) {
+  char line[4096];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(line, sizeof line - 1, fmt, ap);
+  va_end(ap);
+  if (n < 0) return;
+  if ((size_t)n > sizeof line - 2) n = (int)sizeof line - 2;
+  line[n++] = '\n';
+  write_all(1, line, (size_t)n);
+}
+
+/* Appends what is readable on *fd to buf (dropping what does not fit); closes *fd at EOF. */
+static void drain(int *fd, char *buf, size_t cap, size_t *len) {
+  char tmp[1024];
+  for (;;) {
+    ssize_t n = read(*fd, tmp, sizeof tmp);
+    if (n > 0) {
+      size_t room = cap - 1 - *len;
+      size_t take = (size_t)n < room ? (size_t)n : room;
+      memcpy(buf + *len, tmp, take);
+      *len += take;
+      buf[*len] = '\0';
+      continue;
+    }
+    if (n == 0 || (errno != EAGAIN && errno != EINTR)) close_fd(fd);
+    return;
+  }
+}
+
+static void check_ready(struct job *j) {
+  if (j->reported || j->init > 0) return;
+  char *p = strstr(j->info, "\"child-pid\": ");
+  if (p == NULL || strchr(j->ready, '\n') == NULL) return;
+  j->init = (pid_t)atoi(p + 13);
+  j->reported = 1;
+  emit("R %s %d %d", j->id, j->pid, j->init);
+}
+
+static int serve_main(void) {
+  pid_t self = getpid();
+  signal(SIGPIPE, SIG_IGN);
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGCHLD);
+  if (sigprocmask(SIG_BLOCK, &set, NULL) < 0) die("sigprocmask");
+  int sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (sfd < 0) die("signalfd");
+  fcntl(0, F_SETFL, O_NONBLOCK);
+  struct job *jobs = NULL;
+  size_t njobs = 0;
+  char *in = NULL;
+  size_t in_len = 0, in_cap = 0;
+  int in_open = 1;
+  /* Once the runtime is gone (EOF), exiting takes every holder with us. */
+  while (in_open) {
+    size_t nfds = 2 + 3 * njobs;
+    struct pollfd *fds = calloc(nfds, sizeof *fds);
+    if (fds == NULL) die("calloc");
+    fds[0] = (struct pollfd){0, POLLIN, 0};
+    fds[1] = (struct pollfd){sfd, POLLIN, 0};
+    for (size_t i = 0; i < njobs; i++) {
+      fds[2 + 3 * i] = (struct pollfd){jobs[i].ready_fd, POLLIN, 0};
+      fds[3 + 3 * i] = (struct pollfd){jobs[i].info_fd, POLLIN, 0};
+      fds[4 + 3 * i] = (struct pollfd){jobs[i].err_fd, POLLIN, 0};
+    }
+    if (poll(fds, nfds, -1) < 0 && errno != EINTR) die("poll");
+    for (size_t i = 0; i < njobs; i++) {
+      struct job *j = &jobs[i];
+      if (j->ready_fd >= 0 && fds[2 + 3 * i].revents) drain(&j->ready_fd, j->ready, sizeof j->ready, &j->ready_len);
+      if (j->info_fd >= 0 && fds[3 + 3 * i].revents) drain(&j->info_fd, j->info, sizeof j->info, &j->info_len);
+      if (j->err_fd >= 0 && fds[4 + 3 * i].revents) drain(&j->err_fd, j->err, sizeof j->err, &j->err_len);
+      check_ready(j);
+    }
+    int stdin_ready = fds[0].revents != 0;
+    free(fds);
+    /* Exits: report, forget. */
+    struct signalfd_siginfo si;
+    while (read(sfd, &si, sizeof si) > 0) {
+    }
+    for (;;) {
+      int st;
+      pid_t p = waitpid(-1, &st, WNOHANG);
+      if (p <= 0) break;
+      for (size_t i = 0; i < njobs; i++) {
+        struct job *j = &jobs[i];
+        if (j->pid != p) continue;
+        if (j->err_fd >= 0) drain(&j->err_fd, j->err, sizeof j->err, &j->err_len);
+        if (j->info_fd >= 0) drain(&j->info_fd, j->info, sizeof j->info, &j->info_len);
+        if (j->ready_fd >= 0) drain(&j->ready_fd, j->ready, sizeof j->ready, &j->ready_len);
+        check_ready(j);
+        if (j->reported) emit("X %s %d", j->id, shell_status(st));
+        else {
+          for (char *c = j->err; *c; c++)
+            if (*c == '\n' || *c == '\r') *c = ' ';
+          emit("E %s %d %s", j->id, shell_status(st), j->err_len > 0 ? j->err : "no error output");
+        }
+        close_fd(&j->ready_fd);
+        close_fd(&j->info_fd);
+        close_fd(&j->err_fd);
+        close_fd(&j->life_fd);
+        jobs[i] = jobs[--njobs];
+        break;
+      }
+    }
+    if (!stdin_ready) continue;
+    /* Requests. */
+    for (;;) {
+      if (in_cap - in_len < 65536) {
+        in_cap = in_cap * 2 + 65536;
+        in = realloc(in, in_cap);
+        if (in == NULL) die("realloc");
+      }
+      ssize_t n = read(0, in + in_len, in_cap - in_len);
+      if (n > 0) {
+        in_len += (size_t)n;
+        continue;
+      }
+      if (n == 0) in_open = 0;
+      break;
+    }
+    size_t off = 0;
+    for (;;) {
+      /* One complete record: count, then that many fields. */
+      char *fields[MAX_LIST * 2 + 8];
+      size_t pos = off;
+      char *end = memchr(in + pos, '\0', in_len - pos);
+      if (end == NULL) break;
+      long count = strtol(in + pos, NULL, 10);
+      if (count < 2 || count > MAX_LIST * 2 + 4) {
+        errno = 0;
+        die("bad request");
+      }
+      pos = (size_t)(end - in) + 1;
+      int complete = 1;
+      for (long f = 0; f < count; f++) {
+        char *e = memchr(in + pos, '\0', in_len - pos);
+        if (e == NULL) {
+          complete = 0;
+          break;
+        }
+        fields[f] = in + pos;
+        pos = (size_t)(e - in) + 1;
+      }
+      if (!complete) break;
+      off = pos;
+      if (strcmp(fields[0], "S") == 0) {
+        jobs = realloc(jobs, (njobs + 1) * sizeof *jobs);
+        if (jobs == NULL) die("realloc");
+        struct job *j = &jobs[njobs++];
+        memset(j, 0, sizeof *j);
+        snprintf(j->id, sizeof j->id, "%s", fields[1]);
+        start_holder(j, (int)count - 2, &fields[2], self);
+      } else if (strcmp(fields[0], "K") == 0) {
+        for (size_t i = 0; i < njobs; i++) {
+          if (strcmp(jobs[i].id, fields[1]) != 0) continue;
+          if (jobs[i].init > 0) kill(jobs[i].init, SIGKILL);
+          kill(jobs[i].pid, SIGKILL);
+        }
+      } else {
+        errno = 0;
+        die("bad request verb");
+      }
+    }
+    memmove(in, in + off, in_len - off);
+    in_len -= off;
+  }
+  return 0;
+}
+
 int main(int argc, char **argv) {
   struct opts o;
   parse_args(&o, argc, argv);
   if (strcmp(o.mode, "holder") == 0) return holder_main(&o);
   if (strcmp(o.mode, "enter") == 0) return enter_main(&o);
+  if (strcmp(o.mode, "serve") == 0) return serve_main();
   usage("mode must be holder or enter");
   return 125;
 }

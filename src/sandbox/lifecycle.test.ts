@@ -82,6 +82,34 @@ describe('sandbox lifecycle', () => {
     expect(await leftovers(fp)).toEqual([]);
   });
 
+  it('a runtime exits by itself once its sandboxes are destroyed (the launcher server keeps it alive only while needed)', async () => {
+    const script = `
+      import { createSandbox, probeHost } from ${JSON.stringify(join(REPO_ROOT, 'src/sandbox/index.ts'))};
+      const host = await probeHost();
+      const sb = await createSandbox({ lowerDirs: [${JSON.stringify(lower)}], stateDir: ${JSON.stringify(stateDir)} }, { host });
+      const o = await sb.exec(['echo', 'ran']);
+      await sb.destroy();
+      process.stdout.write(o.stdout);
+    `;
+    const child = spawn('npx', ['tsx', '--input-type=module', '-e', script], { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    child.stdout.on('data', (c: Buffer) => (out += c.toString()));
+    const timer = setTimeout(() => child.kill('SIGKILL'), 20_000);
+    const code = await new Promise<number | null>((resolve) => child.on('exit', (c) => resolve(c)));
+    clearTimeout(timer);
+    expect(out).toBe('ran\n');
+    expect(code).toBe(0);
+  });
+
+  it('a sandbox that cannot start says why, and the next one starts', async () => {
+    await expect(createSandbox({ lowerDirs: ['/nonexistent/msb-layer'], stateDir }, { host })).rejects.toThrow(/overlay.*msb-upper|mount overlay|No such file/);
+    const sb = await createSandbox({ lowerDirs: [lower], stateDir }, { host });
+    expect((await sb.exec(['true'])).status).toBe('ok');
+    const fp = await sandboxFootprint(sb);
+    await sb.destroy();
+    expect(await leftovers(fp)).toEqual([]);
+  });
+
   it('reaps the sandboxes of a runtime that died without cleaning up', async () => {
     // A separate runtime process creates a sandbox with a background process, then is SIGKILLed.
     const script = `
@@ -102,10 +130,15 @@ describe('sandbox lifecycle', () => {
     });
     const state = JSON.parse(line) as { id: string; ownerPid: number; holderPid: number; initPid: number; upperDir: string; cgroupDirs: string[] };
     expect(await readFile(`/proc/${state.initPid}/stat`, 'utf8')).toBeTruthy();
-    // The runtime dies without any chance to clean up.
+    // The runtime dies without any chance to clean up ...
     process.kill(state.ownerPid, 'SIGKILL');
     child.kill('SIGKILL');
-    await new Promise((r) => setTimeout(r, 300));
+    // ... and its sandboxes' processes end by themselves (the launcher server and every holder
+    // die with their parent), before any reaping.
+    const alive = async (pid: number): Promise<boolean> => !(await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => ') Z ')).includes(') Z ');
+    for (let i = 0; i < 100 && ((await alive(state.holderPid)) || (await alive(state.initPid))); i++) await new Promise((r) => setTimeout(r, 20));
+    expect(await alive(state.holderPid)).toBe(false);
+    expect(await alive(state.initPid)).toBe(false);
     const before = await listSandboxes(stateDir);
     expect(before.find((l) => l.id === state.id)?.live).toBe(false);
     const reaped = await reapStaleSandboxes(stateDir);

@@ -11,9 +11,10 @@ import { InvalidInputError, MinisandboxError } from '../errors.js';
 import { RuntimeConfigSchema, type RuntimeConfig } from '../layer/env.js';
 import { createSandboxCgroup, removeCgroup, unthrottle, type SandboxCgroup } from './cgroup.js';
 import { DEFAULT_CAPS, forkSourceTarCommand, holderCommand, HOST_PATH, type EnterSpec, type Rlimits } from './commands.js';
+import { launcherServer, spawnedHolder, type HolderHandle } from './holder.js';
 import { probeHost, type HostInfo } from './host.js';
 import { DEFAULT_MAX_OUTPUT_BYTES, type CommandOutcome } from './outcome.js';
-import { processStartTime, trySignal } from './proc.js';
+import { processStartTime, sameProcessAlive } from './proc.js';
 import { runInSandbox } from './runner.js';
 import { Session, type SessionOptions } from './session.js';
 import { makeStateDir, sandboxDir, teardown, writeState, type SandboxState } from './state.js';
@@ -89,14 +90,14 @@ export class Sandbox {
     readonly state: SandboxState,
     readonly options: ParsedOptions,
     readonly host: HostInfo,
-    private readonly holder: ChildProcess,
+    private readonly holder: HolderHandle,
     private readonly cgroup: SandboxCgroup | undefined,
     readonly rlimits: Rlimits,
     private readonly hooks: CreateHooks,
     /** Limits the host could not enforce through cgroups. */
     readonly unenforced: string[],
   ) {
-    holder.on('exit', () => {
+    holder.onExit(() => {
       // The holder never exits on its own while we live: something killed the sandbox.
       void this.destroy();
     });
@@ -231,20 +232,33 @@ export class Sandbox {
     if (this.lifetimeTimer !== undefined) clearTimeout(this.lifetimeTimer);
     this.abort.abort();
     for (const s of this.sessions) s.close();
-    this.holder.stdin?.destroy();
-    const exited = this.holder.exitCode !== null || this.holder.signalCode !== null ? Promise.resolve() : new Promise<void>((r) => this.holder.once('exit', () => r()));
-    // Our own child: its exit event (no polling) says the namespaces are going; pid 1 first, so
-    // the kernel ends every process of the sandbox's pid namespace at once.
     await unthrottle(this.state.cgroupDirs);
-    trySignal(this.state.initPid, 'SIGKILL');
-    this.holder.kill('SIGKILL');
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([exited, new Promise((r) => (timer = setTimeout(r, 2000)))]);
-    clearTimeout(timer);
+    // pid 1 first, so the kernel ends every process of the sandbox's pid namespace at once.
+    this.holder.kill();
+    await holderGone(this.holder, this.state.holderStartTime, 2000);
     await teardown(this.options.stateDir, this.id, this.state);
     if (this.cgroup !== undefined) await removeCgroup(this.cgroup.dirs);
     await this.hooks.onDestroyed?.(this.state);
   }
+}
+
+/**
+ * Waits until the holder has exited: its exit report, or - sooner, without a hop through the
+ * launcher server - the holder turning into a zombie, which it does only after leaving its
+ * namespaces (so the sandbox's mounts are released).
+ */
+async function holderGone(holder: HolderHandle, startTime: string | undefined, timeoutMs: number): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  let timer: NodeJS.Timeout | undefined;
+  const poll = new Promise<void>((resolve) => {
+    const tick = (): void => {
+      if (holder.hasExited || !sameProcessAlive(holder.pid, startTime) || performance.now() > deadline) resolve();
+      else timer = setTimeout(tick, 1);
+    };
+    tick();
+  });
+  await Promise.race([holder.exited, poll]);
+  clearTimeout(timer);
 }
 
 function fileError(op: string, path: string, o: CommandOutcome): MinisandboxError {
@@ -357,7 +371,8 @@ async function startSandbox(opts: ParsedOptions, hooks: CreateHooks, forkFrom: S
   };
   writeState(opts.stateDir, state);
   let cgroup: SandboxCgroup | undefined;
-  let holder: ChildProcess | undefined;
+  let holder: HolderHandle | undefined;
+  let spawned: ChildProcess | undefined;
   try {
     const { memoryBytes, pids, cpus } = opts.limits;
     cgroup = await createSandboxCgroup(`msb-${id}`, { memoryBytes, pids, cpus });
@@ -388,22 +403,31 @@ async function startSandbox(opts: ParsedOptions, hooks: CreateHooks, forkFrom: S
       rlimits: { ...rlimits, nproc: undefined },
       cgroupProcs: cgroup?.procsFiles ?? [],
     });
-    holder = spawn(argv[0]!, argv.slice(1), { stdio: ['pipe', 'pipe', 'pipe', 'pipe', forkFrom === undefined ? 'ignore' : 'pipe'], env: { PATH: HOST_PATH } });
-    holder.stdin!.on('error', () => undefined);
-    // Read now, while the holder surely lives: its start time tells it apart from a reused pid.
-    const holderStartTime = holder.pid === undefined ? undefined : processStartTime(holder.pid);
-    if (forkFrom !== undefined) await streamUpper(forkFrom, holder);
-    const { initPid } = await readHolderInfo(holder, 30_000);
-    state.holderPid = holder.pid!;
-    state.holderStartTime = holderStartTime;
-    state.initPid = initPid;
+    if (forkFrom === undefined) {
+      // argv is [launcher, 'holder', ...args]: the server runs the same holder code.
+      const r = await launcherServer(host.tools.launcher).start(argv.slice(2), 30_000);
+      if (!r.ok) throw new SandboxStartError(`sandbox holder exited (status ${r.status ?? 'none'}) before the sandbox was ready: ${r.stderr.trim().slice(-800) || 'no error output'}`, startHint(r.stderr));
+      holder = r.holder;
+    } else {
+      spawned = spawn(argv[0]!, argv.slice(1), { stdio: ['pipe', 'pipe', 'pipe', 'pipe', 'pipe'], env: { PATH: HOST_PATH } });
+      spawned.stdin!.on('error', () => undefined);
+      await streamUpper(forkFrom, spawned);
+      const { initPid } = await readHolderInfo(spawned, 30_000);
+      holder = spawnedHolder(spawned, initPid);
+    }
+    state.holderPid = holder.pid;
+    // Its start time tells the holder apart from a later process that reuses the pid.
+    state.holderStartTime = processStartTime(holder.pid);
+    state.initPid = holder.initPid;
     writeState(opts.stateDir, state);
     const sb = new Sandbox(state, opts, host, holder, cgroup, rlimits, hooks, [...unenforced]);
     await hooks.onCreated?.(state);
     return sb;
   } catch (e) {
-    holder?.kill('SIGKILL');
-    if (holder?.pid !== undefined) state.holderPid = holder.pid;
+    holder?.kill();
+    spawned?.kill('SIGKILL');
+    if (holder !== undefined) state.holderPid = holder.pid;
+    else if (spawned?.pid !== undefined) state.holderPid = spawned.pid;
     await teardown(opts.stateDir, id, state);
     if (cgroup !== undefined) await removeCgroup(cgroup.dirs);
     if (e instanceof MinisandboxError) throw e;

@@ -127,10 +127,11 @@ export async function teardown(stateDir: string, id: string, state: SandboxState
   await removeTree(sandboxDir(stateDir, id), idMap ?? state?.idMap);
 }
 
+/** Up to ~2 s; polled every millisecond at first, since a killed process is usually gone in one or two. */
 async function waitGone(pid: number, start: string | undefined): Promise<void> {
-  for (let i = 0; i < 200 && pid > 0; i++) {
+  for (let i = 0; i < 250 && pid > 0; i++) {
     if (!sameProcessAlive(pid, start)) return;
-    await new Promise((r) => setTimeout(r, 10));
+    await new Promise((r) => setTimeout(r, i < 50 ? 1 : 10));
   }
 }
 
