@@ -884,6 +884,105 @@ static void check_ready(struct job *j) {
   emit("R %s %d %d", j->id, j->pid, j->init);
 }
 
+
+/* A command run through `enter`, its stdio relayed by the server (see serve_main). */
+struct xjob {
+  char id[72];
+  pid_t pid;
+  int in_fd;
+  int out_fds[3]; /* stdout, stderr, status */
+  char *inbuf;
+  size_t in_len, in_off;
+  int close_stdin;
+  int exited, status;
+};
+
+static void start_exec(struct xjob *j, int want_stdin, int nargs, char **args, pid_t server) {
+  int in[2] = {-1, -1}, out[2], err[2], st[2];
+  if ((want_stdin && pipe2(in, O_CLOEXEC) < 0) || pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 || pipe2(st, O_CLOEXEC) < 0) die("pipe");
+  pid_t pid = fork_or_die();
+  if (pid == 0) {
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    signal(SIGPIPE, SIG_DFL);
+    die_with_parent();
+    if (getppid() != server) _exit(1);
+    char *argv[MAX_LIST * 4 + 300];
+    argv[0] = (char *)prog;
+    argv[1] = "enter";
+    int n = 0;
+    for (; n < nargs && n < (int)(sizeof argv / sizeof argv[0]) - 3; n++) argv[n + 2] = args[n];
+    argv[n + 2] = NULL;
+    struct opts o;
+    parse_args(&o, n + 2, argv);
+    int stdin_fd = want_stdin ? in[0] : open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (stdin_fd < 0) die("open /dev/null");
+    int pidns = o.init > 0 ? open_ns(o.init, "pid") : -1;
+    int fds[5] = {high_dup(stdin_fd), high_dup(out[1]), high_dup(err[1]), high_dup(st[1]), pidns >= 0 ? high_dup(pidns) : -1};
+    for (int i = 0; i < 5; i++)
+      if (fds[i] >= 0 && dup2(fds[i], i) < 0) die("dup2");
+    syscall(SYS_close_range, 5, ~0U, 0);
+    o.status_fd = 3;
+    o.pidns_fd = pidns >= 0 ? 4 : -1;
+    _exit(enter_main(&o));
+  }
+  if (want_stdin) close(in[0]);
+  close(out[1]);
+  close(err[1]);
+  close(st[1]);
+  j->pid = pid;
+  j->in_fd = want_stdin ? in[1] : -1;
+  if (j->in_fd >= 0) fcntl(j->in_fd, F_SETFL, O_NONBLOCK);
+  j->out_fds[0] = out[0];
+  j->out_fds[1] = err[0];
+  j->out_fds[2] = st[0];
+  for (int i = 0; i < 3; i++) fcntl(j->out_fds[i], F_SETFL, O_NONBLOCK);
+}
+
+static void emit_frame(const char *id, int stream, const char *data, size_t len) {
+  char head[128];
+  int n = snprintf(head, sizeof head, "O %s %d %zu\n", id, stream, len);
+  write_all(1, head, (size_t)n);
+  write_all(1, data, len);
+}
+
+/* Relays what is readable on one of the job's output pipes; closes it at EOF. */
+static void relay(struct xjob *j, int k) {
+  char buf[65536];
+  for (;;) {
+    ssize_t n = read(j->out_fds[k], buf, sizeof buf);
+    if (n > 0) {
+      emit_frame(j->id, k + 1, buf, (size_t)n);
+      if ((size_t)n < sizeof buf) return;
+      continue;
+    }
+    if (n == 0 || (errno != EAGAIN && errno != EINTR)) close_fd(&j->out_fds[k]);
+    return;
+  }
+}
+
+/* Writes buffered input to the command's stdin as far as the pipe takes it. */
+static void feed(struct xjob *j) {
+  while (j->in_fd >= 0 && j->in_off < j->in_len) {
+    ssize_t n = write(j->in_fd, j->inbuf + j->in_off, j->in_len - j->in_off);
+    if (n > 0) {
+      j->in_off += (size_t)n;
+      continue;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+    close_fd(&j->in_fd); /* EPIPE: the command closed its stdin; drop the rest */
+  }
+  if (j->in_off == j->in_len) {
+    j->in_off = j->in_len = 0;
+    if (j->close_stdin) close_fd(&j->in_fd);
+  }
+}
+
+static int xjob_closed(const struct xjob *j) {
+  return j->exited && j->out_fds[0] < 0 && j->out_fds[1] < 0 && j->out_fds[2] < 0;
+}
+
 static int serve_main(void) {
   pid_t self = getpid();
   signal(SIGPIPE, SIG_IGN);
@@ -896,12 +995,15 @@ static int serve_main(void) {
   fcntl(0, F_SETFL, O_NONBLOCK);
   struct job *jobs = NULL;
   size_t njobs = 0;
+  struct xjob *xjobs = NULL;
+  size_t nx = 0;
   char *in = NULL;
   size_t in_len = 0, in_cap = 0;
   int in_open = 1;
   /* Once the runtime is gone (EOF), exiting takes every holder with us. */
   while (in_open) {
-    size_t nfds = 2 + 3 * njobs;
+    size_t xbase = 2 + 3 * njobs;
+    size_t nfds = xbase + 4 * nx;
     struct pollfd *fds = calloc(nfds, sizeof *fds);
     if (fds == NULL) die("calloc");
     fds[0] = (struct pollfd){0, POLLIN, 0};
@@ -911,6 +1013,10 @@ static int serve_main(void) {
       fds[3 + 3 * i] = (struct pollfd){jobs[i].info_fd, POLLIN, 0};
       fds[4 + 3 * i] = (struct pollfd){jobs[i].err_fd, POLLIN, 0};
     }
+    for (size_t i = 0; i < nx; i++) {
+      for (int k = 0; k < 3; k++) fds[xbase + 4 * i + k] = (struct pollfd){xjobs[i].out_fds[k], POLLIN, 0};
+      fds[xbase + 4 * i + 3] = (struct pollfd){xjobs[i].in_off < xjobs[i].in_len ? xjobs[i].in_fd : -1, POLLOUT, 0};
+    }
     if (poll(fds, nfds, -1) < 0 && errno != EINTR) die("poll");
     for (size_t i = 0; i < njobs; i++) {
       struct job *j = &jobs[i];
@@ -918,6 +1024,11 @@ static int serve_main(void) {
       if (j->info_fd >= 0 && fds[3 + 3 * i].revents) drain(&j->info_fd, j->info, sizeof j->info, &j->info_len);
       if (j->err_fd >= 0 && fds[4 + 3 * i].revents) drain(&j->err_fd, j->err, sizeof j->err, &j->err_len);
       check_ready(j);
+    }
+    for (size_t i = 0; i < nx; i++) {
+      for (int k = 0; k < 3; k++)
+        if (xjobs[i].out_fds[k] >= 0 && fds[xbase + 4 * i + k].revents) relay(&xjobs[i], k);
+      if (fds[xbase + 4 * i + 3].revents) feed(&xjobs[i]);
     }
     int stdin_ready = fds[0].revents != 0;
     free(fds);
@@ -929,6 +1040,14 @@ static int serve_main(void) {
       int st;
       pid_t p = waitpid(-1, &st, WNOHANG);
       if (p <= 0) break;
+      for (size_t i = 0; i < nx; i++) {
+        struct xjob *x = &xjobs[i];
+        if (x->pid != p) continue;
+        x->exited = 1;
+        x->status = st;
+        /* Output still in flight is relayed by the loop; Z follows once every pipe is at EOF. */
+        emit("D %s %d %d", x->id, WIFEXITED(st) ? WEXITSTATUS(st) : -1, WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+      }
       for (size_t i = 0; i < njobs; i++) {
         struct job *j = &jobs[i];
         if (j->pid != p) continue;
@@ -950,6 +1069,16 @@ static int serve_main(void) {
         break;
       }
     }
+    for (size_t i = 0; i < nx;) {
+      if (!xjob_closed(&xjobs[i])) {
+        i++;
+        continue;
+      }
+      emit("Z %s", xjobs[i].id);
+      close_fd(&xjobs[i].in_fd);
+      free(xjobs[i].inbuf);
+      xjobs[i] = xjobs[--nx];
+    }
     if (!stdin_ready) continue;
     /* Requests. */
     for (;;) {
@@ -969,12 +1098,12 @@ static int serve_main(void) {
     size_t off = 0;
     for (;;) {
       /* One complete record: count, then that many fields. */
-      char *fields[MAX_LIST * 2 + 8];
+      char *fields[MAX_LIST * 4 + 300];
       size_t pos = off;
       char *end = memchr(in + pos, '\0', in_len - pos);
       if (end == NULL) break;
       long count = strtol(in + pos, NULL, 10);
-      if (count < 2 || count > MAX_LIST * 2 + 4) {
+      if (count < 2 || count > MAX_LIST * 4 + 290) {
         errno = 0;
         die("bad request");
       }
@@ -990,6 +1119,17 @@ static int serve_main(void) {
         pos = (size_t)(e - in) + 1;
       }
       if (!complete) break;
+      size_t payload = 0;
+      if (strcmp(fields[0], "I") == 0) {
+        if (count != 3) {
+          errno = 0;
+          die("bad input request");
+        }
+        payload = (size_t)strtoull(fields[2], NULL, 10);
+        if (in_len - pos < payload) break;
+      }
+      char *data = in + pos;
+      pos += payload;
       off = pos;
       if (strcmp(fields[0], "S") == 0) {
         jobs = realloc(jobs, (njobs + 1) * sizeof *jobs);
@@ -998,6 +1138,33 @@ static int serve_main(void) {
         memset(j, 0, sizeof *j);
         snprintf(j->id, sizeof j->id, "%s", fields[1]);
         start_holder(j, (int)count - 2, &fields[2], self);
+      } else if (strcmp(fields[0], "X") == 0) {
+        xjobs = realloc(xjobs, (nx + 1) * sizeof *xjobs);
+        if (xjobs == NULL) die("realloc");
+        struct xjob *x = &xjobs[nx++];
+        memset(x, 0, sizeof *x);
+        snprintf(x->id, sizeof x->id, "%s", fields[1]);
+        start_exec(x, strcmp(fields[2], "1") == 0, (int)count - 3, &fields[3], self);
+        emit("P %s %d", x->id, x->pid);
+      } else if (strcmp(fields[0], "I") == 0 || strcmp(fields[0], "C") == 0) {
+        for (size_t i = 0; i < nx; i++) {
+          struct xjob *x = &xjobs[i];
+          if (strcmp(x->id, fields[1]) != 0) continue;
+          if (fields[0][0] == 'C') x->close_stdin = 1;
+          else if (x->in_fd >= 0 && payload > 0) {
+            if (x->in_off > 0) {
+              memmove(x->inbuf, x->inbuf + x->in_off, x->in_len - x->in_off);
+              x->in_len -= x->in_off;
+              x->in_off = 0;
+            }
+            char *nb = realloc(x->inbuf, x->in_len + payload);
+            if (nb == NULL) die("realloc");
+            x->inbuf = nb;
+            memcpy(x->inbuf + x->in_len, data, payload);
+            x->in_len += payload;
+          }
+          feed(x);
+        }
       } else if (strcmp(fields[0], "K") == 0) {
         for (size_t i = 0; i < njobs; i++) {
           if (strcmp(jobs[i].id, fields[1]) != 0) continue;

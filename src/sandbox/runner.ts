@@ -2,12 +2,11 @@
  * Runs one command inside a sandbox (through enterCommand) with a wall-clock timeout and capped
  * output, and classifies how it ended.
  */
-import { spawn } from 'node:child_process';
-import { closeSync, openSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
-import { enterCommand, HOST_PATH, WORKDIR_FAILURE, type EnterSpec } from './commands.js';
+import { enterCommand, WORKDIR_FAILURE, type EnterSpec } from './commands.js';
+import { launcherServer } from './launcher-server.js';
 import { oomKills } from './cgroup.js';
-import { trySignal } from './proc.js';
+import { sameProcessAlive, trySignal } from './proc.js';
 import { CappedBuffer, signalFromExitCode, type CommandOutcome } from './outcome.js';
 
 export interface RunOptions {
@@ -27,23 +26,16 @@ export interface RawOutcome {
 export async function runInSandbox(spec: EnterSpec, opts: RunOptions): Promise<RawOutcome> {
   const started = performance.now();
   const argv = enterCommand(spec);
-  let pidnsFd: number;
-  try {
-    pidnsFd = openSync(`/proc/${spec.initPid}/ns/pid`, 'r');
-  } catch (e) {
-    return infra(started, `sandbox is not running (pid namespace of ${spec.initPid} unavailable: ${String(e)})`);
-  }
+  if (!sameProcessAlive(spec.initPid, undefined)) return infra(started, `sandbox is not running (its init, pid ${spec.initPid}, is gone)`);
   const oomBefore = await oomKills(opts.oomFile);
   const stdout = new CappedBuffer(opts.maxOutputBytes);
   const stderr = new CappedBuffer(opts.maxOutputBytes);
   let status = '';
   let timedOut = false;
   let aborted = false;
-  const child = spawn(argv[0]!, argv.slice(1), {
-    stdio: [opts.stdin === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe', 'pipe', pidnsFd],
-    env: { PATH: HOST_PATH },
-  });
-  closeSync(pidnsFd);
+  // argv is [launcher, 'enter', ...]: the launcher server runs the same enter code, sparing the
+  // runtime a fork of itself per command.
+  const child = launcherServer(spec.launcher).exec(argv.slice(2), { stdin: opts.stdin !== undefined });
   child.stdout!.on('data', (c: Buffer) => stdout.push(c));
   child.stderr!.on('data', (c: Buffer) => stderr.push(c));
   const statusPipe = child.stdio[3] as NodeJS.ReadableStream;

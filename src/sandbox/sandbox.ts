@@ -11,7 +11,7 @@ import { InvalidInputError, MinisandboxError } from '../errors.js';
 import { RuntimeConfigSchema, type RuntimeConfig } from '../layer/env.js';
 import { createSandboxCgroup, removeCgroup, unthrottle, type SandboxCgroup } from './cgroup.js';
 import { DEFAULT_CAPS, forkSourceTarCommand, holderCommand, HOST_PATH, type EnterSpec, type Rlimits } from './commands.js';
-import { launcherServer, spawnedHolder, type HolderHandle } from './holder.js';
+import { launcherServer, spawnedHolder, type HolderHandle } from './launcher-server.js';
 import { probeHost, type HostInfo } from './host.js';
 import { DEFAULT_MAX_OUTPUT_BYTES, type CommandOutcome } from './outcome.js';
 import { processStartTime, sameProcessAlive } from './proc.js';

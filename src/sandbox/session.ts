@@ -4,13 +4,12 @@
  * prompt matching); a timeout interrupts the command's processes (SIGINT, then SIGKILL) and keeps
  * the shell; if the shell itself is stuck or gone it is restarted and the next command says so.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { closeSync, openSync } from 'node:fs';
-import { enterCommand, HOST_PATH, type EnterSpec } from './commands.js';
+import { enterCommand, type EnterSpec } from './commands.js';
+import { launcherServer, type ServedProcess } from './launcher-server.js';
 import { oomKills } from './cgroup.js';
 import { DEFAULT_MAX_OUTPUT_BYTES, SentinelScanner, signalFromExitCode, type CommandOutcome } from './outcome.js';
-import { descendantsOf, trySignal } from './proc.js';
+import { descendantsOf, sameProcessAlive, trySignal } from './proc.js';
 import { MinisandboxError } from '../errors.js';
 
 export interface SessionRunOptions {
@@ -59,7 +58,7 @@ interface Pending {
 }
 
 export class Session {
-  private child: ChildProcess | undefined;
+  private child: ServedProcess | undefined;
   /** Host pid of the session's own pid 1 (its pid namespace nests in the sandbox's). */
   private initPid: number | undefined;
   private pending: Pending | undefined;
@@ -77,16 +76,11 @@ export class Session {
     return this.child?.pid;
   }
 
-  private start(): ChildProcess {
+  private start(): ServedProcess {
     const spec = this.spec();
     const argv = enterCommand({ ...spec, argv: SHELL_ARGV });
-    const pidnsFd = openSync(`/proc/${spec.initPid}/ns/pid`, 'r');
-    let child: ChildProcess;
-    try {
-      child = spawn(argv[0]!, argv.slice(1), { stdio: ['pipe', 'pipe', 'pipe', 'pipe', pidnsFd], env: { PATH: HOST_PATH } });
-    } finally {
-      closeSync(pidnsFd);
-    }
+    if (!sameProcessAlive(spec.initPid, undefined)) throw new MinisandboxError('SANDBOX_DESTROYED', `the sandbox is not running (its init, pid ${spec.initPid}, is gone)`, { hint: 'create a new sandbox' });
+    const child = launcherServer(spec.launcher).exec(argv.slice(2), { stdin: true });
     child.stdin!.on('error', () => undefined);
     child.stdout!.on('data', (c: Buffer) => this.onData('out', c));
     child.stderr!.on('data', (c: Buffer) => this.onData('err', c));
@@ -206,7 +200,7 @@ export class Session {
    * Signals every process of the running command: all descendants of the session's pid-1 except the
    * shell itself. The runtime owns the sandbox's user namespace, so it may signal them directly.
    */
-  private async interrupt(child: ChildProcess, signal: NodeJS.Signals): Promise<void> {
+  private async interrupt(child: ServedProcess, signal: NodeJS.Signals): Promise<void> {
     const init = this.initPid;
     if (init === undefined || this.child !== child) return;
     const shellKids = await descendantsOf(init);
@@ -229,7 +223,7 @@ export class Session {
     await this.interrupt(this.child, signal);
   }
 
-  private kill(child: ChildProcess): void {
+  private kill(child: ServedProcess): void {
     if (this.child === child && this.initPid !== undefined) trySignal(this.initPid, 'SIGKILL');
     try {
       child.kill('SIGKILL');

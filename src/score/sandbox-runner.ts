@@ -44,9 +44,11 @@ export function evalProgram(files: { path: string; bytes: number }[], dir: strin
   const unpack = files.map((f) => `mkdir -p -- "$(dirname -- ${shellQuote(f.path)})" && head -c ${f.bytes} > ${shellQuote(f.path)}`).join(' && ');
   return [
     `{ ${unpack}; } || { echo 'minisandbox: could not write the eval files' >&2; exit 125; }`,
-    `/bin/bash ${d}/eval.sh < /dev/null 2>&1 | { head -c ${head}; tee >(wc -c > ${d}/rest-bytes) | tail -c ${tail}; wait $!; }`,
+    // dd counts what follows the head as a foreground stage of the pipeline (its byte count is on
+    // its stderr once it is done): a counter in a process substitution may not have written yet.
+    `/bin/bash ${d}/eval.sh < /dev/null 2>&1 | { head -c ${head}; dd bs=65536 2> ${d}/rest.log | tail -c ${tail}; }`,
     'status=${PIPESTATUS[0]}',
-    `printf '\n${TRAILER}%s\n' "$(cat ${d}/rest-bytes 2>/dev/null || echo 0)"`,
+    `printf '\n${TRAILER}%s\n' "$(sed -n 's/^\\([0-9][0-9]*\\) bytes.*/\\1/p' ${d}/rest.log 2>/dev/null | tail -n 1 | grep . || echo 0)"`,
     'exit "$status"',
   ].join('\n');
 }

@@ -1,11 +1,15 @@
 /**
- * Holders: the process that keeps a sandbox's namespaces, started either by a long-lived
- * `sandbox-launch serve` (the normal path: a message instead of a spawn, since forking the large
- * runtime process was the biggest single cost of a sandbox start) or spawned directly (forks,
- * which stream the source's upper dir into the new holder).
+ * The runtime's side of `sandbox-launch serve` (see native/sandbox-launch.c): one long-lived
+ * server per runtime process starts sandbox holders and runs commands in sandboxes, relaying
+ * their stdio. Starting either is a message instead of a spawn: forking the large runtime process
+ * was the biggest single cost of a sandbox start and of every command. Holders of forks (which
+ * stream the source's upper dir in) and interactive shells (which need the terminal) are still
+ * spawned directly.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { EventEmitter } from 'node:events';
 import type { Socket } from 'node:net';
+import { PassThrough, Writable, type Readable } from 'node:stream';
 import { MinisandboxError } from '../errors.js';
 import { HOST_PATH } from './commands.js';
 
@@ -87,7 +91,8 @@ export class LauncherServer {
   private readonly child: ChildProcess;
   private readonly pending = new Map<string, Pending>();
   private readonly live = new Map<string, ServedHolder>();
-  private lineBuf = '';
+  private readonly procs = new Map<string, ServedProcess>();
+  private inBuf: Buffer = Buffer.alloc(0);
   private stderr = '';
   private seq = 0;
   private refd = true;
@@ -96,8 +101,7 @@ export class LauncherServer {
   constructor(launcher: string) {
     this.child = spawn(launcher, ['serve'], { stdio: ['pipe', 'pipe', 'pipe'], env: { PATH: HOST_PATH } });
     this.child.stdin!.on('error', () => undefined);
-    this.child.stdout!.setEncoding('utf8');
-    this.child.stdout!.on('data', (chunk: string) => this.onData(chunk));
+    this.child.stdout!.on('data', (chunk: Buffer) => this.onData(chunk));
     this.child.stderr!.on('data', (c: Buffer) => {
       if (this.stderr.length < 8192) this.stderr += c.toString('utf8');
     });
@@ -127,26 +131,70 @@ export class LauncherServer {
     if (!this.dead) this.send(['K', id]);
   }
 
+  /**
+   * Runs `sandbox-launch enter` (its arguments after the mode) with stdio relayed: stdout,
+   * stderr and the status fd 3 as streams, stdin if asked for.
+   */
+  exec(args: string[], opts: { stdin: boolean }): ServedProcess {
+    const id = `x${++this.seq}`;
+    const proc = new ServedProcess(id, this, opts.stdin);
+    if (this.dead) {
+      queueMicrotask(() => proc.onGone(`the sandbox launcher server is gone: ${this.stderr.trim()}`));
+      return proc;
+    }
+    this.procs.set(id, proc);
+    this.updateRef();
+    this.send(['X', id, opts.stdin ? '1' : '0', ...args]);
+    return proc;
+  }
+
+  /** @internal input for a served process's stdin (an empty `data` with `close` ends it). */
+  input(id: string, data: Buffer | undefined): void {
+    if (this.dead) return;
+    if (data === undefined) this.send(['C', id]);
+    else this.child.stdin!.write(Buffer.concat([Buffer.from(`3\0I\0${id}\0${data.length}\0`), data]));
+  }
+
   private send(fields: string[]): void {
     for (const f of fields) {
-      if (f.includes('\0')) throw new MinisandboxError('SANDBOX_START', 'a sandbox argument contains a NUL byte', { hint: 'paths, hostnames and workdirs cannot contain NUL' });
+      if (f.includes('\0')) throw new MinisandboxError('SANDBOX_START', 'a sandbox argument contains a NUL byte', { hint: 'paths, hostnames, workdirs, commands and environment variables cannot contain NUL' });
     }
     this.child.stdin!.write(`${fields.length}\0${fields.join('\0')}\0`);
   }
 
-  private onData(chunk: string): void {
-    this.lineBuf += chunk;
-    let nl: number;
-    while ((nl = this.lineBuf.indexOf('\n')) >= 0) {
-      const line = this.lineBuf.slice(0, nl);
-      this.lineBuf = this.lineBuf.slice(nl + 1);
-      this.onEvent(line);
+  /** Events: a header line each; `O` headers are followed by that many raw bytes. */
+  private onData(chunk: Buffer): void {
+    this.inBuf = this.inBuf.length === 0 ? chunk : Buffer.concat([this.inBuf, chunk]);
+    let off = 0;
+    for (;;) {
+      const nl = this.inBuf.indexOf(10, off);
+      if (nl < 0) break;
+      const line = this.inBuf.toString('latin1', off, nl);
+      if (line.startsWith('O ')) {
+        const [, id = '', stream = '', len = ''] = line.split(' ');
+        const n = Number(len);
+        if (this.inBuf.length - (nl + 1) < n) break;
+        this.procs.get(id)?.onOutput(Number(stream), this.inBuf.subarray(nl + 1, nl + 1 + n));
+        off = nl + 1 + n;
+        continue;
+      }
+      off = nl + 1;
+      this.onEvent(Buffer.from(line, 'latin1').toString('utf8'));
     }
+    this.inBuf = off >= this.inBuf.length ? Buffer.alloc(0) : Buffer.from(this.inBuf.subarray(off));
   }
 
   private onEvent(line: string): void {
     const [kind, id = '', a = '', b = ''] = line.split(' ', 4);
-    if (kind === 'R') {
+    if (kind === 'P') {
+      this.procs.get(id)?.onPid(Number(a));
+    } else if (kind === 'D') {
+      this.procs.get(id)?.onExit(Number(a), Number(b));
+    } else if (kind === 'Z') {
+      const p = this.procs.get(id);
+      this.procs.delete(id);
+      p?.onClose();
+    } else if (kind === 'R') {
       const p = this.pending.get(id);
       const holder = new ServedHolder(id, Number(a), Number(b), this);
       if (p === undefined) {
@@ -181,14 +229,16 @@ export class LauncherServer {
       p.resolve({ ok: false, status: null, stderr: `the sandbox launcher server ${why}: ${this.stderr.trim()}` });
     }
     this.pending.clear();
-    // Its holders die with it (PR_SET_PDEATHSIG): their sandboxes are gone.
+    // Its holders and commands die with it (PR_SET_PDEATHSIG): their sandboxes are gone.
     for (const h of this.live.values()) h.latch.fire();
     this.live.clear();
+    for (const p of this.procs.values()) p.onGone(`the sandbox launcher server ${why}`);
+    this.procs.clear();
   }
 
   /** Keeps the runtime's event loop alive exactly while something is starting or running. */
   private updateRef(): void {
-    const want = !this.dead && (this.pending.size > 0 || this.live.size > 0);
+    const want = !this.dead && (this.pending.size > 0 || this.live.size > 0 || this.procs.size > 0);
     if (want === this.refd) return;
     this.refd = want;
     const handles = [this.child, this.child.stdin as unknown as Socket, this.child.stdout as unknown as Socket, this.child.stderr as unknown as Socket];
@@ -196,6 +246,95 @@ export class LauncherServer {
       if (want) h.ref();
       else h.unref();
     }
+  }
+}
+
+const SIGNALS: Record<number, NodeJS.Signals> = { 1: 'SIGHUP', 2: 'SIGINT', 3: 'SIGQUIT', 6: 'SIGABRT', 9: 'SIGKILL', 13: 'SIGPIPE', 14: 'SIGALRM', 15: 'SIGTERM' };
+
+/**
+ * A command run by the server, shaped like the parts of a ChildProcess the runner and sessions
+ * use: stdin/stdout/stderr streams, stdio[3] (the launcher's status fd), pid, kill, and the
+ * 'exit' (process ended) and 'close' (and its output drained) events.
+ */
+export class ServedProcess extends EventEmitter {
+  readonly stdout = new PassThrough();
+  readonly stderr = new PassThrough();
+  readonly status = new PassThrough();
+  readonly stdin: Writable | null;
+  pid: number | undefined;
+  exitCode: number | null = null;
+  signalCode: NodeJS.Signals | null = null;
+  private pendingSignal: NodeJS.Signals | undefined;
+  private ended = false;
+
+  constructor(
+    readonly id: string,
+    private readonly server: LauncherServer,
+    withStdin: boolean,
+  ) {
+    super();
+    this.stdin = withStdin
+      ? new Writable({
+          write: (chunk: Buffer, _enc, cb) => {
+            server.input(id, chunk);
+            cb();
+          },
+          final: (cb) => {
+            server.input(id, undefined);
+            cb();
+          },
+        })
+      : null;
+  }
+
+  get stdio(): [Writable | null, Readable, Readable, Readable] {
+    return [this.stdin, this.stdout, this.stderr, this.status];
+  }
+
+  kill(signal: NodeJS.Signals = 'SIGTERM'): boolean {
+    if (this.ended) return false;
+    if (this.pid === undefined) {
+      this.pendingSignal = signal;
+      return true;
+    }
+    try {
+      // Still the server's unreaped child until its exit is reported: the pid cannot be reused.
+      process.kill(this.pid, signal);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  /** @internal */
+  onPid(pid: number): void {
+    this.pid = pid;
+    if (this.pendingSignal !== undefined) this.kill(this.pendingSignal);
+  }
+  /** @internal */
+  onOutput(stream: number, data: Buffer): void {
+    const s = stream === 1 ? this.stdout : stream === 2 ? this.stderr : this.status;
+    s.write(Buffer.from(data));
+  }
+  /** @internal */
+  onExit(code: number, signal: number): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.exitCode = code >= 0 ? code : null;
+    this.signalCode = signal > 0 ? (SIGNALS[signal] ?? 'SIGKILL') : null;
+    this.emit('exit', this.exitCode, this.signalCode);
+  }
+  /** @internal */
+  onClose(): void {
+    for (const s of [this.stdout, this.stderr, this.status]) s.end();
+    // 'close' after the streams have delivered what they hold, as for a child process.
+    setImmediate(() => this.emit('close', this.exitCode, this.signalCode));
+  }
+  /** @internal the server died: the command died with it. */
+  onGone(why: string): void {
+    this.stderr.write(`\n${why}\n`);
+    if (!this.ended) this.onExit(-1, 9);
+    this.onClose();
   }
 }
 
