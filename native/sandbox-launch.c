@@ -775,16 +775,24 @@ static int enter_main(struct opts *o) {
 /* ---- serve -------------------------------------------------------------------------------- */
 
 /*
- * serve: a long-lived parent for holders, so that starting a sandbox costs the runtime one message
- * instead of one process spawn (a fork of the large runtime process is the single biggest cost of
- * a start). Requests on stdin, each a decimal field count N then N fields, all NUL-terminated:
- *   S <id> <holder args...>   start a holder (the args of `holder` mode, with --info-fd 3)
- *   K <id>                    SIGKILL that holder and its init (no-op once it is gone)
- * Events on stdout, one line each:
- *   R <id> <holder pid> <init pid>              ready
- *   E <id> <status> <error output, one line>    the holder failed before it was ready
- *   X <id> <status>                             a ready holder exited (its sandbox is gone)
- * On EOF of stdin the server exits, and every holder with it (PR_SET_PDEATHSIG).
+ * serve: a long-lived parent for holders and commands, so that starting a sandbox or running a
+ * command costs the runtime one message instead of one process spawn (a fork of the large runtime
+ * process was the single biggest cost of both). Commands' stdio is relayed through it.
+ * Requests on stdin, each a decimal field count N then N fields, all NUL-terminated:
+ *   S <id> <holder args...>       start a holder (the args of `holder` mode, with --info-fd 3)
+ *   K <id>                        SIGKILL that holder and its init (no-op once it is gone)
+ *   X <id> <0|1> <enter args...>  run a command (1: with a stdin pipe, 0: /dev/null)
+ *   I <id> <len>                  then exactly len raw bytes: input for that command's stdin
+ *   C <id>                        close that command's stdin once its input is written
+ * Events on stdout, one line each (an O line is followed by its raw bytes):
+ *   R <id> <holder pid> <init pid>            ready
+ *   E <id> <status> <error output, one line>  the holder failed before it was ready
+ *   X <id> <status>                           a ready holder exited (its sandbox is gone)
+ *   P <id> <pid>                              a command's enter process was started
+ *   O <id> <1|2|3> <len>                      output: stdout, stderr or the status fd
+ *   D <id> <exit code or -1> <signal or 0>    the command's enter process exited
+ *   Z <id>                                    ... and all its output has been relayed
+ * On EOF of stdin the server exits, and every holder and command with it (PR_SET_PDEATHSIG).
  */
 struct job {
   char id[72];
