@@ -1,6 +1,7 @@
 /**
- * A command in a sandbox gets a session keyring of its own: keys of the runtime's session (the
- * host's secrets, e.g. Kerberos tickets) are neither visible nor usable from inside.
+ * What a command in a sandbox can reach of the kernel beyond its namespaces: not the runtime's
+ * session keyring (the host's secrets, e.g. Kerberos tickets), and not the syscalls the seccomp
+ * filter refuses. Probed with small static programs, as an attacker inside would.
  */
 import { execFile } from 'node:child_process';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -8,8 +9,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { shiftCopyTree } from './index.js';
-import { freshStateDir, hostInfo } from './testkit.js';
+import { createSandbox, shiftCopyTree } from './index.js';
+import { busyboxLower, freshStateDir, hostInfo } from './testkit.js';
 
 const run = promisify(execFile);
 
@@ -45,6 +46,30 @@ int main(void) {
 }
 `;
 
+// Calls each syscall the filter refuses (with harmless arguments) and prints its errno.
+const SYSCALL_PROBE = `
+#include <errno.h>
+#include <stdio.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+static void probe(const char *name, long nr) {
+  errno = 0;
+  long r = syscall(nr, 0, 0, 0, 0, 0);
+  printf("%s %ld %d\\n", name, r, r < 0 ? errno : 0);
+}
+int main(void) {
+  probe("keyctl", SYS_keyctl);
+  probe("bpf", SYS_bpf);
+  probe("perf_event_open", SYS_perf_event_open);
+  probe("userfaultfd", SYS_userfaultfd);
+  probe("io_uring_setup", SYS_io_uring_setup);
+  probe("open_by_handle_at", SYS_open_by_handle_at);
+  probe("fsopen", SYS_fsopen);
+  probe("getppid", SYS_getppid);
+  return 0;
+}
+`;
+
 // In a child runtime (whose session holds the secret): one sandbox runs the probe (argv[2] = a
 // layer holding it, argv[3] = state dir) and a plain command, printing what both saw.
 const RUNNER = `
@@ -73,6 +98,8 @@ describe('keyrings', () => {
     await mkdir(join(probeTree, 'opt'), { recursive: true });
     // Static: the busybox rootfs has no C library.
     await run('cc', ['-static', '-o', join(probeTree, 'opt', 'keyprobe'), join(dir, 'probe.c')]);
+    await writeFile(join(dir, 'syscalls.c'), SYSCALL_PROBE);
+    await run('cc', ['-static', '-o', join(probeTree, 'opt', 'syscalls'), join(dir, 'syscalls.c')]);
     const host = await hostInfo();
     probeLayer = await shiftCopyTree(probeTree, join(dir, 'probe-layer'), host.idMap);
     await run('chmod', ['0711', dir]);
@@ -87,12 +114,31 @@ describe('keyrings', () => {
     const host = await run(wrapper, [join(probeLayer, 'opt', 'keyprobe')]);
     expect(host.stdout).toContain('secret: hunter2');
     expect(host.stdout).toContain('msb-host-session');
-    // ... and a sandbox started by that runtime finds a session keyring of its own, not that one.
+    // ... and a sandbox started by that runtime can reach no key of it (keyctl is refused; were it
+    // not, the command's session keyring is a fresh one of its own).
     const stateDir = await freshStateDir();
     const inside = await run(wrapper, [process.execPath, '--import', 'tsx', join(dir, 'runner.mts'), probeLayer, stateDir], { cwd: join(import.meta.dirname, '..', '..') });
-    expect(inside.stdout).toMatch(/^session: keyring;0;0;[0-9a-f]+;_ses\n/);
+    expect(inside.stdout).not.toMatch(/^session: .*msb-host-session/m);
     expect(inside.stdout).toContain('search failed');
     expect(inside.stdout).not.toContain('hunter2');
     expect(inside.stdout).not.toContain('msb-host-session');
   }, 60_000);
+
+  it('the seccomp filter refuses the syscalls outside a task\'s needs with EPERM, and allows the rest', async () => {
+    const host = await hostInfo();
+    // Outside a sandbox the probe reaches these syscalls (errors other than EPERM, or success).
+    const outside = (await run(join(probeLayer, 'opt', 'syscalls'))).stdout;
+    expect(outside).toMatch(/^io_uring_setup -1 (14|22)$/m);
+    const stateDir = await freshStateDir();
+    const sb = await createSandbox({ lowerDirs: [await busyboxLower(host.idMap), probeLayer], stateDir }, { host });
+    try {
+      const o = await sb.exec(['/opt/syscalls']);
+      const lines = o.stdout.trim().split('\n');
+      expect(lines).toHaveLength(8);
+      for (const l of lines.slice(0, 7)) expect(l).toMatch(/^\S+ -1 1$/);
+      expect(lines[7]).toMatch(/^getppid \d+ 0$/);
+    } finally {
+      await sb.destroy();
+    }
+  });
 });
