@@ -554,13 +554,19 @@ static void make_workdir(const char *workdir) {
   mkdir(buf, 0755);
 }
 
-static void init_loop(void) {
+/* SIGCHLD as a readable fd, for a poll loop that reaps children. */
+static int child_exit_fd(void) {
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGCHLD);
   if (sigprocmask(SIG_BLOCK, &set, NULL) < 0) die("sigprocmask");
   int sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
   if (sfd < 0) die("signalfd");
+  return sfd;
+}
+
+static void init_loop(void) {
+  int sfd = child_exit_fd();
   struct pollfd fds[2] = {{0, POLLIN, 0}, {sfd, POLLIN, 0}};
   char buf[256];
   for (;;) {
@@ -869,17 +875,22 @@ static int high_dup(int fd) {
   return d;
 }
 
+/* In a child of the server: the signal state a fresh process has, and death with the server. */
+static void served_child_setup(pid_t server) {
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, NULL);
+  signal(SIGPIPE, SIG_DFL);
+  die_with_parent();
+  if (getppid() != server) _exit(1);
+}
+
 static void start_holder(struct job *j, int nargs, char **args, pid_t server) {
   int life[2], ready[2], info[2], err[2];
   if (pipe2(life, O_CLOEXEC) < 0 || pipe2(ready, O_CLOEXEC) < 0 || pipe2(info, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0) die("pipe");
   pid_t pid = fork_or_die();
   if (pid == 0) {
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
-    signal(SIGPIPE, SIG_DFL);
-    die_with_parent();
-    if (getppid() != server) _exit(1);
+    served_child_setup(server);
     int fds[4] = {high_dup(life[0]), high_dup(ready[1]), high_dup(err[1]), high_dup(info[1])};
     for (int i = 0; i < 4; i++)
       if (dup2(fds[i], i) < 0) die("dup2");
@@ -965,12 +976,7 @@ static void start_exec(struct xjob *j, int want_stdin, int nargs, char **args, p
   if ((want_stdin && pipe2(in, O_CLOEXEC) < 0) || pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 || pipe2(st, O_CLOEXEC) < 0) die("pipe");
   pid_t pid = fork_or_die();
   if (pid == 0) {
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
-    signal(SIGPIPE, SIG_DFL);
-    die_with_parent();
-    if (getppid() != server) _exit(1);
+    served_child_setup(server);
     char *argv[MAX_LIST * 4 + 300];
     argv[0] = (char *)prog;
     argv[1] = "enter";
@@ -1049,12 +1055,7 @@ static int xjob_closed(const struct xjob *j) {
 static int serve_main(void) {
   pid_t self = getpid();
   signal(SIGPIPE, SIG_IGN);
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGCHLD);
-  if (sigprocmask(SIG_BLOCK, &set, NULL) < 0) die("sigprocmask");
-  int sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
-  if (sfd < 0) die("signalfd");
+  int sfd = child_exit_fd();
   fcntl(0, F_SETFL, O_NONBLOCK);
   struct job *jobs = NULL;
   size_t njobs = 0;
