@@ -66,6 +66,35 @@ describe('S3 registry on the wire', () => {
     expect(await r.getRef('t')).toBe(c);
   });
 
+  it('a ref write that loses a race gets 412 from an enforcing server: a swap reports false, a put tries again and wins', async () => {
+    const r = reg();
+    // The rival writes straight to the server, between our read of the ref and our write.
+    const rival = new S3Registry(r.url, { endpoint: s3.server.endpoint, region: s3.server.region, credentials: s3.server.credentials });
+    s3.track(rival);
+    let rivalValue: string | undefined;
+    const raceOnce = async (): Promise<void> => {
+      if (rivalValue === undefined) return;
+      const [name, v] = rivalValue.split('=') as [string, string];
+      rivalValue = undefined;
+      await rival.putRef(name, v as ReturnType<typeof sha256>);
+    };
+    s3.proxy.setPlan({ enforceConditionalWrites: true, beforeConditionalPut: raceOnce });
+    const [a, b, c, d] = [sha256('a'), sha256('b'), sha256('c'), sha256('d')];
+    // Create: our If-None-Match: * loses to the rival's create.
+    rivalValue = `t=${b}`;
+    let from = s3.proxy.log.length;
+    expect(await r.compareAndSwapRef('t', null, a)).toBe(false);
+    expect(s3.proxy.log.slice(from).filter((x) => x.preconditionFailed === true)).toHaveLength(1);
+    expect(await r.getRef('t')).toBe(b);
+    // Replace: our If-Match: <etag of b> loses to the rival's c; putRef reads again and wins.
+    rivalValue = `t=${c}`;
+    from = s3.proxy.log.length;
+    await r.putRef('t', d);
+    const puts = s3.proxy.log.slice(from).filter((x) => x.method === 'PUT');
+    expect(puts.map((x) => x.preconditionFailed === true)).toEqual([true, false]);
+    expect(await r.getRef('t')).toBe(d);
+  });
+
   it('follows continuation tokens through every listing page', async () => {
     const r = reg({ listPageSize: 10 });
     const blobs = Array.from({ length: 35 }, (_, i) => Buffer.from(`b${i}`));

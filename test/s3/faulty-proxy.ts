@@ -7,6 +7,11 @@
  * injects the same faults. Bounded (maxFaults) and self-stopping (lifetimeMs), so a forgotten proxy
  * neither fails a whole suite nor keeps the test runner alive. It also logs every request, which
  * makes it the request counter of tests and benchmarks (with no faults configured).
+ *
+ * s3rver ignores conditional writes; with `enforceConditionalWrites` the proxy answers a PUT whose
+ * If-None-Match / If-Match does not hold with 412 PreconditionFailed, as S3 does (checked with a
+ * HEAD just before forwarding, so not atomic: tests make their races deterministic through
+ * `beforeConditionalPut`, which runs between the client's request and that check).
  */
 import { createServer, request as httpRequest, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -28,6 +33,8 @@ export interface RequestRecord extends RequestInfo {
   range: string | undefined;
   ifMatch: string | undefined;
   ifNoneMatch: string | undefined;
+  /** Set when the proxy itself refused a conditional write with 412. */
+  preconditionFailed?: boolean;
 }
 
 export interface FaultPlan {
@@ -42,6 +49,10 @@ export interface FaultPlan {
   maxFaults?: number;
   /** Delay of a 'slow' answer (default 2000 ms). */
   slowMs?: number;
+  /** Answer conditional PUTs whose condition fails with 412 PreconditionFailed. */
+  enforceConditionalWrites?: boolean;
+  /** Runs before a conditional PUT is checked and forwarded (e.g. a rival's write to the server). */
+  beforeConditionalPut?: (r: RequestInfo) => Promise<void>;
 }
 
 export interface FaultyProxy {
@@ -149,6 +160,26 @@ export async function startFaultyProxy(upstream: string, plan: FaultPlan = {}, o
     req.pipe(upReq);
   };
 
+  /** The object's ETag on the server (unquoted), or null if it does not exist. */
+  const upstreamEtag = (path: string): Promise<string | null> =>
+    new Promise((resolve, reject) => {
+      const head = httpRequest({ host: up.hostname, port: up.port, method: 'HEAD', path }, (r) => {
+        r.resume();
+        resolve(r.statusCode === 200 ? String(r.headers.etag ?? '').replace(/"/g, '') : null);
+      });
+      head.on('error', reject);
+      head.end();
+    });
+
+  const conditionHolds = async (req: IncomingMessage): Promise<boolean> => {
+    const etag = await upstreamEtag(req.url ?? '/');
+    const ifNoneMatch = req.headers['if-none-match'];
+    const ifMatch = req.headers['if-match'];
+    if (ifNoneMatch === '*' && etag !== null) return false;
+    if (ifMatch !== undefined && (etag === null || ifMatch.replace(/"/g, '') !== etag)) return false;
+    return true;
+  };
+
   const server = createServer((req, res) => {
     const u = new URL(req.url ?? '/', 'http://proxy');
     const info: RequestInfo = { method: req.method ?? 'GET', path: u.pathname, query: u.searchParams };
@@ -156,7 +187,24 @@ export async function startFaultyProxy(upstream: string, plan: FaultPlan = {}, o
     peak = Math.max(peak, open);
     res.once('close', () => open--);
     const fault = current.draw(info);
-    log.push({ ...info, fault, range: req.headers.range, ifMatch: req.headers['if-match'], ifNoneMatch: req.headers['if-none-match'] });
+    const record: RequestRecord = { ...info, fault, range: req.headers.range, ifMatch: req.headers['if-match'], ifNoneMatch: req.headers['if-none-match'] };
+    log.push(record);
+    const conditional = req.method === 'PUT' && (record.ifMatch !== undefined || record.ifNoneMatch !== undefined);
+    if (fault === null && conditional && current.spec.enforceConditionalWrites === true) {
+      req.pause();
+      const spec = current.spec;
+      void (async () => {
+        await spec.beforeConditionalPut?.(info);
+        if (await conditionHolds(req)) {
+          forward(req, res, null);
+          return;
+        }
+        record.preconditionFailed = true;
+        req.resume();
+        req.on('end', () => answer(res, 412, 'PreconditionFailed', 'At least one of the pre-conditions you specified did not hold'));
+      })().catch(() => req.socket.destroy());
+      return;
+    }
     switch (fault) {
       case 'status500':
         req.resume();
