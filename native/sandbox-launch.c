@@ -1054,6 +1054,11 @@ static int xjob_closed(const struct xjob *j) {
 
 static int serve_main(void) {
   pid_t self = getpid();
+  /*
+   * A session of its own: a Ctrl-C or Ctrl-Z at the runtime's terminal must not stop or kill every
+   * sandbox at once. It still ends with the runtime (stdin EOF), and holders with it.
+   */
+  setsid();
   signal(SIGPIPE, SIG_IGN);
   int sfd = child_exit_fd();
   fcntl(0, F_SETFL, O_NONBLOCK);
