@@ -10,12 +10,14 @@ const OUT_CHUNK = binding.cStreamOutSize();
 export class StreamFrameCompressor {
   private readonly cctx = new binding.CCtx();
 
-  constructor(opts: { level: number; workers: number }) {
+  constructor(opts: { level: number; workers: number; jobBytes?: number }) {
     this.cctx.setParameter(binding.CParameter.compressionLevel, opts.level);
     // No zstd checksum: every object's sha256 is verified while streaming, so a flipped byte is
     // reported as a DigestMismatchError naming the object rather than as an anonymous frame error.
     this.cctx.setParameter(binding.CParameter.checksumFlag, 0);
     if (opts.workers > 0) this.cctx.setParameter(binding.CParameter.nbWorkers, opts.workers);
+    // zstd sizes its jobs from the window (8 MiB at level 3) and buffers several per worker
+    if (opts.workers > 0 && opts.jobBytes !== undefined) this.cctx.setParameter(binding.CParameter.jobSize, opts.jobBytes);
   }
 
   /** Feeds `data`; returns whatever compressed output is ready (copies, safe to keep). */

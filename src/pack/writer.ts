@@ -16,7 +16,7 @@ import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { digestHex, type Digest } from '../cas/digest.js';
 import { DigestMismatchError, InvalidInputError, MinisandboxError } from '../errors.js';
-import { CompressPool } from './compress-pool.js';
+import { Compressors } from './compressors.js';
 import { SourceChangedError } from './errors.js';
 import {
   encodePackIndex,
@@ -30,11 +30,10 @@ import {
 import {
   COMPRESSION_LEVEL,
   FRAME_TARGET_BYTES,
-  LARGE_FRAME_WORKERS,
   PACK_TARGET_BYTES,
   STREAM_CHUNK_BYTES,
 } from './settings.js';
-import { StreamFrameCompressor } from './stream-compressor.js';
+import type { StreamFrameCompressor } from './stream-compressor.js';
 import { objectHeader, padding } from './tar-header.js';
 
 export interface PackSource {
@@ -96,7 +95,7 @@ interface Ahead {
 
 export class PackWriter {
   private readonly settings: Settings;
-  private readonly pool: CompressPool;
+  private readonly z: Compressors;
   private builder: PackBuilder | null = null;
   private readonly written: WrittenPack[] = [];
   private readonly ahead: Ahead[] = [];
@@ -117,7 +116,7 @@ export class PackWriter {
     if (!(this.settings.frameBytes >= TAR_BLOCK) || !(this.settings.targetPackBytes >= 1)) {
       throw new InvalidInputError('pack writer: frameBytes must be at least 512 and targetPackBytes positive');
     }
-    this.pool = new CompressPool({ workers, level: this.settings.level });
+    this.z = new Compressors(workers, this.settings.level, this.settings.frameBytes);
   }
 
   /**
@@ -154,7 +153,7 @@ export class PackWriter {
         this.builder = null;
       } finally {
         this.closed = true;
-        await this.pool.close();
+        await this.z.close();
       }
     });
     return this.written;
@@ -166,7 +165,7 @@ export class PackWriter {
     for (const a of this.ahead.splice(0)) await a.data.catch(() => undefined);
     await this.builder?.abort();
     this.builder = null;
-    await this.pool.close();
+    await this.z.close();
   }
 
   private async exclusive(f: () => Promise<void>): Promise<void> {
@@ -197,7 +196,7 @@ export class PackWriter {
       this.written.push(await this.builder.finish());
       this.builder = null;
     }
-    this.builder ??= await PackBuilder.create(this.settings, this.pool);
+    this.builder ??= await PackBuilder.create(this.settings, this.z);
     return this.builder;
   }
 }
@@ -248,15 +247,15 @@ class PackBuilder {
 
   private constructor(
     private readonly s: Settings,
-    private readonly pool: CompressPool,
+    private readonly z: Compressors,
     private readonly fh: FileHandle,
     private readonly tmpPath: string,
   ) {}
 
-  static async create(s: Settings, pool: CompressPool): Promise<PackBuilder> {
+  static async create(s: Settings, z: Compressors): Promise<PackBuilder> {
     const tmpPath = join(s.tempDir, `.pack-${process.pid}-${randomBytes(6).toString('hex')}.tmp`);
     const fh = await open(tmpPath, 'wx');
-    return new PackBuilder(s, pool, fh, tmpPath);
+    return new PackBuilder(s, z, fh, tmpPath);
   }
 
   /** Compressed bytes written plus a guess for what is still being compressed. */
@@ -305,7 +304,7 @@ class PackBuilder {
     const len = tarEntryLength(obj.size);
     if (this.openLength > 0 && this.openLength + len > this.s.frameBytes) await this.cutFrame();
     // Room for the largest entry a frame takes, the byte that detects growth and the end marker.
-    this.frame ??= Buffer.allocUnsafeSlow(Math.max(this.s.frameBytes, len) + 2 * TAR_END_LENGTH);
+    this.frame ??= this.z.takeFrame(Math.max(this.s.frameBytes, len) + 2 * TAR_END_LENGTH);
     return this.openLength;
   }
 
@@ -327,7 +326,19 @@ class PackBuilder {
     await Promise.all(this.inflight.splice(0));
     this.objects.push({ digest: obj.digest, size: obj.size, frame: this.frameIndex, offset: TAR_BLOCK });
     const start = this.packBytes;
-    const z = new StreamFrameCompressor({ level: this.s.level, workers: LARGE_FRAME_WORKERS });
+    const z = this.z.streaming();
+    try {
+      await this.streamObject(z, obj);
+    } catch (e) {
+      // a context left mid-frame must not start the next object's frame
+      this.z.discardStreaming();
+      throw e;
+    }
+    this.frames.push({ offset: start, length: this.packBytes - start, rawLength: tarEntryLength(obj.size) });
+    this.frameIndex++;
+  }
+
+  private async streamObject(z: StreamFrameCompressor, obj: PackSource): Promise<void> {
     await this.append(z.write(objectHeader(obj.digest, obj.size)));
     const fh = await open(obj.path, 'r');
     try {
@@ -351,8 +362,6 @@ class PackBuilder {
     }
     await this.append(z.write(padding(obj.size)));
     await this.append(z.end());
-    this.frames.push({ offset: start, length: this.packBytes - start, rawLength: tarEntryLength(obj.size) });
-    this.frameIndex++;
   }
 
   async finish(): Promise<WrittenPack> {
@@ -395,7 +404,7 @@ class PackBuilder {
   /** Sends the frame being filled to a compression worker; frames reach the file in order. */
   private async cutFrame(): Promise<void> {
     const rawLength = this.openLength;
-    const compressed = this.pool.compress(this.frame!, rawLength, true);
+    const compressed = this.z.pool.compress(this.frame!, rawLength, true);
     this.frame = null; // moved to the worker
     this.openLength = 0;
     this.frameIndex++;
@@ -407,6 +416,7 @@ class PackBuilder {
       // Frames are recorded in file order: the previous frame's push happened before this one's.
       const start = this.packBytes;
       await this.append([out]);
+      this.z.giveBack(out);
       this.pendingRaw -= rawLength;
       this.frames.push({ offset: start, length: out.length, rawLength });
     })();
