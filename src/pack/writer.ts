@@ -17,6 +17,7 @@ import { join } from 'node:path';
 import { digestHex, type Digest } from '../cas/digest.js';
 import { DigestMismatchError, InvalidInputError, MinisandboxError } from '../errors.js';
 import { Compressors } from './compressors.js';
+import { ReadRing } from './read-ring.js';
 import { SourceChangedError } from './errors.js';
 import {
   encodePackIndex,
@@ -80,7 +81,7 @@ interface Settings {
   verifyDigests: boolean;
 }
 
-/** Small files read ahead of the packer: enough to hide read latency, bounded to about a frame. */
+/** Files read ahead of the packer: enough to hide read latency, bounded to about a frame (in one ReadRing). */
 const READ_AHEAD_FILES = 64;
 const READ_AHEAD_BYTES = 4 << 20;
 const DIGEST_RE = /^sha256:[0-9a-f]{64}$/;
@@ -99,7 +100,7 @@ export class PackWriter {
   private builder: PackBuilder | null = null;
   private readonly written: WrittenPack[] = [];
   private readonly ahead: Ahead[] = [];
-  private aheadBytes = 0;
+  private readonly ring: ReadRing;
   private busy = false;
   private closed = false;
 
@@ -116,6 +117,7 @@ export class PackWriter {
     if (!(this.settings.frameBytes >= TAR_BLOCK) || !(this.settings.targetPackBytes >= 1)) {
       throw new InvalidInputError('pack writer: frameBytes must be at least 512 and targetPackBytes positive');
     }
+    this.ring = new ReadRing(Math.max(READ_AHEAD_BYTES, this.settings.frameBytes + 1));
     this.z = new Compressors(workers, this.settings.level, this.settings.frameBytes);
   }
 
@@ -132,11 +134,16 @@ export class PackWriter {
         // Read inline, straight into the frame being filled (no intermediate buffer or copy).
         await (await this.target()).addSmallFile(obj);
       } else if (obj.size <= this.settings.frameBytes) {
-        const data = readMedium(obj, this.settings.verifyDigests);
+        // one byte more than expected reveals a file that grew
+        let into = this.ring.take(obj.size + 1);
+        while (into === undefined) {
+          await this.drainOne();
+          into = this.ring.take(obj.size + 1);
+        }
+        const data = readMedium(obj, this.settings.verifyDigests, into);
         data.catch(() => undefined); // surfaced when drained; avoid an unhandled rejection meanwhile
         this.ahead.push({ obj, data });
-        this.aheadBytes += obj.size;
-        while (this.ahead.length > READ_AHEAD_FILES || this.aheadBytes > READ_AHEAD_BYTES) await this.drainOne();
+        while (this.ahead.length > READ_AHEAD_FILES) await this.drainOne();
       } else {
         while (this.ahead.length > 0) await this.drainOne();
         await (await this.target()).addStream(obj);
@@ -185,9 +192,9 @@ export class PackWriter {
   private async drainOne(): Promise<void> {
     const a = this.ahead.shift();
     if (!a) return;
-    this.aheadBytes -= a.obj.size;
     const data = await a.data;
     await (await this.target()).addBuffer(a.obj, data);
+    this.ring.release();
   }
 
   /** The pack to add to, rolling over when the current one reached its target size. */
@@ -201,12 +208,13 @@ export class PackWriter {
   }
 }
 
-/** Reads a file of up to a frame whole, asynchronously (reads of several files overlap). */
-async function readMedium(obj: PackSource, verify: boolean): Promise<Buffer> {
+/**
+ * Reads a file of up to a frame whole into `buf` (its size + 1 bytes: one more than expected
+ * reveals a file that grew), asynchronously (reads of several files overlap).
+ */
+async function readMedium(obj: PackSource, verify: boolean, buf: Buffer): Promise<Buffer> {
   const fh = await open(obj.path, 'r');
   try {
-    // One byte more than expected reveals a file that grew.
-    const buf = Buffer.allocUnsafe(obj.size + 1);
     let got = 0;
     for (;;) {
       const { bytesRead } = await fh.read(buf, got, buf.length - got, got);
