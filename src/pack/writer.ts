@@ -347,11 +347,12 @@ class PackBuilder {
   }
 
   private async streamObject(z: StreamFrameCompressor, obj: PackSource): Promise<void> {
-    await this.append(z.write(objectHeader(obj.digest, obj.size)));
+    const sink = (piece: Buffer): Promise<void> => this.append(piece);
+    await z.write(objectHeader(obj.digest, obj.size), sink);
     const fh = await open(obj.path, 'r');
     try {
       const h = this.s.verifyDigests ? createHash('sha256') : null;
-      // Reused: the compressor copies its input before write() returns.
+      // Reused: the compressor copies its input before write() settles.
       const buf = Buffer.allocUnsafe(STREAM_CHUNK_BYTES);
       let got = 0;
       for (;;) {
@@ -361,15 +362,15 @@ class PackBuilder {
         if (got > obj.size) throw new SourceChangedError(obj.path.toString(), `expected ${obj.size} bytes, found more`);
         const piece = buf.subarray(0, bytesRead);
         h?.update(piece);
-        await this.append(z.write(piece));
+        await z.write(piece, sink);
       }
       if (got !== obj.size) throw new SourceChangedError(obj.path.toString(), `expected ${obj.size} bytes, found ${got}`);
       if (h) checkDigest(obj, h);
     } finally {
       await fh.close();
     }
-    await this.append(z.write(padding(obj.size)));
-    await this.append(z.end());
+    await z.write(padding(obj.size), sink);
+    await z.end(sink);
   }
 
   async finish(): Promise<WrittenPack> {
@@ -423,7 +424,7 @@ class PackBuilder {
       await previous;
       // Frames are recorded in file order: the previous frame's push happened before this one's.
       const start = this.packBytes;
-      await this.append([out]);
+      await this.append(out);
       this.z.giveBack(out);
       this.pendingRaw -= rawLength;
       this.frames.push({ offset: start, length: out.length, rawLength });
@@ -437,15 +438,13 @@ class PackBuilder {
     while (this.inflight.length > this.s.workers + 1) await this.inflight.shift();
   }
 
-  private async append(bufs: Buffer[]): Promise<void> {
-    for (const b of bufs) {
-      this.hash.update(b);
-      let done = 0;
-      while (done < b.length) {
-        const { bytesWritten } = await this.fh.write(b, done, b.length - done);
-        done += bytesWritten;
-      }
-      this.packBytes += b.length;
+  private async append(b: Buffer): Promise<void> {
+    this.hash.update(b);
+    let done = 0;
+    while (done < b.length) {
+      const { bytesWritten } = await this.fh.write(b, done, b.length - done);
+      done += bytesWritten;
     }
+    this.packBytes += b.length;
   }
 }
