@@ -65,8 +65,12 @@ export interface CaptureResult {
   objects: number;
 }
 
-/** Entries waiting for their digest, at most this many, so memory does not grow with the tree. */
-const WINDOW = 8192;
+/**
+ * Entries waiting for their digest, at most this many, so memory does not grow with the tree.
+ * 16 batches keep the hashing workers busy; more only lets entries wait long enough to be
+ * promoted out of V8's young generation, which grew the old one (8192: ~6 MiB more peak RSS).
+ */
+const WINDOW = 2048;
 const WRITE_CHUNK = 1 << 20;
 
 interface Item {
