@@ -14,6 +14,7 @@
  * A real tree, this checkout's node_modules, is measured too.
  *
  *   npx tsx bench/store.ts
+ *   BENCH_ONLY=import npx tsx bench/store.ts   # tree A's import time and peak RSS only
  */
 import { execFileSync, spawnSync } from 'node:child_process';
 import { appendFileSync, copyFileSync, mkdirSync, readdirSync, statSync, writeFileSync } from 'node:fs';
@@ -29,6 +30,7 @@ import { pushTree } from '../src/store/push.js';
 const FILES = Number(process.env.BENCH_FILES ?? 50_000);
 const LARGE = Number(process.env.BENCH_LARGE ?? 4);
 const REPEATS = Number(process.env.BENCH_REPEATS ?? 3);
+const ONLY = process.env.BENCH_ONLY;
 
 
 /** Tree A: FILES real files (each made distinct) in a deep-ish layout, plus LARGE big files. */
@@ -132,6 +134,34 @@ async function measureTree(label: string, tree: string, bytes: number, work: str
   console.log(`second pull of a present environment: ${median(again).toFixed(1)} ms`);
 }
 
+/** Peak RSS of an import, in a process of its own. */
+async function peakImportRss(tree: string, bytes: number, work: string): Promise<void> {
+  const rssScript = join(work, 'rss.mts');
+  writeFileSync(rssScript, `import { LocalRegistry } from '${resolve('src/registry/local.ts')}';\nimport { StorePaths } from '${resolve('src/store/paths.ts')}';\nimport { pushTree } from '${resolve('src/store/push.ts')}';\nawait pushTree(new LocalRegistry(process.argv[2]!), new StorePaths(process.argv[3]!), process.argv[4]!, { tag: 'rss/x' });\nconsole.log(process.resourceUsage().maxRSS);\n`);
+  const rss = Number(execFileSync('npx', ['tsx', rssScript, join(work, 'rss-reg'), join(work, 'rss-store'), tree], { encoding: 'utf8' }).trim().split('\n').pop());
+  console.log(`\n## peak RSS importing tree A (${mib(bytes)}, ${FILES} files): ${(rss / 1024).toFixed(0)} MiB`);
+}
+
+/** BENCH_ONLY=import: tree A's import against tar | zstd, and its peak RSS. */
+async function measureImport(tree: string, bytes: number, work: string): Promise<void> {
+  const imp: number[] = [];
+  const tarz: number[] = [];
+  for (let r = 0; r < REPEATS; r++) {
+    const dir = join(work, `import-${r}`);
+    mkdirSync(dir, { recursive: true });
+    dropCaches();
+    tarz.push(time(() => execFileSync('sh', ['-c', `tar -C ${tree} -cf - . | zstd -q -3 -T0 -o ${dir}/tree.tar.zst`])).ms);
+    dropCaches();
+    imp.push((await timeAsync(() => pushTree(new LocalRegistry(join(dir, 'registry')), new StorePaths(join(dir, 'push-store')), tree, { tag: 'bench/t' }))).ms);
+    await rm(dir, { recursive: true, force: true });
+  }
+  const mbps = (ms: number): string => `${((bytes / 1048576) / (ms / 1000)).toFixed(0)} MiB/s`;
+  console.log(`\n## tree A (generated): ${mib(bytes)}, medians of ${REPEATS}`);
+  console.log(`import  ${median(imp).toFixed(0)} ms (${mbps(median(imp))})  vs tar|zstd -3 -T0 ${median(tarz).toFixed(0)} ms (${mbps(median(tarz))})  throughput ratio ${(median(tarz) / median(imp)).toFixed(2)}`);
+  console.log(`each run: import ${imp.map((x) => x.toFixed(0)).join(' ')} ms, tar|zstd ${tarz.map((x) => x.toFixed(0)).join(' ')} ms`);
+  await peakImportRss(tree, bytes, work);
+}
+
 async function main(): Promise<void> {
   const work = await mkdtemp(join(process.env.BENCH_DIR ?? tmpdir(), 'ms-bench-store-'));
   try {
@@ -139,6 +169,10 @@ async function main(): Promise<void> {
     const b = join(work, 'B');
     console.log(`generating trees: ${FILES} files + ${LARGE} large ...`);
     const bytesA = makeTreeA(a);
+    if (ONLY === 'import') {
+      await measureImport(a, bytesA, work);
+      return;
+    }
     const fresh = makeTreeB(a, b);
     await measureTree('tree A (generated)', a, bytesA, work);
 
@@ -160,11 +194,7 @@ async function main(): Promise<void> {
     console.log(`registry ${mib(regBytes)}  vs  A.tar.zst + B.tar.zst ${mib(aZ + bZ)}  ratio ${(regBytes / (aZ + bZ)).toFixed(3)}`);
     console.log(`registry vs unique content compressed (${mib(uniqueZ)}): ${((regBytes / uniqueZ - 1) * 100).toFixed(1)}% over`);
 
-    // peak RSS of an import, in a process of its own
-    const rssScript = join(work, 'rss.mts');
-    writeFileSync(rssScript, `import { LocalRegistry } from '${resolve('src/registry/local.ts')}';\nimport { StorePaths } from '${resolve('src/store/paths.ts')}';\nimport { pushTree } from '${resolve('src/store/push.ts')}';\nawait pushTree(new LocalRegistry(process.argv[2]!), new StorePaths(process.argv[3]!), process.argv[4]!, { tag: 'rss/x' });\nconsole.log(process.resourceUsage().maxRSS);\n`);
-    const rss = Number(execFileSync('npx', ['tsx', rssScript, join(work, 'rss-reg'), join(work, 'rss-store'), a], { encoding: 'utf8' }).trim().split('\n').pop());
-    console.log(`\n## peak RSS importing tree A (${mib(bytesA)}, ${FILES} files): ${(rss / 1024).toFixed(0)} MiB`);
+    await peakImportRss(a, bytesA, work);
 
     await rm(a, { recursive: true, force: true });
     await rm(b, { recursive: true, force: true });

@@ -21,7 +21,7 @@ import { DigestSet } from './capture-digestset.js';
 import { fastEntryLine } from './capture-line.js';
 import { canonicalJson, MANIFEST_HEADER, type Entry } from './manifest.js';
 import { encodePath } from './path.js';
-import { readTreeXattrs, xattrKey, type TreeXattrs, type Xattrs } from './xattr.js';
+import { readTreeXattrs, type TreeXattrs, type Xattrs } from './xattr.js';
 
 export { readManifest } from './capture-read.js';
 
@@ -65,8 +65,12 @@ export interface CaptureResult {
   objects: number;
 }
 
-/** Entries waiting for their digest, at most this many, so memory does not grow with the tree. */
-const WINDOW = 8192;
+/**
+ * Entries waiting for their digest, at most this many, so memory does not grow with the tree.
+ * 16 batches keep the hashing workers busy; more only lets entries wait long enough to be
+ * promoted out of V8's young generation, which grew the old one (8192: ~6 MiB more peak RSS).
+ */
+const WINDOW = 2048;
 const WRITE_CHUNK = 1 << 20;
 
 interface Item {
@@ -94,7 +98,6 @@ export async function captureLayer(root: string, opts: CaptureOptions): Promise<
   }
   const rootStat = lstatSync(rootReal);
   if (!rootStat.isDirectory()) throw new InvalidInputError(`capture: ${root} is not a directory`);
-  const xattrs = await readTreeXattrs(rootReal);
   const idShift = opts.idShift ?? 0;
   const overlay = opts.overlayUpper ?? false;
   const warn = opts.onWarning ?? (() => undefined);
@@ -125,6 +128,7 @@ export async function captureLayer(root: string, opts: CaptureOptions): Promise<
   const queue: Item[] = [];
   let head = 0;
   const res = { entries: 0, files: 0, size: 0, objects: 0 };
+  let xattrs: TreeXattrs | undefined;
 
   const emit = async (it: Item): Promise<void> => {
     if (it.error !== undefined) throw it.error;
@@ -164,6 +168,7 @@ export async function captureLayer(root: string, opts: CaptureOptions): Promise<
   };
 
   try {
+    xattrs = await readTreeXattrs(rootReal, dirname(opts.manifestPath));
     writeOut(canonicalJson(MANIFEST_HEADER) + '\n');
     const rootBuf = Buffer.from(rootReal);
     const rootLen = rootBuf.length + 1;
@@ -213,6 +218,7 @@ export async function captureLayer(root: string, opts: CaptureOptions): Promise<
     rmSync(tmp, { force: true });
     throw e;
   } finally {
+    xattrs?.close();
     await pool.close();
   }
   return { digest: `sha256:${hash.digest('hex')}`, manifestPath: opts.manifestPath, ...res };
@@ -296,7 +302,7 @@ function makeItem(
   } catch (e) {
     throw treeChanged(path, e);
   }
-  const raw = tree.size === 0 ? undefined : tree.get(xattrKey(rel));
+  const raw = tree.take(rel);
   let xattrs: Xattrs | undefined;
   let ovl: Xattrs | undefined;
   if (raw !== undefined) {

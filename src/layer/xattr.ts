@@ -1,35 +1,27 @@
 /**
  * Extended attributes of a whole tree. Node has no xattr API, and spawning getfattr per file
- * costs milliseconds each, so one `getfattr -R` process dumps the tree and we keep only the
- * files that have attributes (usually few; the map grows with those, not with the file count).
+ * costs milliseconds each, so one `getfattr -R` process dumps the tree; the files that have
+ * attributes are streamed into an XattrSorter, which hands them to capture in canonical order
+ * without holding them all in memory.
  */
 import { spawn } from 'node:child_process';
 import { HostCapabilityError, InvalidInputError } from '../errors.js';
+import { XattrSorter, type TreeXattrs, type Xattrs } from './xattr-sorted.js';
 
-/** xattr name -> base64 value. */
-export type Xattrs = Record<string, string>;
-
-/**
- * Map from the relative path's raw bytes (as a latin1 string, so any byte sequence is a key)
- * to that entry's attributes. The root itself is not included.
- */
-export type TreeXattrs = Map<string, Xattrs>;
-
-/** Key under which `readTreeXattrs` files a relative path (raw bytes). */
-export function xattrKey(rel: Buffer): string {
-  return rel.toString('latin1');
-}
+export type { TreeXattrs, Xattrs } from './xattr-sorted.js';
 
 /**
  * Dumps every attribute in every namespace the caller may read (as root: trusted.* and
  * security.* too). `-h` reads symlinks' own attributes (without it getfattr fails on dangling
- * ones), `-P` never walks through a symlinked directory.
+ * ones), `-P` never walks through a symlinked directory. The root's own attributes are not
+ * included. A large set is sorted in a file under `spillDir`, removed by `close()`.
  */
-export async function readTreeXattrs(root: string): Promise<TreeXattrs> {
+export async function readTreeXattrs(root: string, spillDir: string): Promise<TreeXattrs> {
   const child = spawn('getfattr', ['-R', '-h', '-P', '-d', '-m', '-', '-e', 'base64', '--absolute-names', '--', root], {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  const parser = new GetfattrParser(root);
+  const sorter = new XattrSorter(spillDir);
+  const parser = new GetfattrParser(root, (path, attrs) => sorter.add(path, attrs));
   let stderr = '';
   child.stderr.setEncoding('utf8');
   child.stderr.on('data', (d: string) => {
@@ -45,15 +37,24 @@ export async function readTreeXattrs(root: string): Promise<TreeXattrs> {
     });
     child.on('close', (code) => resolve(code));
   });
-  for await (const chunk of child.stdout) parser.push(chunk as Buffer);
-  const code = await exited;
-  parser.end();
-  if (code !== 0 && stderr.includes('File name too long')) {
-    // a known limit: paths are handled as whole strings, so none may exceed PATH_MAX
-    throw new InvalidInputError(`capture: the tree under ${root} has paths longer than PATH_MAX (4096 bytes)`, 'capture from a shorter root path or flatten the tree');
+  try {
+    for await (const chunk of child.stdout) {
+      parser.push(chunk as Buffer);
+      await sorter.drained();
+    }
+    const code = await exited;
+    parser.end();
+    if (code !== 0 && stderr.includes('File name too long')) {
+      // a known limit: paths are handled as whole strings, so none may exceed PATH_MAX
+      throw new InvalidInputError(`capture: the tree under ${root} has paths longer than PATH_MAX (4096 bytes)`, 'capture from a shorter root path or flatten the tree');
+    }
+    if (code !== 0) throw new InvalidInputError(`getfattr -R ${root} failed (exit ${code}): ${stderr.trim().slice(0, 500)}`, 'check that the tree is readable and unchanged during capture');
+  } catch (e) {
+    child.kill();
+    sorter.abort();
+    throw e;
   }
-  if (code !== 0) throw new InvalidInputError(`getfattr -R ${root} failed (exit ${code}): ${stderr.trim().slice(0, 500)}`, 'check that the tree is readable and unchanged during capture');
-  return parser.result;
+  return sorter.finish();
 }
 
 /**
@@ -62,12 +63,15 @@ export async function readTreeXattrs(root: string): Promise<TreeXattrs> {
  * and every other byte raw, so the stream is split on raw newlines and unescaped byte-wise.
  */
 export class GetfattrParser {
-  readonly result: TreeXattrs = new Map();
   private readonly prefix: string;
   private rest = '';
   private current: { key: string; attrs: Xattrs } | undefined;
 
-  constructor(root: string) {
+  /** `onFile` gets each file that has attributes: its relative path's raw bytes as a latin1 string, and the attributes. */
+  constructor(
+    root: string,
+    private readonly onFile: (latin1Path: string, attrs: Xattrs) => void,
+  ) {
     this.prefix = Buffer.from(root.endsWith('/') ? root : `${root}/`, 'utf8').toString('latin1');
   }
 
@@ -118,7 +122,7 @@ export class GetfattrParser {
   }
 
   private flush(): void {
-    if (this.current !== undefined && Object.keys(this.current.attrs).length > 0) this.result.set(this.current.key, this.current.attrs);
+    if (this.current !== undefined && Object.keys(this.current.attrs).length > 0) this.onFile(this.current.key, this.current.attrs);
     this.current = undefined;
   }
 }

@@ -15,12 +15,19 @@ const b = require(workerData.binding);
 const cctx = new b.CCtx();
 cctx.setParameter(b.CParameter.compressionLevel, workerData.level);
 // No zstd checksum: objects are verified by sha256 (see stream-compressor.ts).
+// One output buffer for every frame; the result goes back in the input's own memory when it
+// fits (always, unless the frame is incompressible), so no frame allocates anything here and
+// the caller can fill that memory again.
+let scratch = Buffer.alloc(0);
 parentPort.on('message', ({ id, buffer, length }) => {
   try {
     const data = new Uint8Array(buffer, 0, length);
-    const out = Buffer.allocUnsafeSlow(b.compressBound(data.length));
-    const n = cctx.compress2(out, data);
-    parentPort.postMessage({ id, out: out.buffer, length: n }, [out.buffer]);
+    const bound = b.compressBound(length);
+    if (scratch.length < bound) scratch = Buffer.allocUnsafeSlow(bound);
+    const n = cctx.compress2(scratch, data);
+    const out = n <= buffer.byteLength ? buffer : new ArrayBuffer(n);
+    scratch.copy(new Uint8Array(out), 0, 0, n);
+    parentPort.postMessage({ id, out, length: n }, [out]);
   } catch (e) {
     parentPort.postMessage({ id, error: String(e && e.message || e) });
   }
@@ -65,7 +72,8 @@ export class CompressPool {
   /**
    * Compresses the first `length` bytes of `data` into one complete zstd frame. With `owned`
    * (data from Buffer.allocUnsafeSlow, whole) its memory moves to the worker and `data` must not
-   * be used afterwards; otherwise the bytes are copied.
+   * be used afterwards; otherwise the bytes are copied. The result is usually a view at the
+   * start of that same memory (its `.buffer`), which the caller may then reuse.
    */
   compress(data: Buffer, length: number = data.length, owned = false): Promise<Buffer> {
     if (this.failure) return Promise.reject(this.failure);

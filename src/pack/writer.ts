@@ -16,7 +16,8 @@ import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { digestHex, type Digest } from '../cas/digest.js';
 import { DigestMismatchError, InvalidInputError, MinisandboxError } from '../errors.js';
-import { CompressPool } from './compress-pool.js';
+import { Compressors } from './compressors.js';
+import { ReadRing } from './read-ring.js';
 import { SourceChangedError } from './errors.js';
 import {
   encodePackIndex,
@@ -30,11 +31,10 @@ import {
 import {
   COMPRESSION_LEVEL,
   FRAME_TARGET_BYTES,
-  LARGE_FRAME_WORKERS,
   PACK_TARGET_BYTES,
   STREAM_CHUNK_BYTES,
 } from './settings.js';
-import { StreamFrameCompressor } from './stream-compressor.js';
+import type { StreamFrameCompressor } from './stream-compressor.js';
 import { objectHeader, padding } from './tar-header.js';
 
 export interface PackSource {
@@ -81,7 +81,7 @@ interface Settings {
   verifyDigests: boolean;
 }
 
-/** Small files read ahead of the packer: enough to hide read latency, bounded to about a frame. */
+/** Files read ahead of the packer: enough to hide read latency, bounded to about a frame (in one ReadRing). */
 const READ_AHEAD_FILES = 64;
 const READ_AHEAD_BYTES = 4 << 20;
 const DIGEST_RE = /^sha256:[0-9a-f]{64}$/;
@@ -96,11 +96,11 @@ interface Ahead {
 
 export class PackWriter {
   private readonly settings: Settings;
-  private readonly pool: CompressPool;
+  private readonly z: Compressors;
   private builder: PackBuilder | null = null;
   private readonly written: WrittenPack[] = [];
   private readonly ahead: Ahead[] = [];
-  private aheadBytes = 0;
+  private readonly ring: ReadRing;
   private busy = false;
   private closed = false;
 
@@ -117,7 +117,8 @@ export class PackWriter {
     if (!(this.settings.frameBytes >= TAR_BLOCK) || !(this.settings.targetPackBytes >= 1)) {
       throw new InvalidInputError('pack writer: frameBytes must be at least 512 and targetPackBytes positive');
     }
-    this.pool = new CompressPool({ workers, level: this.settings.level });
+    this.ring = new ReadRing(Math.max(READ_AHEAD_BYTES, this.settings.frameBytes + 1));
+    this.z = new Compressors(workers, this.settings.level, this.settings.frameBytes);
   }
 
   /**
@@ -133,11 +134,16 @@ export class PackWriter {
         // Read inline, straight into the frame being filled (no intermediate buffer or copy).
         await (await this.target()).addSmallFile(obj);
       } else if (obj.size <= this.settings.frameBytes) {
-        const data = readMedium(obj, this.settings.verifyDigests);
+        // one byte more than expected reveals a file that grew
+        let into = this.ring.take(obj.size + 1);
+        while (into === undefined) {
+          await this.drainOne();
+          into = this.ring.take(obj.size + 1);
+        }
+        const data = readMedium(obj, this.settings.verifyDigests, into);
         data.catch(() => undefined); // surfaced when drained; avoid an unhandled rejection meanwhile
         this.ahead.push({ obj, data });
-        this.aheadBytes += obj.size;
-        while (this.ahead.length > READ_AHEAD_FILES || this.aheadBytes > READ_AHEAD_BYTES) await this.drainOne();
+        while (this.ahead.length > READ_AHEAD_FILES) await this.drainOne();
       } else {
         while (this.ahead.length > 0) await this.drainOne();
         await (await this.target()).addStream(obj);
@@ -154,7 +160,7 @@ export class PackWriter {
         this.builder = null;
       } finally {
         this.closed = true;
-        await this.pool.close();
+        await this.z.close();
       }
     });
     return this.written;
@@ -166,7 +172,7 @@ export class PackWriter {
     for (const a of this.ahead.splice(0)) await a.data.catch(() => undefined);
     await this.builder?.abort();
     this.builder = null;
-    await this.pool.close();
+    await this.z.close();
   }
 
   private async exclusive(f: () => Promise<void>): Promise<void> {
@@ -186,9 +192,9 @@ export class PackWriter {
   private async drainOne(): Promise<void> {
     const a = this.ahead.shift();
     if (!a) return;
-    this.aheadBytes -= a.obj.size;
     const data = await a.data;
     await (await this.target()).addBuffer(a.obj, data);
+    this.ring.release();
   }
 
   /** The pack to add to, rolling over when the current one reached its target size. */
@@ -197,17 +203,18 @@ export class PackWriter {
       this.written.push(await this.builder.finish());
       this.builder = null;
     }
-    this.builder ??= await PackBuilder.create(this.settings, this.pool);
+    this.builder ??= await PackBuilder.create(this.settings, this.z);
     return this.builder;
   }
 }
 
-/** Reads a file of up to a frame whole, asynchronously (reads of several files overlap). */
-async function readMedium(obj: PackSource, verify: boolean): Promise<Buffer> {
+/**
+ * Reads a file of up to a frame whole into `buf` (its size + 1 bytes: one more than expected
+ * reveals a file that grew), asynchronously (reads of several files overlap).
+ */
+async function readMedium(obj: PackSource, verify: boolean, buf: Buffer): Promise<Buffer> {
   const fh = await open(obj.path, 'r');
   try {
-    // One byte more than expected reveals a file that grew.
-    const buf = Buffer.allocUnsafe(obj.size + 1);
     let got = 0;
     for (;;) {
       const { bytesRead } = await fh.read(buf, got, buf.length - got, got);
@@ -248,15 +255,15 @@ class PackBuilder {
 
   private constructor(
     private readonly s: Settings,
-    private readonly pool: CompressPool,
+    private readonly z: Compressors,
     private readonly fh: FileHandle,
     private readonly tmpPath: string,
   ) {}
 
-  static async create(s: Settings, pool: CompressPool): Promise<PackBuilder> {
+  static async create(s: Settings, z: Compressors): Promise<PackBuilder> {
     const tmpPath = join(s.tempDir, `.pack-${process.pid}-${randomBytes(6).toString('hex')}.tmp`);
     const fh = await open(tmpPath, 'wx');
-    return new PackBuilder(s, pool, fh, tmpPath);
+    return new PackBuilder(s, z, fh, tmpPath);
   }
 
   /** Compressed bytes written plus a guess for what is still being compressed. */
@@ -305,7 +312,7 @@ class PackBuilder {
     const len = tarEntryLength(obj.size);
     if (this.openLength > 0 && this.openLength + len > this.s.frameBytes) await this.cutFrame();
     // Room for the largest entry a frame takes, the byte that detects growth and the end marker.
-    this.frame ??= Buffer.allocUnsafeSlow(Math.max(this.s.frameBytes, len) + 2 * TAR_END_LENGTH);
+    this.frame ??= this.z.takeFrame(Math.max(this.s.frameBytes, len) + 2 * TAR_END_LENGTH);
     return this.openLength;
   }
 
@@ -327,12 +334,25 @@ class PackBuilder {
     await Promise.all(this.inflight.splice(0));
     this.objects.push({ digest: obj.digest, size: obj.size, frame: this.frameIndex, offset: TAR_BLOCK });
     const start = this.packBytes;
-    const z = new StreamFrameCompressor({ level: this.s.level, workers: LARGE_FRAME_WORKERS });
-    await this.append(z.write(objectHeader(obj.digest, obj.size)));
+    const z = this.z.streaming();
+    try {
+      await this.streamObject(z, obj);
+    } catch (e) {
+      // a context left mid-frame must not start the next object's frame
+      this.z.discardStreaming();
+      throw e;
+    }
+    this.frames.push({ offset: start, length: this.packBytes - start, rawLength: tarEntryLength(obj.size) });
+    this.frameIndex++;
+  }
+
+  private async streamObject(z: StreamFrameCompressor, obj: PackSource): Promise<void> {
+    const sink = (piece: Buffer): Promise<void> => this.append(piece);
+    await z.write(objectHeader(obj.digest, obj.size), sink);
     const fh = await open(obj.path, 'r');
     try {
       const h = this.s.verifyDigests ? createHash('sha256') : null;
-      // Reused: the compressor copies its input before write() returns.
+      // Reused: the compressor copies its input before write() settles.
       const buf = Buffer.allocUnsafe(STREAM_CHUNK_BYTES);
       let got = 0;
       for (;;) {
@@ -342,17 +362,15 @@ class PackBuilder {
         if (got > obj.size) throw new SourceChangedError(obj.path.toString(), `expected ${obj.size} bytes, found more`);
         const piece = buf.subarray(0, bytesRead);
         h?.update(piece);
-        await this.append(z.write(piece));
+        await z.write(piece, sink);
       }
       if (got !== obj.size) throw new SourceChangedError(obj.path.toString(), `expected ${obj.size} bytes, found ${got}`);
       if (h) checkDigest(obj, h);
     } finally {
       await fh.close();
     }
-    await this.append(z.write(padding(obj.size)));
-    await this.append(z.end());
-    this.frames.push({ offset: start, length: this.packBytes - start, rawLength: tarEntryLength(obj.size) });
-    this.frameIndex++;
+    await z.write(padding(obj.size), sink);
+    await z.end(sink);
   }
 
   async finish(): Promise<WrittenPack> {
@@ -395,7 +413,7 @@ class PackBuilder {
   /** Sends the frame being filled to a compression worker; frames reach the file in order. */
   private async cutFrame(): Promise<void> {
     const rawLength = this.openLength;
-    const compressed = this.pool.compress(this.frame!, rawLength, true);
+    const compressed = this.z.pool.compress(this.frame!, rawLength, true);
     this.frame = null; // moved to the worker
     this.openLength = 0;
     this.frameIndex++;
@@ -406,7 +424,8 @@ class PackBuilder {
       await previous;
       // Frames are recorded in file order: the previous frame's push happened before this one's.
       const start = this.packBytes;
-      await this.append([out]);
+      await this.append(out);
+      this.z.giveBack(out);
       this.pendingRaw -= rawLength;
       this.frames.push({ offset: start, length: out.length, rawLength });
     })();
@@ -419,15 +438,13 @@ class PackBuilder {
     while (this.inflight.length > this.s.workers + 1) await this.inflight.shift();
   }
 
-  private async append(bufs: Buffer[]): Promise<void> {
-    for (const b of bufs) {
-      this.hash.update(b);
-      let done = 0;
-      while (done < b.length) {
-        const { bytesWritten } = await this.fh.write(b, done, b.length - done);
-        done += bytesWritten;
-      }
-      this.packBytes += b.length;
+  private async append(b: Buffer): Promise<void> {
+    this.hash.update(b);
+    let done = 0;
+    while (done < b.length) {
+      const { bytesWritten } = await this.fh.write(b, done, b.length - done);
+      done += bytesWritten;
     }
+    this.packBytes += b.length;
   }
 }
