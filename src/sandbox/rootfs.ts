@@ -4,7 +4,7 @@
  */
 import { execFile } from 'node:child_process';
 import { access, chmod, copyFile, lchown, lstat, mkdir, readdir, rename, rm, symlink, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { HostCapabilityError } from '../errors.js';
 import type { IdMap } from './subid.js';
@@ -73,6 +73,8 @@ export async function shiftCopyTree(src: string, dst: string, idMap: IdMap): Pro
   if (await exists(marker)) return dst;
   const tmp = `${dst}.tmp-${process.pid}`;
   await rm(tmp, { recursive: true, force: true });
+  // The parent may not exist yet (a fresh checkout's .cache/sandbox).
+  await mkdir(dirname(dst), { recursive: true });
   await run('cp', ['-a', '--reflink=auto', src, tmp]);
   await shiftOwners(tmp, idMap);
   await writeFile(join(tmp, '.msb-shifted'), '');
