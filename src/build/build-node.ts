@@ -24,6 +24,8 @@ import { acquireLease, releaseLease } from '../store/leases.js';
 import type { StorePaths } from '../store/paths.js';
 import { pullEnv } from '../store/pull.js';
 import { type PushOptions, type PushResult, pushTree, resolveEnv } from '../store/push.js';
+import type { CatalogCache } from './catalog-cache.js';
+import type { Discarder } from './discard.js';
 import type { PhaseClock } from './phases.js';
 
 export class BuildCommandError extends MinisandboxError {
@@ -49,6 +51,10 @@ export interface BuildEnvContext {
   signal: AbortSignal;
   /** Where each phase's wall-clock time goes. */
   clock: PhaseClock;
+  /** Deletes finished build sandboxes' upper dirs in the background. */
+  discard: Discarder;
+  /** The registry's objects, shared by every push of the build. */
+  catalog: CatalogCache;
 }
 
 export interface Parent {
@@ -77,7 +83,7 @@ async function runLogged(argv: string[], logPath: string, label: string): Promis
 async function pushTimed(ctx: BuildEnvContext, dir: string, opts: PushOptions): Promise<PushResult> {
   const phases = ctx.clock.announced('push-');
   try {
-    return await pushTree(ctx.registry, ctx.store, dir, { ...opts, onProgress: phases.onPhase });
+    return await pushTree(ctx.registry, ctx.store, dir, { ...opts, onProgress: phases.onPhase, catalog: () => ctx.catalog.refresh() });
   } finally {
     phases.end();
   }
@@ -132,6 +138,8 @@ async function buildInSandbox(parent: Parent, script: string, ctx: BuildEnvConte
   try {
     if (opts.stage !== undefined) await clock.time('stage', () => opts.stage!(sb));
     await log(ctx.logPath, `--- ${opts.label}: build script ---\n${script}--- output ---`);
+    // parse the registry's pack indexes while the commands run; the push then reads only newer ones
+    ctx.catalog.warm();
     const o = await clock.time('commands', () => sb.exec(['/bin/sh', '-c', script]));
     await log(ctx.logPath, `${o.stdout}${o.stderr}${o.stdoutTruncated || o.stderrTruncated ? '\n[output truncated]' : ''}\n--- ${o.status}, exit ${o.exitCode ?? o.signal}, ${(o.durationMs / 1000).toFixed(1)} s ---`);
     if (ctx.signal.aborted) throw new MinisandboxError('BUILD_CANCELLED', `${opts.label}: cancelled`);
@@ -146,7 +154,9 @@ async function buildInSandbox(parent: Parent, script: string, ctx: BuildEnvConte
     return r.env;
   } finally {
     ctx.signal.removeEventListener('abort', onAbort);
+    const trash = await clock.time('upper-aside', () => ctx.discard.moveAside(sb.state.upperDir));
     await clock.time('sandbox-destroy', () => sb.destroy());
+    if (trash !== null) ctx.discard.remove(trash, sb.state.idMap);
   }
 }
 

@@ -16,6 +16,8 @@ import { resolveEnv } from '../store/push.js';
 import { BuildCommandError, type Parent, buildBase, buildEnv, buildInstance } from './build-node.js';
 import { type BuildPlan, type PlanNode, nodeKey } from './plan.js';
 import { type NodeOutcome, runGraph, scheduleNodes } from './plan-schedule.js';
+import { CatalogCache } from './catalog-cache.js';
+import { Discarder, type DiscardMode } from './discard.js';
 import { formatPhases, PhaseClock, type PhaseTimes } from './phases.js';
 
 export interface BuildOptions {
@@ -28,6 +30,12 @@ export interface BuildOptions {
   timeoutMs: number;
   onEvent?: (e: BuildEvent) => void;
   signal?: AbortSignal;
+  /**
+   * How finished build sandboxes' upper dirs are deleted (see discard.ts): `wait` (default) in
+   * the background of this process, done before executePlan returns; `detach` by a detached
+   * process that may outlive it.
+   */
+  discard?: DiscardMode;
 }
 
 export type BuildEvent =
@@ -74,6 +82,8 @@ export async function executePlan(plan: BuildPlan, opts: BuildOptions): Promise<
   const results = new Map<string, Built>();
   const rows: SummaryRow[] = [];
   let done = 0;
+  const discard = new Discarder(opts.store.tmpDir, opts.discard ?? 'wait');
+  const catalog = new CatalogCache(opts.registry, opts.store);
 
   const parentOf = async (n: PlanNode): Promise<Parent | null> => {
     if (n.parent !== null) {
@@ -95,7 +105,7 @@ export async function executePlan(plan: BuildPlan, opts: BuildOptions): Promise<
     let env: Digest;
     if (cached !== null) env = cached;
     else {
-      const ctx = { registry: opts.registry, store: opts.store, logPath: log, timeoutMs: opts.timeoutMs, signal, clock };
+      const ctx = { registry: opts.registry, store: opts.store, logPath: log, timeoutMs: opts.timeoutMs, signal, clock, discard, catalog };
       const r = n.recipe;
       if (r.kind === 'base') env = await buildBase(r, ctx, cacheRef, runtimeConfig(n));
       else if (parent === null) throw new Error(`internal: ${n.id} has no parent`);
@@ -134,7 +144,7 @@ export async function executePlan(plan: BuildPlan, opts: BuildOptions): Promise<
         }
       },
     },
-  );
+  ).finally(() => discard.settle());
   for (const n of plan.nodes) {
     const o = outcomes.get(n.id);
     if (o !== undefined) rows.push(toRow(n, o, join(opts.logDir, logName(n))));

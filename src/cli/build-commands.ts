@@ -88,6 +88,8 @@ export function registerBuildCommands(program: Command, globals: Globals, setExi
           force: o.force === true,
           timeoutMs: parseDuration(o.timeout),
           signal: abort.signal,
+          // a one-node build returns once its layer is published, not after deleting its scratch
+          discard: 'detach',
           onEvent: (e) => {
             if (e.type === 'start') running.add(e.node.label);
             if (e.type === 'done') running.delete(e.node.label);
