@@ -135,6 +135,8 @@ async function buildInSandbox(parent: Parent, script: string, ctx: BuildEnvConte
   clock.add('sandbox-create', performance.now() - t0);
   const onAbort = (): void => void sb.destroy();
   ctx.signal.addEventListener('abort', onAbort);
+  let trash: string | null = null;
+  let destroying: Promise<void> | null = null;
   try {
     if (opts.stage !== undefined) await clock.time('stage', () => opts.stage!(sb));
     await log(ctx.logPath, `--- ${opts.label}: build script ---\n${script}--- output ---`);
@@ -148,14 +150,22 @@ async function buildInSandbox(parent: Parent, script: string, ctx: BuildEnvConte
       throw new BuildCommandError(opts.label, ctx.logPath, what, TRANSIENT.test(o.stdout + o.stderr));
     }
     // The upper dir on disk holds exactly what the commands wrote (with overlayfs whiteouts),
-    // owned by host ids shifted into the sandbox's range.
-    const upper = join(sb.state.upperDir, 'u');
+    // owned by host ids shifted into the sandbox's range. Moved out of the sandbox, it outlives
+    // the sandbox's teardown: the sandbox ends while the upper is captured, which also stops
+    // anything the commands left running from writing into the tree being read.
+    trash = await clock.time('upper-aside', () => ctx.discard.moveAside(sb.state.upperDir));
+    if (trash !== null) {
+      destroying = sb.destroy();
+      destroying.catch(() => undefined); // awaited below; no unhandled rejection meanwhile
+    }
+    const upper = trash === null ? join(sb.state.upperDir, 'u') : join(trash, 'upper', 'u');
     const r = await pushTimed(ctx, upper, { parent, overlayUpper: true, idShift: shift, tag: opts.tag, config: opts.config });
     return r.env;
   } finally {
     ctx.signal.removeEventListener('abort', onAbort);
-    const trash = await clock.time('upper-aside', () => ctx.discard.moveAside(sb.state.upperDir));
-    await clock.time('sandbox-destroy', () => sb.destroy());
+    trash ??= await clock.time('upper-aside', () => ctx.discard.moveAside(sb.state.upperDir));
+    // booked: only what the push did not already cover
+    await clock.time('sandbox-destroy', () => destroying ?? sb.destroy());
     if (trash !== null) ctx.discard.remove(trash, sb.state.idMap);
   }
 }
