@@ -102,8 +102,15 @@ function overhead(): void {
     }
   }
   const c = median(chroot);
+  const pct = (x: number): string => `${(x * 100).toFixed(1)}%`;
+  // Downloads and dpkg make both sides vary by seconds from run to run on a shared machine, so
+  // besides the ratio of medians: the median of each round's own ratio, and the pipeline's time
+  // outside its commands (what the pipeline adds) against the chroot run.
+  const paired = chroot.map((t, i) => pipeline[i]! / t - 1);
+  const outside = phases.map((p, i) => pipeline[i]! - (p['commands'] ?? 0));
   console.log(`## build overhead (apt install python3 python3-pytest), medians of ${REPEATS}; both sides start from the base already on local disk`);
-  console.log(`plain chroot ${(c / 1000).toFixed(1)} s   pipeline ${(median(pipeline) / 1000).toFixed(1)} s   extra ${((median(pipeline) / c - 1) * 100).toFixed(1)}%`);
+  console.log(`plain chroot ${(c / 1000).toFixed(1)} s   pipeline ${(median(pipeline) / 1000).toFixed(1)} s   extra ${pct(median(pipeline) / c - 1)}   (median of per-round ratios ${pct(median(paired))})`);
+  console.log(`pipeline outside its commands ${(median(outside) / 1000).toFixed(2)} s = ${pct(median(outside) / c)} of the chroot run; its commands ${(median(phases.map((p) => p['commands'] ?? 0)) / 1000).toFixed(1)} s vs the chroot's ${(c / 1000).toFixed(1)} s`);
   console.log('pipeline phases (median s, % of the chroot run):');
   for (const name of Object.keys(phases[0] ?? {})) {
     const m = median(phases.map((p) => p[name] ?? 0));
