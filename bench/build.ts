@@ -14,7 +14,8 @@
  *              (each instance's merged tree exported and compressed).
  *
  * Uses the demo dataset: run `npm run demo` first (it builds ./registry).
- *   npx tsx bench/build.ts            (BENCH_ONLY=overhead|rebuild|storage runs one part)
+ *   npx tsx bench/build.ts            (BENCH_ONLY=overhead|rebuild|storage runs one part;
+ *                                      BENCH_COMPARE_CLI=x/cli.mjs times that bundle's build too)
  */
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync, chmodSync } from 'node:fs';
@@ -68,6 +69,9 @@ function overhead(): void {
   const chroot: number[] = [];
   const pipeline: number[] = [];
   const phases: Array<Record<string, number>> = [];
+  // BENCH_COMPARE_CLI=other/cli.mjs: the same build by another bundle (e.g. an older commit's) each round
+  const other = process.env.BENCH_COMPARE_CLI;
+  const otherTimes: number[] = [];
   for (let r = 0; r < REPEATS; r++) {
     const runChroot = (): void => {
       const root = join(work, `chroot-${r}`);
@@ -93,15 +97,22 @@ function overhead(): void {
       const inProcess = Object.values(j.phases).reduce((a, b) => a + b, 0);
       phases.push({ ...cli, ...node.phases, 'execute-other': execute - nodeTotal, 'exit+unaccounted': wall - inProcess });
     };
+    const runOther = (): void => {
+      if (other === undefined) return;
+      otherTimes.push(timed(() => execFileSync('node', [other, 'build', recipe, '--force'], { env, stdio: 'ignore' })));
+    };
     if (r % 2 === 0) {
       runChroot();
+      runOther();
       runPipeline();
     } else {
       runPipeline();
+      runOther();
       runChroot();
     }
   }
   const c = median(chroot);
+  if (other !== undefined) console.log(`compared: ${other} ${(median(otherTimes) / 1000).toFixed(1)} s, extra ${((median(otherTimes) / c - 1) * 100).toFixed(1)}% (median of per-round ratios ${((median(otherTimes.map((t, i) => t / chroot[i]!)) - 1) * 100).toFixed(1)}%)`);
   const pct = (x: number): string => `${(x * 100).toFixed(1)}%`;
   // Downloads and dpkg make both sides vary by seconds from run to run on a shared machine, so
   // besides the ratio of medians: the median of each round's own ratio, and the pipeline's time
