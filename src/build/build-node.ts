@@ -135,7 +135,7 @@ async function buildInSandbox(parent: Parent, script: string, ctx: BuildEnvConte
   clock.add('sandbox-create', performance.now() - t0);
   const onAbort = (): void => void sb.destroy();
   ctx.signal.addEventListener('abort', onAbort);
-  let trash: string | null = null;
+  let trash: string | null | undefined; // undefined: not moved aside yet; null: could not be
   let destroying: Promise<void> | null = null;
   try {
     if (opts.stage !== undefined) await clock.time('stage', () => opts.stage!(sb));
@@ -163,7 +163,7 @@ async function buildInSandbox(parent: Parent, script: string, ctx: BuildEnvConte
     return r.env;
   } finally {
     ctx.signal.removeEventListener('abort', onAbort);
-    trash ??= await clock.time('upper-aside', () => ctx.discard.moveAside(sb.state.upperDir));
+    if (trash === undefined) trash = await clock.time('upper-aside', () => ctx.discard.moveAside(sb.state.upperDir));
     // booked: only what the push did not already cover
     await clock.time('sandbox-destroy', () => destroying ?? sb.destroy());
     if (trash !== null) ctx.discard.remove(trash, sb.state.idMap);
