@@ -127,6 +127,8 @@ function overhead(): void {
   console.log(`plain chroot ${(c / 1000).toFixed(1)} s   pipeline ${(median(pipeline) / 1000).toFixed(1)} s   extra ${pct(median(pipeline) / c - 1)}   (median of per-round ratios ${pct(median(paired))})`);
   if (other !== undefined && otherTimes.length > 0) console.log(`compared: ${other} ${(median(otherTimes) / 1000).toFixed(1)} s, extra ${pct(median(otherTimes) / c - 1)} (${otherTimes.length} rounds)`);
   console.log(`pipeline outside its commands ${(median(outside) / 1000).toFixed(2)} s = ${pct(median(outside) / c)} of the chroot run; its commands ${(median(phases.map((p) => p['commands'] ?? 0)) / 1000).toFixed(1)} s vs the chroot's ${(c / 1000).toFixed(1)} s`);
+  const secs = (xs: number[]): string => xs.map((x) => (x / 1000).toFixed(1)).join(' ');
+  console.log(`rounds (s): chroot ${secs(chroot)} | pipeline ${secs(pipeline)} | its commands ${secs(phases.map((p) => p['commands'] ?? 0))}${other !== undefined ? ` | compared ${secs(otherTimes)}` : ''}`);
   console.log('pipeline phases (median s, % of the chroot run):');
   for (const name of Object.keys(phases[0] ?? {})) {
     const m = median(phases.map((p) => p[name] ?? 0));
