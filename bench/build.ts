@@ -3,8 +3,10 @@
  *
  *   overhead   the same install commands (the demo's python3 + pytest from apt) run in a plain
  *              chroot of the base, vs through the pipeline (build sandbox, capture, hash, pack,
- *              publish): `build --force` of that env recipe. Needs the network to Debian's mirror,
- *              so both sides pay the same downloads; alternating order, BENCH_REPEATS rounds.
+ *              publish): `build --force` of that env recipe, with its phase timings. Both start
+ *              from the base already on local disk (see overhead()). Needs the network to
+ *              Debian's mirror, so both sides pay the same downloads; alternating order,
+ *              BENCH_REPEATS rounds (default 3).
  *   rebuild    `minisandbox build` of a fully cached 50-instance dataset, the whole command
  *              (process start, plan, 50+ registry lookups, tags), vs the same command's no-op
  *              floor (`minisandbox ls` on the same registry).
@@ -12,14 +14,19 @@
  *              (each instance's merged tree exported and compressed).
  *
  * Uses the demo dataset: run `npm run demo` first (it builds ./registry).
- *   npx tsx bench/build.ts
+ *   npx tsx bench/build.ts            (BENCH_ONLY=overhead|rebuild|storage runs one part;
+ *                                      BENCH_COMPARE_CLI=x/cli.mjs times that bundle's build too)
  */
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync, chmodSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 
-const REPEATS = Number(process.env.BENCH_REPEATS ?? 2);
+// Measure the bundled CLI, as installed: bin/minisandbox falls back to the sources through tsx
+// (seconds of start-up) whenever any source file is newer than the bundle.
+execFileSync('npm', ['run', '--silent', 'build'], { stdio: 'inherit' });
+
+const REPEATS = Number(process.env.BENCH_REPEATS ?? 3);
 const INSTANCES = Number(process.env.BENCH_INSTANCES ?? 50);
 const cli = resolve('bin/minisandbox');
 const registry = resolve(process.env.BENCH_REGISTRY ?? 'registry');
@@ -39,14 +46,32 @@ function timed(fn: () => void): number {
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const mib = (n: number): string => `${(n / 1048576).toFixed(1)} MiB`;
 
+interface BuildJson {
+  phases: Record<string, number>;
+  nodes: Array<{ kind: string; status: string; phases?: Record<string, number> }>;
+}
+
+/**
+ * The overhead comparison. Both sides start from the base already on local disk: the chroot side
+ * from an exported tree, the pipeline side from a store where the base layer is already laid out
+ * (`pull` before the first round), since laying out a parent is a once-per-node cost, not a
+ * per-build one. Timed on the chroot side: `unshare`, mounts, chroot and the commands. Timed on
+ * the pipeline side: the whole `minisandbox build --force` process (node start, plan, build
+ * sandbox, the commands, capture, pack, publish, tag, exit); its own phase timings break it down.
+ */
 function overhead(): void {
   const baseRef = ms(['--json', 'ls', '--all']).match(/"ref": "(_cache\/base\/[0-9a-f]+)"/)?.[1];
   if (baseRef === undefined) throw new Error('no base in the registry: run `npm run demo` first');
   const commands = ['apt-get update', 'apt-get install -y --no-install-recommends python3 python3-pytest', 'apt-get clean && rm -rf /var/lib/apt/lists/*'];
   const recipe = join(work, 'env.yaml');
   writeFileSync(recipe, `kind: env\nname: bench-env\nparent: { ref: ${baseRef} }\nenv: { DEBIAN_FRONTEND: noninteractive }\ncommands:\n${commands.map((c) => `  - ${JSON.stringify(c)}`).join('\n')}\n`);
+  ms(['pull', baseRef]);
   const chroot: number[] = [];
   const pipeline: number[] = [];
+  const phases: Array<Record<string, number>> = [];
+  // BENCH_COMPARE_CLI=other/cli.mjs: the same build by another bundle (e.g. an older commit's) each round
+  const other = process.env.BENCH_COMPARE_CLI;
+  const otherTimes: number[] = [];
   for (let r = 0; r < REPEATS; r++) {
     const runChroot = (): void => {
       const root = join(work, `chroot-${r}`);
@@ -61,18 +86,54 @@ function overhead(): void {
       rmSync(root, { recursive: true, force: true });
     };
     const runPipeline = (): void => {
-      pipeline.push(timed(() => ms(['build', recipe, '--force'])));
+      let out = '';
+      const wall = timed(() => (out = ms(['--json', 'build', recipe, '--force'])));
+      pipeline.push(wall);
+      const j = JSON.parse(out) as BuildJson;
+      const node = j.nodes.find((n) => n.kind === 'env' && n.status === 'built');
+      if (node?.phases === undefined) throw new Error(`the bench env was not built: ${out.slice(0, 400)}`);
+      const { execute = 0, ...cli } = j.phases;
+      const nodeTotal = Object.values(node.phases).reduce((a, b) => a + b, 0);
+      const inProcess = Object.values(j.phases).reduce((a, b) => a + b, 0);
+      phases.push({ ...cli, ...node.phases, 'execute-other': execute - nodeTotal, 'exit+unaccounted': wall - inProcess });
+    };
+    const runOther = (): void => {
+      if (other === undefined) return;
+      try {
+        otherTimes.push(timed(() => execFileSync('node', [other, 'build', recipe, '--force'], { env, stdio: 'ignore', timeout: 10 * 60_000 })));
+      } catch (e) {
+        // the comparison is secondary: one hung or failed round of it must not lose the others
+        console.log(`compared CLI failed in round ${r}: ${(e as Error).message.split('\n')[0]}`);
+      }
     };
     if (r % 2 === 0) {
       runChroot();
+      runOther();
       runPipeline();
     } else {
       runPipeline();
+      runOther();
       runChroot();
     }
   }
-  console.log(`## build overhead (apt install python3 python3-pytest), medians of ${REPEATS}`);
-  console.log(`plain chroot ${(median(chroot) / 1000).toFixed(1)} s   pipeline ${(median(pipeline) / 1000).toFixed(1)} s   extra ${((median(pipeline) / median(chroot) - 1) * 100).toFixed(1)}%`);
+  const c = median(chroot);
+  const pct = (x: number): string => `${(x * 100).toFixed(1)}%`;
+  // Downloads and dpkg make both sides vary by seconds from run to run on a shared machine, so
+  // besides the ratio of medians: the median of each round's own ratio, and the pipeline's time
+  // outside its commands (what the pipeline adds) against the chroot run.
+  const paired = chroot.map((t, i) => pipeline[i]! / t - 1);
+  const outside = phases.map((p, i) => pipeline[i]! - (p['commands'] ?? 0));
+  console.log(`## build overhead (apt install python3 python3-pytest), medians of ${REPEATS}; both sides start from the base already on local disk`);
+  console.log(`plain chroot ${(c / 1000).toFixed(1)} s   pipeline ${(median(pipeline) / 1000).toFixed(1)} s   extra ${pct(median(pipeline) / c - 1)}   (median of per-round ratios ${pct(median(paired))})`);
+  if (other !== undefined && otherTimes.length > 0) console.log(`compared: ${other} ${(median(otherTimes) / 1000).toFixed(1)} s, extra ${pct(median(otherTimes) / c - 1)} (${otherTimes.length} rounds)`);
+  console.log(`pipeline outside its commands ${(median(outside) / 1000).toFixed(2)} s = ${pct(median(outside) / c)} of the chroot run; its commands ${(median(phases.map((p) => p['commands'] ?? 0)) / 1000).toFixed(1)} s vs the chroot's ${(c / 1000).toFixed(1)} s`);
+  const secs = (xs: number[]): string => xs.map((x) => (x / 1000).toFixed(1)).join(' ');
+  console.log(`rounds (s): chroot ${secs(chroot)} | pipeline ${secs(pipeline)} | its commands ${secs(phases.map((p) => p['commands'] ?? 0))}${other !== undefined ? ` | compared ${secs(otherTimes)}` : ''}`);
+  console.log('pipeline phases (median s, % of the chroot run):');
+  for (const name of Object.keys(phases[0] ?? {})) {
+    const m = median(phases.map((p) => p[name] ?? 0));
+    console.log(`  ${name.padEnd(20)} ${(m / 1000).toFixed(2).padStart(6)}   ${((m / c) * 100).toFixed(1).padStart(5)}%`);
+  }
 }
 
 function cachedRebuild(): void {
@@ -115,9 +176,10 @@ function storage(): void {
 }
 
 try {
-  if (process.env.BENCH_SKIP_OVERHEAD !== '1') overhead();
-  cachedRebuild();
-  storage();
+  const only = process.env.BENCH_ONLY; // overhead | rebuild | storage: run just that part
+  if (process.env.BENCH_SKIP_OVERHEAD !== '1' && (only === undefined || only === 'overhead')) overhead();
+  if (only === undefined || only === 'rebuild') cachedRebuild();
+  if (only === undefined || only === 'storage') storage();
 } finally {
   rmSync(work, { recursive: true, force: true });
 }

@@ -23,7 +23,10 @@ import { type Sandbox, createSandbox, probeHost } from '../sandbox/index.js';
 import { acquireLease, releaseLease } from '../store/leases.js';
 import type { StorePaths } from '../store/paths.js';
 import { pullEnv } from '../store/pull.js';
-import { pushTree, resolveEnv } from '../store/push.js';
+import { type PushOptions, type PushResult, pushTree, resolveEnv } from '../store/push.js';
+import type { CatalogCache } from './catalog-cache.js';
+import type { Discarder } from './discard.js';
+import type { PhaseClock } from './phases.js';
 
 export class BuildCommandError extends MinisandboxError {
   constructor(
@@ -46,6 +49,12 @@ export interface BuildEnvContext {
   /** Build commands' wall-clock limit. */
   timeoutMs: number;
   signal: AbortSignal;
+  /** Where each phase's wall-clock time goes. */
+  clock: PhaseClock;
+  /** Deletes finished build sandboxes' upper dirs in the background. */
+  discard: Discarder;
+  /** The registry's objects, shared by every push of the build. */
+  catalog: CatalogCache;
 }
 
 export interface Parent {
@@ -70,16 +79,28 @@ async function runLogged(argv: string[], logPath: string, label: string): Promis
   }
 }
 
+/** pushTree with its phases (catalog, capture+pack, upload) booked on the clock as `push-*`. */
+async function pushTimed(ctx: BuildEnvContext, dir: string, opts: PushOptions): Promise<PushResult> {
+  const phases = ctx.clock.announced('push-');
+  try {
+    return await pushTree(ctx.registry, ctx.store, dir, { ...opts, onProgress: phases.onPhase, catalog: () => ctx.catalog.refresh() });
+  } finally {
+    phases.end();
+  }
+}
+
 /** A base layer: a root filesystem made on the host, captured and pushed without a parent. */
 export async function buildBase(recipe: Extract<Recipe, { kind: 'base' }>, ctx: BuildEnvContext, tag: string, config: Partial<RuntimeConfig>): Promise<Digest> {
   const root = join(ctx.store.tmpDir, `base-${randomBytes(6).toString('hex')}`);
   await mkdir(root, { recursive: true });
   try {
-    if (recipe.from.type === 'busybox') await populateBusyboxRoot(recipe.from.path ?? '/bin/busybox', root);
-    else await runLogged(baseRootfsCommand(recipe.from, root), ctx.logPath, 'base rootfs');
+    await ctx.clock.time('rootfs', async () => {
+      if (recipe.from.type === 'busybox') await populateBusyboxRoot(recipe.from.path ?? '/bin/busybox', root);
+      else await runLogged(baseRootfsCommand(recipe.from, root), ctx.logPath, 'base rootfs');
+    });
     // debootstrap leaves its apt lists and caches; they are not part of a reproducible base
     await rm(join(root, 'var/cache/apt/archives'), { recursive: true, force: true }).catch(() => undefined);
-    const r = await pushTree(ctx.registry, ctx.store, root, { tag, config });
+    const r = await pushTimed(ctx, root, { tag, config });
     return r.env;
   } finally {
     await rm(root, { recursive: true, force: true });
@@ -88,9 +109,11 @@ export async function buildBase(recipe: Extract<Recipe, { kind: 'base' }>, ctx: 
 
 /** Runs `script` as root in a build sandbox over `parent`, then captures and pushes its upper dir. */
 async function buildInSandbox(parent: Parent, script: string, ctx: BuildEnvContext, opts: { network: boolean; label: string; tag: string; config: Partial<RuntimeConfig>; stage?: (sb: Sandbox) => Promise<void> }): Promise<Digest> {
-  const host = await probeHost();
+  const clock = ctx.clock;
+  const host = await clock.time('host-probe', () => probeHost());
   const shift = idShiftOf(host.idMap);
-  const pulled = await pullEnv(ctx.registry, ctx.store, parent.digest, { idShift: shift });
+  const pulled = await clock.time('parent-layout', () => pullEnv(ctx.registry, ctx.store, parent.digest, { idShift: shift }));
+  const t0 = performance.now();
   const sb = await createSandbox(
     {
       lowerDirs: pulled.layerDirs,
@@ -109,12 +132,17 @@ async function buildInSandbox(parent: Parent, script: string, ctx: BuildEnvConte
       warn: (m) => void log(ctx.logPath, `warning: ${m}`),
     },
   );
+  clock.add('sandbox-create', performance.now() - t0);
   const onAbort = (): void => void sb.destroy();
   ctx.signal.addEventListener('abort', onAbort);
+  let trash: string | null | undefined; // undefined: not moved aside yet; null: could not be
+  let destroying: Promise<void> | null = null;
   try {
-    await opts.stage?.(sb);
+    if (opts.stage !== undefined) await clock.time('stage', () => opts.stage!(sb));
     await log(ctx.logPath, `--- ${opts.label}: build script ---\n${script}--- output ---`);
-    const o = await sb.exec(['/bin/sh', '-c', script]);
+    // parse the registry's pack indexes while the commands run; the push then reads only newer ones
+    ctx.catalog.warm();
+    const o = await clock.time('commands', () => sb.exec(['/bin/sh', '-c', script]));
     await log(ctx.logPath, `${o.stdout}${o.stderr}${o.stdoutTruncated || o.stderrTruncated ? '\n[output truncated]' : ''}\n--- ${o.status}, exit ${o.exitCode ?? o.signal}, ${(o.durationMs / 1000).toFixed(1)} s ---`);
     if (ctx.signal.aborted) throw new MinisandboxError('BUILD_CANCELLED', `${opts.label}: cancelled`);
     if (o.status !== 'ok' || o.exitCode !== 0) {
@@ -122,13 +150,23 @@ async function buildInSandbox(parent: Parent, script: string, ctx: BuildEnvConte
       throw new BuildCommandError(opts.label, ctx.logPath, what, TRANSIENT.test(o.stdout + o.stderr));
     }
     // The upper dir on disk holds exactly what the commands wrote (with overlayfs whiteouts),
-    // owned by host ids shifted into the sandbox's range.
-    const upper = join(sb.state.upperDir, 'u');
-    const r = await pushTree(ctx.registry, ctx.store, upper, { parent, overlayUpper: true, idShift: shift, tag: opts.tag, config: opts.config });
+    // owned by host ids shifted into the sandbox's range. Moved out of the sandbox, it outlives
+    // the sandbox's teardown: the sandbox ends while the upper is captured, which also stops
+    // anything the commands left running from writing into the tree being read.
+    trash = await clock.time('upper-aside', () => ctx.discard.moveAside(sb.state.upperDir));
+    if (trash !== null) {
+      destroying = sb.destroy();
+      destroying.catch(() => undefined); // awaited below; no unhandled rejection meanwhile
+    }
+    const upper = trash === null ? join(sb.state.upperDir, 'u') : join(trash, 'upper', 'u');
+    const r = await pushTimed(ctx, upper, { parent, overlayUpper: true, idShift: shift, tag: opts.tag, config: opts.config });
     return r.env;
   } finally {
     ctx.signal.removeEventListener('abort', onAbort);
-    await sb.destroy();
+    if (trash === undefined) trash = await clock.time('upper-aside', () => ctx.discard.moveAside(sb.state.upperDir));
+    // booked: only what the push did not already cover
+    await clock.time('sandbox-destroy', () => destroying ?? sb.destroy());
+    if (trash !== null) ctx.discard.remove(trash, sb.state.idMap);
   }
 }
 
@@ -168,9 +206,9 @@ export async function buildInstance(recipe: InstanceRecipe, parent: Parent, ctx:
     const target = join(root, recipe.workdir);
     await mkdir(dirname(target), { recursive: true });
     await log(ctx.logPath, `checkout ${JSON.stringify(recipe.repo)} at ${recipe.commit} into ${recipe.workdir}`);
-    await checkoutAtCommit({ source: recipe.repo, commit: recipe.commit, target });
+    await ctx.clock.time('checkout', () => checkoutAtCommit({ source: recipe.repo, commit: recipe.commit, target }));
     const hasCommands = recipe.commands.length > 0;
-    const checkout = await pushTree(ctx.registry, ctx.store, root, { parent, config, ...(hasCommands ? {} : { tag }) });
+    const checkout = await pushTimed(ctx, root, { parent, config, ...(hasCommands ? {} : { tag }) });
     if (!hasCommands) return checkout.env;
     const withCheckout = await resolveEnv(ctx.registry, checkout.env);
     return await buildInSandbox(withCheckout, instanceBuildScript(recipe), ctx, { network: true, label: recipe.name ?? 'instance', tag, config });

@@ -3,7 +3,7 @@
  * sandboxes, real captures of their upper dirs, real git checkouts.
  */
 import { execFile } from 'node:child_process';
-import { chmodSync, cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
@@ -30,6 +30,12 @@ beforeAll(async () => {
   await promisify(execFile)(join(recipes, 'make-repo.sh'), [join(repos, 'test/shlib')]);
 });
 
+/** Sandboxes and moved-aside upper dirs still in the store. */
+function leftovers(): string[] {
+  const ls = (d: string): string[] => (existsSync(d) ? readdirSync(d) : []);
+  return [...ls(store.sandboxesDir), ...ls(store.tmpDir).filter((n) => n.startsWith('trash-'))];
+}
+
 const opts = { registry: reg, store, logDir: join(work, 'logs'), jobs: 2, keepGoing: true, force: false, timeoutMs: 120_000 };
 
 async function datasetPlan() {
@@ -46,6 +52,12 @@ describe('building a dataset', () => {
       ['instance', 'built'],
     ]);
     expect(await reg.getRef('test/test__shlib-1')).not.toBeNull();
+    // each built node says where its time went; the env ran commands in a sandbox and pushed
+    const env = first.find((r) => r.kind === 'env')!;
+    for (const phase of ['parent-layout', 'sandbox-create', 'commands', 'push-capture', 'push-upload', 'sandbox-destroy']) expect(env.phases?.[phase]).toBeGreaterThanOrEqual(0);
+    expect(readFileSync(env.log!, 'utf8')).toMatch(/^phases: .*commands \d+\.\d\ds/m);
+    // scratch is gone when executePlan returns: no sandbox, no upper dir moved aside
+    expect(leftovers()).toEqual([]);
     const t0 = performance.now();
     const again = await executePlan(await datasetPlan(), opts);
     expect(again.every((r) => r.status === 'cached')).toBe(true);
@@ -76,6 +88,14 @@ describe('building a dataset', () => {
     writeFileSync(envFile, `${readFileSync(envFile, 'utf8')}  - echo v2 > /opt/tool/version\n`);
     const rows = await executePlan(await datasetPlan(), opts);
     expect(rows.map((r) => r.status)).toEqual(['cached', 'built', 'built', 'built']);
+  });
+
+  it('with discard "detach" the upper dirs are removed by a process of their own, soon after', async () => {
+    const rows = await executePlan(await datasetPlan(), { ...opts, force: true, discard: 'detach' });
+    expect(rows.every((r) => r.status === 'built')).toBe(true);
+    expect(readdirSync(store.sandboxesDir)).toEqual([]);
+    for (let i = 0; i < 100 && leftovers().length > 0; i++) await new Promise((r) => setTimeout(r, 100));
+    expect(leftovers()).toEqual([]);
   });
 });
 

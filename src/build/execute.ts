@@ -4,7 +4,8 @@
  * skipped and, with keepGoing, the rest go on. Nothing partial is ever published, so a rerun after
  * a crash or Ctrl-C skips what finished and redoes the rest.
  */
-import { join } from 'node:path';
+import { appendFile, mkdir } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
 import type { Digest } from '../cas/digest.js';
 import { errorMessage } from '../errors.js';
 import type { RuntimeConfig } from '../layer/env.js';
@@ -15,6 +16,9 @@ import { resolveEnv } from '../store/push.js';
 import { BuildCommandError, type Parent, buildBase, buildEnv, buildInstance } from './build-node.js';
 import { type BuildPlan, type PlanNode, nodeKey } from './plan.js';
 import { type NodeOutcome, runGraph, scheduleNodes } from './plan-schedule.js';
+import { CatalogCache } from './catalog-cache.js';
+import { Discarder, type DiscardMode } from './discard.js';
+import { formatPhases, PhaseClock, type PhaseTimes } from './phases.js';
 
 export interface BuildOptions {
   registry: Registry;
@@ -26,6 +30,12 @@ export interface BuildOptions {
   timeoutMs: number;
   onEvent?: (e: BuildEvent) => void;
   signal?: AbortSignal;
+  /**
+   * How finished build sandboxes' upper dirs are deleted (see discard.ts): `wait` (default) in
+   * the background of this process, done before executePlan returns; `detach` by a detached
+   * process that may outlive it.
+   */
+  discard?: DiscardMode;
 }
 
 export type BuildEvent =
@@ -43,12 +53,15 @@ export interface SummaryRow {
   tag?: string;
   log?: string;
   error?: string;
+  /** Wall-clock milliseconds per phase of the (last) attempt; see phases.ts. */
+  phases?: PhaseTimes;
 }
 
 interface Built {
   env: Digest;
   cached: boolean;
   log: string;
+  phases: PhaseTimes;
 }
 
 function logName(n: PlanNode): string {
@@ -69,6 +82,8 @@ export async function executePlan(plan: BuildPlan, opts: BuildOptions): Promise<
   const results = new Map<string, Built>();
   const rows: SummaryRow[] = [];
   let done = 0;
+  const discard = new Discarder(opts.store.tmpDir, opts.discard ?? 'wait');
+  const catalog = new CatalogCache(opts.registry, opts.store);
 
   const parentOf = async (n: PlanNode): Promise<Parent | null> => {
     if (n.parent !== null) {
@@ -81,23 +96,28 @@ export async function executePlan(plan: BuildPlan, opts: BuildOptions): Promise<
   };
 
   const build = async (n: PlanNode, signal: AbortSignal): Promise<Built> => {
-    const parent = await parentOf(n);
+    const clock = new PhaseClock();
+    const parent = await clock.time('parent-resolve', () => parentOf(n));
     const key = nodeKey(n, parent?.config.layers.map((l) => l.digest) ?? []);
     const cacheRef = cacheRefName(n.kind, key);
     const log = join(opts.logDir, logName(n));
-    const cached = opts.force ? null : await opts.registry.getRef(cacheRef);
+    const cached = opts.force ? null : await clock.time('cache-lookup', () => opts.registry.getRef(cacheRef));
     let env: Digest;
     if (cached !== null) env = cached;
     else {
-      const ctx = { registry: opts.registry, store: opts.store, logPath: log, timeoutMs: opts.timeoutMs, signal };
+      const ctx = { registry: opts.registry, store: opts.store, logPath: log, timeoutMs: opts.timeoutMs, signal, clock, discard, catalog };
       const r = n.recipe;
       if (r.kind === 'base') env = await buildBase(r, ctx, cacheRef, runtimeConfig(n));
       else if (parent === null) throw new Error(`internal: ${n.id} has no parent`);
       else if (r.kind === 'env') env = await buildEnv(r, n.normalized, parent, ctx, cacheRef);
       else env = await buildInstance(r, parent, ctx, cacheRef, runtimeConfig(n));
     }
-    if (n.tag !== null) await opts.registry.putRef(n.tag, env);
-    return { env, cached: cached !== null, log };
+    if (n.tag !== null) await clock.time('tag', () => opts.registry.putRef(n.tag!, env));
+    if (cached === null) {
+      await mkdir(dirname(log), { recursive: true });
+      await appendFile(log, `phases: ${formatPhases(clock.times)}\n`);
+    }
+    return { env, cached: cached !== null, log, phases: clock.times };
   };
 
   const signal = opts.signal;
@@ -124,7 +144,7 @@ export async function executePlan(plan: BuildPlan, opts: BuildOptions): Promise<
         }
       },
     },
-  );
+  ).finally(() => discard.settle());
   for (const n of plan.nodes) {
     const o = outcomes.get(n.id);
     if (o !== undefined) rows.push(toRow(n, o, join(opts.logDir, logName(n))));
@@ -136,7 +156,7 @@ function toRow(n: PlanNode, o: NodeOutcome<Built>, log: string): SummaryRow {
   const base = { id: n.id, kind: n.kind, label: n.label, ...(n.tag !== null ? { tag: n.tag } : {}) };
   switch (o.status) {
     case 'ok':
-      return { ...base, status: o.value.cached ? 'cached' : 'built', seconds: o.ms / 1000, env: o.value.env, ...(o.value.cached ? {} : { log }) };
+      return { ...base, status: o.value.cached ? 'cached' : 'built', seconds: o.ms / 1000, env: o.value.env, ...(o.value.cached ? {} : { log }), phases: o.value.phases };
     case 'failed':
       return { ...base, status: 'failed', seconds: o.ms / 1000, log, error: errorMessage(o.error) };
     case 'skipped':

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { executePlan, type SummaryRow } from '../build/execute.js';
 import { datasetNameFromFile, defaultRepoSource, planCounts, planDataset, planRecipe } from '../build/plan.js';
 import { parseShard } from '../build/plan-shard.js';
+import { PhaseClock } from '../build/phases.js';
 import { MinisandboxError } from '../errors.js';
 import { loadDataset } from '../dataset/read.js';
 import { loadSpecs } from '../dataset/specs.js';
@@ -43,7 +44,11 @@ export function registerBuildCommands(program: Command, globals: Globals, setExi
     .option('--log-dir <dir>', 'where per-node build logs go (default: <store>/logs/<dataset>)')
     .option('--timeout <duration>', 'limit for one node\'s build commands', '2h')
     .action(async (input: string, o: BuildOpts) => {
+      // performance.now() counts from process start: node's boot, module loading, option parsing
+      const cli = new PhaseClock();
+      cli.add('cli-start', performance.now());
       const ctx = makeContext(globals());
+      const tPlan = performance.now();
       const isDataset = /\.(jsonl|json)$/.test(input) && o.specs !== undefined;
       let plan;
       if (isDataset) {
@@ -61,16 +66,18 @@ export function registerBuildCommands(program: Command, globals: Globals, setExi
         const { catalog, root } = await loadRecipeCatalog(input);
         plan = planRecipe(catalog, root.source, o.tag ?? null);
       }
+      cli.add('plan', performance.now() - tPlan);
       const counts = planCounts(plan);
       const logDir = o.logDir ?? join(ctx.store.root, 'logs', plan.dataset === '' ? 'recipes' : plan.dataset);
       ctx.out.progress({ phase: 'plan', ...counts, message: `plan: ${counts.base} base, ${counts.env} env, ${counts.instance} instance node(s)` });
-      await reapStale(ctx.store);
+      await cli.time('reap-stale', () => reapStale(ctx.store));
       const abort = new AbortController();
       const onSig = (): void => abort.abort();
       process.once('SIGINT', onSig);
       process.once('SIGTERM', onSig);
       let rows: SummaryRow[];
       const running = new Set<string>();
+      const tBuild = performance.now();
       try {
         rows = await executePlan(plan, {
           registry: ctx.registry,
@@ -81,6 +88,8 @@ export function registerBuildCommands(program: Command, globals: Globals, setExi
           force: o.force === true,
           timeoutMs: parseDuration(o.timeout),
           signal: abort.signal,
+          // a one-node build returns once its layer is published, not after deleting its scratch
+          discard: 'detach',
           onEvent: (e) => {
             if (e.type === 'start') running.add(e.node.label);
             if (e.type === 'done') running.delete(e.node.label);
@@ -98,9 +107,10 @@ export function registerBuildCommands(program: Command, globals: Globals, setExi
         process.off('SIGINT', onSig);
         process.off('SIGTERM', onSig);
       }
+      cli.add('execute', performance.now() - tBuild);
       const tally = { built: 0, cached: 0, failed: 0, skipped: 0, cancelled: 0 };
       for (const r of rows) tally[r.status]++;
-      ctx.out.result({ dataset: plan.dataset, shard: plan.shard, counts, summary: tally, nodes: rows }, () =>
+      ctx.out.result({ dataset: plan.dataset, shard: plan.shard, counts, summary: tally, phases: cli.times, nodes: rows }, () =>
         [
           table([['NODE', 'KIND', 'STATUS', 'TIME', 'TAG / LOG'], ...rows.map((r) => [r.label, r.kind, r.status, `${r.seconds.toFixed(1)}s`, r.status === 'failed' ? `${r.log ?? ''}  ${r.error ?? ''}` : (r.tag ?? r.log ?? '')])]),
           '',

@@ -20,26 +20,22 @@ import { open, stat } from 'node:fs/promises';
 import { Agent as HttpAgent } from 'node:http';
 import { Agent as HttpsAgent } from 'node:https';
 import { Readable } from 'node:stream';
-import {
-  AbortMultipartUploadCommand,
-  CompleteMultipartUploadCommand,
-  CreateMultipartUploadCommand,
-  DeleteObjectCommand,
-  GetObjectCommand,
-  HeadObjectCommand,
-  ListObjectsV2Command,
-  PutObjectCommand,
-  S3Client,
-  UploadPartCommand,
-  type S3ClientConfig,
-} from '@aws-sdk/client-s3';
+import type * as S3Sdk from '@aws-sdk/client-s3';
+import type { S3Client, S3ClientConfig } from '@aws-sdk/client-s3';
 import { createHash } from 'node:crypto';
+import { createRequire } from 'node:module';
 import { type Digest, DigestSchema, digestHex, parseDigest } from '../cas/digest.js';
 import { InvalidInputError, MinisandboxError, NotFoundError } from '../errors.js';
 import { type BlobStat, type Registry, parseRefName } from './registry.js';
 import { DEFAULT_RETRY_POLICY, RemoteStoreError, type RetryHooks, type RetryPolicy, TruncatedBodyError, backoffDelayMs, httpStatusOf, isRetryable, withRetry } from './retry.js';
 import { type S3Location, formatS3Url, hostNeedsPathStyle, parseS3Url } from './s3-config.js';
 import { InFlightBudget, type InFlightLimits } from './s3-inflight.js';
+
+/** The AWS SDK, loaded on first use: it is a quarter of every CLI start, and most commands never touch S3. */
+let sdkModule: typeof S3Sdk | undefined;
+function sdk(): typeof S3Sdk {
+  return (sdkModule ??= createRequire(import.meta.url)('@aws-sdk/client-s3') as typeof S3Sdk);
+}
 
 const MiB = 1024 * 1024;
 
@@ -159,7 +155,7 @@ export class S3Registry implements Registry {
     // the SDK's chain (profile) when nothing was said.
     else if (this.location.endpoint !== undefined) config.region = 'us-east-1';
     if (opts.credentials !== undefined) config.credentials = opts.credentials;
-    this.client = new S3Client(config);
+    this.client = new (sdk().S3Client)(config);
   }
 
   /** Closes idle sockets; the registry must not be used afterwards. */
@@ -197,7 +193,7 @@ export class S3Registry implements Registry {
     return this.retried(`HEAD ${key}`, () =>
       this.budget.run(0, async () => {
         try {
-          const r = await this.client.send(new HeadObjectCommand({ Bucket: this.bucket, Key: key }));
+          const r = await this.client.send(new (sdk().HeadObjectCommand)({ Bucket: this.bucket, Key: key }));
           return { size: r.ContentLength ?? 0, mtimeMs: r.LastModified?.getTime() ?? 0, etag: r.ETag };
         } catch (e) {
           if (isNotFound(e)) return null;
@@ -212,7 +208,7 @@ export class S3Registry implements Registry {
     const ranged = start > 0 || end !== undefined;
     return this.budget.run(0, async () => {
       const r = await this.client.send(
-        new GetObjectCommand({ Bucket: this.bucket, Key: key, ...(ranged ? { Range: `bytes=${start}-${end === undefined ? '' : end - 1}` } : {}) }),
+        new (sdk().GetObjectCommand)({ Bucket: this.bucket, Key: key, ...(ranged ? { Range: `bytes=${start}-${end === undefined ? '' : end - 1}` } : {}) }),
       );
       const body = asReadable(r.Body);
       if (r.ContentLength === undefined) {
@@ -234,7 +230,7 @@ export class S3Registry implements Registry {
         let opened: OpenedBody;
         try {
           opened = await this.client
-            .send(new GetObjectCommand({ Bucket: this.bucket, Key: key, ...(start > 0 || end !== undefined ? { Range: `bytes=${start}-${end === undefined ? '' : end - 1}` } : {}) }))
+            .send(new (sdk().GetObjectCommand)({ Bucket: this.bucket, Key: key, ...(start > 0 || end !== undefined ? { Range: `bytes=${start}-${end === undefined ? '' : end - 1}` } : {}) }))
             .then((r) => ({ body: asReadable(r.Body), contentLength: r.ContentLength ?? -1, etag: r.ETag }));
         } catch (e) {
           if (isNotFound(e)) throw new NotFoundError(`${what} in ${this.url}`);
@@ -257,13 +253,13 @@ export class S3Registry implements Registry {
   private async putSmall(key: string, body: Buffer, extra: { IfNoneMatch?: string; IfMatch?: string } = {}): Promise<void> {
     await this.retried(`PUT ${key}`, () =>
       this.budget.run(body.length, () =>
-        this.client.send(new PutObjectCommand({ Bucket: this.bucket, Key: key, Body: body, ContentLength: body.length, ChecksumSHA256: sha256Base64(body), ...extra })),
+        this.client.send(new (sdk().PutObjectCommand)({ Bucket: this.bucket, Key: key, Body: body, ContentLength: body.length, ChecksumSHA256: sha256Base64(body), ...extra })),
       ),
     );
   }
 
   private async deleteObject(key: string): Promise<void> {
-    await this.retried(`DELETE ${key}`, () => this.budget.run(0, () => this.client.send(new DeleteObjectCommand({ Bucket: this.bucket, Key: key }))));
+    await this.retried(`DELETE ${key}`, () => this.budget.run(0, () => this.client.send(new (sdk().DeleteObjectCommand)({ Bucket: this.bucket, Key: key }))));
   }
 
   private async *listKeys(relPrefix: string): AsyncGenerator<{ key: string; size: number; mtimeMs: number }> {
@@ -272,7 +268,7 @@ export class S3Registry implements Registry {
     do {
       const page = await this.retried(`LIST ${prefix}`, () =>
         this.budget.run(0, () =>
-          this.client.send(new ListObjectsV2Command({ Bucket: this.bucket, Prefix: prefix, MaxKeys: this.listPageSize, ...(token === undefined ? {} : { ContinuationToken: token }) })),
+          this.client.send(new (sdk().ListObjectsV2Command)({ Bucket: this.bucket, Prefix: prefix, MaxKeys: this.listPageSize, ...(token === undefined ? {} : { ContinuationToken: token }) })),
         ),
       );
       for (const o of page.Contents ?? []) {
@@ -405,7 +401,7 @@ export class S3Registry implements Registry {
     const checksum = Buffer.from(digestHex(digest), 'hex').toString('base64');
     await this.retried(`PUT ${key}`, () =>
       this.budget.run(size, () =>
-        this.client.send(new PutObjectCommand({ Bucket: this.bucket, Key: key, Body: createReadStream(path), ContentLength: size, ChecksumSHA256: checksum })),
+        this.client.send(new (sdk().PutObjectCommand)({ Bucket: this.bucket, Key: key, Body: createReadStream(path), ContentLength: size, ChecksumSHA256: checksum })),
       ),
     );
   }
@@ -420,7 +416,7 @@ export class S3Registry implements Registry {
     const checksum = Buffer.from(digestHex(digest), 'hex').toString('base64');
     await this.retried(`PUT ${key}`, () =>
       this.budget.run(data.length, () =>
-        this.client.send(new PutObjectCommand({ Bucket: this.bucket, Key: key, Body: data, ContentLength: data.length, ChecksumSHA256: checksum })),
+        this.client.send(new (sdk().PutObjectCommand)({ Bucket: this.bucket, Key: key, Body: data, ContentLength: data.length, ChecksumSHA256: checksum })),
       ),
     );
   }
@@ -432,7 +428,7 @@ export class S3Registry implements Registry {
    */
   private async putMultipart(key: string, size: number, readPart: (offset: number, length: number) => Promise<Buffer>): Promise<void> {
     const created = await this.retried(`CREATE-MULTIPART ${key}`, () =>
-      this.budget.run(0, () => this.client.send(new CreateMultipartUploadCommand({ Bucket: this.bucket, Key: key, ChecksumAlgorithm: 'SHA256' }))),
+      this.budget.run(0, () => this.client.send(new (sdk().CreateMultipartUploadCommand)({ Bucket: this.bucket, Key: key, ChecksumAlgorithm: 'SHA256' }))),
     );
     const uploadId = created.UploadId;
     if (uploadId === undefined) throw new MinisandboxError('REMOTE_STORE', `CREATE-MULTIPART ${key}: no upload id in the answer`, { hint: 'the S3 server does not support multipart uploads; raise partSize above the largest blob' });
@@ -452,7 +448,7 @@ export class S3Registry implements Registry {
             const body = await readPart(offset, length);
             const checksum = sha256Base64(body);
             const r = await this.retried(`UPLOAD-PART ${i + 1}/${count} ${key}`, () =>
-              this.client.send(new UploadPartCommand({ Bucket: this.bucket, Key: key, UploadId: uploadId, PartNumber: i + 1, Body: body, ContentLength: length, ChecksumSHA256: checksum })),
+              this.client.send(new (sdk().UploadPartCommand)({ Bucket: this.bucket, Key: key, UploadId: uploadId, PartNumber: i + 1, Body: body, ContentLength: length, ChecksumSHA256: checksum })),
             );
             if (r.ETag === undefined) throw new MinisandboxError('REMOTE_STORE', `UPLOAD-PART ${i + 1} ${key}: no ETag in the answer`, { hint: 'the S3 server answered a part upload without an ETag; check the server or proxy' });
             parts[i] = { PartNumber: i + 1, ETag: r.ETag, ChecksumSHA256: checksum };
@@ -473,7 +469,7 @@ export class S3Registry implements Registry {
             return;
           }
         }
-        await this.budget.run(0, () => this.client.send(new CompleteMultipartUploadCommand({ Bucket: this.bucket, Key: key, UploadId: uploadId, MultipartUpload: { Parts: parts } })));
+        await this.budget.run(0, () => this.client.send(new (sdk().CompleteMultipartUploadCommand)({ Bucket: this.bucket, Key: key, UploadId: uploadId, MultipartUpload: { Parts: parts } })));
       });
     } catch (e) {
       await this.abortMultipart(key, uploadId);
@@ -486,7 +482,7 @@ export class S3Registry implements Registry {
     // (AbortIncompleteMultipartUpload) reclaims its parts if this fails too.
     try {
       await withRetry(`ABORT-MULTIPART ${key}`, { ...this.retry, attempts: Math.min(3, this.retry.attempts) }, () =>
-        this.budget.run(0, () => this.client.send(new AbortMultipartUploadCommand({ Bucket: this.bucket, Key: key, UploadId: uploadId }))),
+        this.budget.run(0, () => this.client.send(new (sdk().AbortMultipartUploadCommand)({ Bucket: this.bucket, Key: key, UploadId: uploadId }))),
       );
     } catch {
       /* reported by the original error; nothing is visible */

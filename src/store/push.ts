@@ -16,7 +16,7 @@ import { putJsonBlob, readJsonBlob } from '../registry/blobs.js';
 import type { Registry } from '../registry/registry.js';
 import { parseRefName } from '../registry/registry.js';
 import { NotFoundError } from '../errors.js';
-import { loadCatalog } from './catalog.js';
+import { loadCatalog, type ObjectCatalog } from './catalog.js';
 import type { StorePaths } from './paths.js';
 import { compressFile } from './zstdfile.js';
 
@@ -29,6 +29,8 @@ export interface PushOptions {
   overlayUpper?: boolean;
   idShift?: number;
   onProgress?: (p: { phase: string; files?: number; bytes?: number }) => void;
+  /** Which objects the registry holds (default: every pack index, loaded now); a builder passes one it keeps across pushes. */
+  catalog?: () => Promise<ObjectCatalog>;
 }
 
 export interface PushResult {
@@ -53,7 +55,7 @@ export async function pushTree(reg: Registry, store: StorePaths, dir: string, op
   await mkdir(work, { recursive: true });
   try {
     opts.onProgress?.({ phase: 'catalog' });
-    const catalog = await loadCatalog(reg, store);
+    const catalog = await (opts.catalog?.() ?? loadCatalog(reg, store));
     const used = new Map<Digest, PackRef>();
     const writer = new PackWriter({ tempDir: work });
     let reused = 0;
