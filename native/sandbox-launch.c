@@ -7,7 +7,7 @@
  * bubblewrap uses; rootless hosts still exec newuidmap/newgidmap, which only they may do.
  *
  *   sandbox-launch holder [common] --uid-map START:COUNT --gid-map START:COUNT --upper DIR
- *       --merged DIR --lower OVERLAY_LOWERDIR [--tmpfs-size BYTES] [--from-tar-fd N]
+ *       --merged DIR --lower OVERLAY_LOWERDIR [--tmpfs-size BYTES] [--volatile 1] [--from-tar-fd N]
  *       [--net none|host] --hostname NAME --workdir DIR --info-fd N
  *   sandbox-launch serve     (starts holders on request; see serve_main)
  *   sandbox-launch enter [common] --holder PID --init PID --pidns-fd N --status-fd N
@@ -81,7 +81,7 @@ struct opts {
   /* holder */
   unsigned long uid_start, uid_count, gid_start, gid_count;
   const char *upper, *merged, *lower, *tmpfs_size, *hostname, *workdir;
-  int from_tar_fd, info_fd, net_none;
+  int from_tar_fd, info_fd, net_none, volatile_upper;
   /* enter */
   pid_t holder, init;
   int pidns_fd, status_fd;
@@ -185,6 +185,7 @@ static void parse_args(struct opts *o, int argc, char **argv) {
     else if (strcmp(a, "--merged") == 0) o->merged = v;
     else if (strcmp(a, "--lower") == 0) o->lower = v;
     else if (strcmp(a, "--tmpfs-size") == 0) o->tmpfs_size = v;
+    else if (strcmp(a, "--volatile") == 0) o->volatile_upper = strcmp(v, "1") == 0;
     else if (strcmp(a, "--from-tar-fd") == 0) o->from_tar_fd = (int)parse_ul(v, a);
     else if (strcmp(a, "--info-fd") == 0) o->info_fd = (int)parse_ul(v, a);
     else if (strcmp(a, "--net") == 0) {
@@ -641,7 +642,7 @@ static int holder_main(struct opts *o) {
     extract_tar(o, u);
     close(o->from_tar_fd);
   }
-  xsnprintf(data, sizeof data, "lowerdir=%s,upperdir=%s,workdir=%s,userxattr", o->lower, u, w);
+  xsnprintf(data, sizeof data, "lowerdir=%s,upperdir=%s,workdir=%s,userxattr%s", o->lower, u, w, o->volatile_upper ? ",volatile" : "");
   mount_or_die("msb-root", o->merged, "overlay", 0, data);
   int rootfd = open(o->merged, O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
   if (rootfd < 0) die("open %s", o->merged);

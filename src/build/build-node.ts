@@ -121,6 +121,9 @@ async function buildInSandbox(parent: Parent, script: string, ctx: BuildEnvConte
       config: { ...parent.config.config, workdir: '/' },
       network: opts.network ? 'host' : 'none',
       upper: 'disk',
+      // The upper is captured only after the commands succeeded, and thrown away otherwise: the
+      // fsyncs of dpkg and friends need not reach the disk.
+      volatileUpper: true,
       capabilities: 'default',
       commandTimeoutMs: ctx.timeoutMs,
       maxOutputBytes: 64 << 20,

@@ -50,6 +50,8 @@ export interface HolderSpec {
   mergedDir: string;
   lowerDirs: string[];
   tmpfsBytes: number | undefined;
+  /** Mount the overlay `volatile`: no syncs reach the upper dir. */
+  volatileUpper: boolean;
   network: 'none' | 'host';
   hostname: string;
   workdir: string;
@@ -87,6 +89,7 @@ export function holderCommand(s: HolderSpec): string[] {
     '--merged', s.mergedDir,
     '--lower', overlayLowerOption(s.lowerDirs),
     ...(s.tmpfsBytes === undefined ? [] : ['--tmpfs-size', String(s.tmpfsBytes)]),
+    ...(s.volatileUpper ? ['--volatile', '1'] : []),
     ...(s.fromTar ? ['--from-tar-fd', String(FORK_TAR_FD)] : []),
     '--net', s.network,
     '--hostname', s.hostname,

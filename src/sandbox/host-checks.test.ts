@@ -45,6 +45,7 @@ describe('command lines', () => {
       mergedDir: '/s/x/root',
       lowerDirs: ['/l/base', '/l/env', '/l/inst'],
       tmpfsBytes: 1024,
+      volatileUpper: false,
       network: 'none',
       hostname: 'h',
       workdir: '/',

@@ -82,6 +82,19 @@ describe('sandbox lifecycle', () => {
     expect(await leftovers(fp)).toEqual([]);
   });
 
+  it('a volatile disk upper (builds) is mounted without syncs and still holds every write', async () => {
+    const sb = await createSandbox({ lowerDirs: [lower], stateDir, upper: 'disk', volatileUpper: true }, { host });
+    const fp = await sandboxFootprint(sb);
+    const mounts = await readFile(`/proc/${sb.state.holderPid}/mountinfo`, 'utf8');
+    const root = mounts.split('\n').find((l) => l.split(' ')[4] === sb.state.mergedDir);
+    expect(root).toMatch(/ overlay msb-root .*volatile/);
+    const o = await sb.exec(['sh', '-c', 'echo synced > /root/f && sync && sync /root/f && echo ok']);
+    expect(o.stdout).toBe('ok\n');
+    expect(await readFile(join(sb.state.upperDir, 'u/root/f'), 'utf8')).toBe('synced\n');
+    await sb.destroy();
+    expect(await leftovers(fp)).toEqual([]);
+  });
+
   it('a runtime exits by itself once its sandboxes are destroyed (the launcher server keeps it alive only while needed)', async () => {
     const script = `
       import { createSandbox, probeHost } from ${JSON.stringify(join(REPO_ROOT, 'src/sandbox/index.ts'))};

@@ -36,6 +36,12 @@ export const SandboxOptionsSchema = z.strictObject({
   stateDir: z.string().startsWith('/'),
   network: z.enum(['none', 'host']).default('none'),
   upper: z.enum(['tmpfs', 'disk']).default('tmpfs'),
+  /**
+   * Skip every sync to the upper dir (overlayfs `volatile`): for scratch sandboxes whose upper is
+   * thrown away, or captured only after the commands ended cleanly, like builds. After a host
+   * crash such an upper must be discarded; fsync inside the sandbox then costs nothing.
+   */
+  volatileUpper: z.boolean().default(false),
   limits: SandboxLimitsSchema.prefault({}),
   /** Wall-clock lifetime of the whole sandbox; destroyed when it passes. */
   timeoutMs: z.number().int().positive().optional(),
@@ -394,6 +400,7 @@ async function startSandbox(opts: ParsedOptions, hooks: CreateHooks, forkFrom: S
       mergedDir,
       lowerDirs: opts.lowerDirs,
       tmpfsBytes: opts.upper === 'tmpfs' ? opts.limits.diskBytes : undefined,
+      volatileUpper: opts.volatileUpper,
       network: opts.network,
       hostname: opts.config.hostname,
       workdir: opts.config.workdir,
