@@ -38,15 +38,43 @@ interface Current {
 /**
  * Unique temporary names in a destination directory: a random prefix per fetch and a counter,
  * so racing fetchers (in this or other processes) never share one, without a random draw per file.
+ * A private destination (see FetchOptions.privateDest) skips them for verified buffers.
  */
 export class TempNames {
   private readonly prefix = `${process.pid}-${randomBytes(6).toString('hex')}`;
   private n = 0;
 
-  constructor(readonly destDir: string) {}
+  constructor(
+    readonly destDir: string,
+    readonly privateDest = false,
+  ) {}
 
   next(digest: Digest): string {
     return join(this.destDir, `.tmp-${digestHex(digest).slice(0, 16)}-${this.prefix}-${this.n++}`);
+  }
+
+  /** Writes verified bytes under the object's final name (synchronously: see SYNC_WRITE_BYTES). */
+  publishSync(digest: Digest, data: Uint8Array): void {
+    const dest = finalName(this.destDir, digest);
+    if (this.privateDest) {
+      writeFileSync(dest, data, { flag: 'wx' });
+      return;
+    }
+    const tmp = this.next(digest);
+    writeFileSync(tmp, data, { flag: 'wx' });
+    renameSync(tmp, dest);
+  }
+
+  /** Writes verified bytes under the object's final name. */
+  async publish(digest: Digest, data: Uint8Array): Promise<void> {
+    const dest = finalName(this.destDir, digest);
+    if (this.privateDest) {
+      await writeFile(dest, data, { flag: 'wx' });
+      return;
+    }
+    const tmp = this.next(digest);
+    await writeFile(tmp, data, { flag: 'wx' });
+    await rename(tmp, dest);
   }
 }
 
@@ -152,9 +180,7 @@ export class FrameExtractor {
   private writeWhole(w: PackIndexEntry, data: Buffer): void {
     const actual: Digest = `sha256:${createHash('sha256').update(data).digest('hex')}`;
     if (actual !== w.digest) throw new DigestMismatchError(`object ${w.digest} in pack ${this.pack}`, w.digest, actual);
-    const tmp = this.temps.next(w.digest);
-    writeFileSync(tmp, data, { flag: 'wx' });
-    renameSync(tmp, finalName(this.temps.destDir, w.digest));
+    this.temps.publishSync(w.digest, data);
     this.onObject(w);
   }
 
@@ -180,14 +206,12 @@ export class FrameExtractor {
       const data = c.pieces.length === 1 ? c.pieces[0]! : Buffer.concat(c.pieces);
       if (data.length <= SYNC_WRITE_BYTES) {
         // Synchronous for small files: the per-call cost of thread-pool round trips dominates (see writer.ts).
-        writeFileSync(c.tmp, data, { flag: 'wx' });
-        renameSync(c.tmp, dest);
+        this.temps.publishSync(c.entry.digest, data);
         this.onObject(c.entry);
         return;
       }
       const write = (async () => {
-        await writeFile(c.tmp, data, { flag: 'wx' });
-        await rename(c.tmp, dest);
+        await this.temps.publish(c.entry.digest, data);
         this.onObject(c.entry);
       })();
       write.catch(() => undefined); // awaited in end() or failed()

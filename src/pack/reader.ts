@@ -3,13 +3,12 @@
  * neighbouring frames in one range read, large frames streamed; every object is verified before
  * it becomes visible under its final name.
  */
-import { rename, writeFile } from 'node:fs/promises';
 import type { Readable } from 'node:stream';
 import { sha256, type Digest } from '../cas/digest.js';
 import { DigestMismatchError, InvalidInputError } from '../errors.js';
 import type { Registry } from '../registry/registry.js';
 import { CorruptPackError } from './errors.js';
-import { finalName, FrameExtractor, nameSome, TempNames, type FrameRef } from './frame-extract.js';
+import { FrameExtractor, nameSome, TempNames, type FrameRef } from './frame-extract.js';
 import { PackIndexEntrySchema, TAR_BLOCK, type PackIndexEntry } from './pack-index.js';
 import { MAX_BUFFERED_RANGE_BYTES, MERGE_GAP_BYTES } from './settings.js';
 import { runPool } from '../util/pool.js';
@@ -27,6 +26,12 @@ export interface FetchOptions {
   /** Range reads in flight (default 4). */
   concurrency?: number;
   onProgress?: (p: FetchProgress) => void;
+  /**
+   * `destDir` belongs to this fetch alone (no concurrent fetcher, removed whole on failure):
+   * objects verified before their first byte is written go straight to their final name,
+   * without a temp name and rename each.
+   */
+  privateDest?: boolean;
 }
 
 export interface FetchResult {
@@ -74,7 +79,7 @@ export async function fetchObjects(
   };
 
   // Empty objects need no bytes from the registry.
-  const temps = new TempNames(destDir);
+  const temps = new TempNames(destDir, opts.privateDest ?? false);
   const empty = unique.filter((e) => e.size === 0);
   for (const e of empty) await writeEmpty(pack, e, temps, onObject);
 
@@ -104,9 +109,7 @@ function dedupe(entries: PackIndexEntry[]): PackIndexEntry[] {
 async function writeEmpty(pack: Digest, e: PackIndexEntry, temps: TempNames, onObject: (e: PackIndexEntry) => void): Promise<void> {
   const actual = sha256(new Uint8Array(0));
   if (actual !== e.digest) throw new DigestMismatchError(`object ${e.digest} in pack ${pack}`, e.digest, actual);
-  const tmp = temps.next(e.digest);
-  await writeFile(tmp, new Uint8Array(0), { flag: 'wx' });
-  await rename(tmp, finalName(temps.destDir, e.digest));
+  await temps.publish(e.digest, new Uint8Array(0));
   onObject(e);
 }
 

@@ -3,10 +3,10 @@
  * byte against its digest, and lay each layer out once as a read-only tree.
  */
 import { randomBytes } from 'node:crypto';
-import { readdirSync } from 'node:fs';
+import { lstatSync } from 'node:fs';
 import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { type Digest, verifyDigest } from '../cas/digest.js';
+import { type Digest, digestHex, verifyDigest } from '../cas/digest.js';
 import { Readable } from 'node:stream';
 import { InvalidInputError } from '../errors.js';
 import { readManifest } from '../layer/capture.js';
@@ -18,6 +18,7 @@ import { canonicalJson } from '../layer/manifest.js';
 import { exists } from '../util/fs.js';
 import { loadPackIndex } from './catalog.js';
 import { withLock } from './lock.js';
+import { scanFileDigests } from './manifest-scan.js';
 import { materialize } from './materialize.js';
 import type { StorePaths } from './paths.js';
 import { resolveEnv } from './push.js';
@@ -66,7 +67,9 @@ export async function ensureLayer(reg: Registry, store: StorePaths, layer: Layer
   await mkdir(store.layersDir, { recursive: true });
   const result = await withLock(`${dir}.lock`, () => exists(dir), async () => {
     const manifestPath = await ensureManifest(reg, store, layer, opts);
-    const missing = await missingObjects(store, manifestPath);
+    const contents = await scanFileDigests(manifestPath);
+    const missing = missingObjects(store, contents.unique);
+    const fetched = new Set<string>();
     // Fetched objects wait in a directory of this pull's own until lay-out moves them into the pool.
     const staging = join(store.tmpDir, `stage-${process.pid}-${randomBytes(6).toString('hex')}`);
     try {
@@ -85,9 +88,10 @@ export async function ensureLayer(reg: Registry, store: StorePaths, layer: Layer
         }
         await mkdir(staging, { recursive: true });
         for (const [pack, entries] of byPack) {
-          await fetchObjects(reg, pack, entries, staging, { concurrency: opts.concurrency ?? 4 });
+          await fetchObjects(reg, pack, entries, staging, { concurrency: opts.concurrency ?? 4, privateDest: true });
           fetchedObjects += entries.length;
           fetchedBytes += entries.reduce((s, e) => s + e.size, 0);
+          for (const e of entries) fetched.add(digestHex(e.digest));
         }
       }
       opts.onProgress?.({ layer: layer.digest, phase: 'layout' });
@@ -98,7 +102,8 @@ export async function ensureLayer(reg: Registry, store: StorePaths, layer: Layer
           share: true,
           whiteouts: process.getuid?.() === 0 ? 'chardev' : 'xattr',
           overlayXattrNs: 'user',
-          staging,
+          staging: { dir: staging, hexes: fetched },
+          repeated: contents.repeated,
         });
         await rename(tmp, dir);
       } catch (e) {
@@ -133,25 +138,13 @@ export async function ensureManifest(reg: Registry, store: StorePaths, layer: La
   return path;
 }
 
-/** Objects a manifest needs that the store has neither staged nor in its link pool. */
-async function missingObjects(store: StorePaths, manifestPath: string): Promise<Set<Digest>> {
+/** Contents the store's pool lacks (sync: one tiny call per content, where a thread-pool round trip each costs more than the call). */
+function missingObjects(store: StorePaths, contents: Set<string>): Set<Digest> {
   const missing = new Set<Digest>();
-  const seen = new Set<Digest>();
-  for await (const e of readManifest(manifestPath, manifestPath)) {
-    if (e.type !== 'file' || seen.has(e.digest)) continue;
-    seen.add(e.digest);
-    // sync: one tiny call per content, where a thread-pool round trip each costs more than the call
-    if (!hasEntries(store.linkDir(e.digest))) missing.add(e.digest);
+  for (const hex of contents) {
+    if (!lstatSync(store.poolPrimary(hex), { throwIfNoEntry: false })?.isFile()) missing.add(`sha256:${hex}`);
   }
   return missing;
-}
-
-function hasEntries(dir: string): boolean {
-  try {
-    return readdirSync(dir).length > 0;
-  } catch {
-    return false;
-  }
 }
 
 async function writeAtomic(store: StorePaths, path: string, data: string): Promise<void> {
