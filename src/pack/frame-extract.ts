@@ -4,7 +4,7 @@
  * publishes it as `<destDir>/<hex>` by temp name + rename only when its digest matches.
  */
 import { createHash, randomBytes, type Hash } from 'node:crypto';
-import { renameSync, writeFileSync } from 'node:fs';
+import { mkdirSync, renameSync, writeFileSync } from 'node:fs';
 import { open, rename, rm, writeFile, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { digestHex, type Digest } from '../cas/digest.js';
@@ -38,7 +38,8 @@ interface Current {
 /**
  * Unique temporary names in a destination directory: a random prefix per fetch and a counter,
  * so racing fetchers (in this or other processes) never share one, without a random draw per file.
- * A private destination (see FetchOptions.privateDest) skips them for verified buffers.
+ * A private destination (see FetchOptions.privateDest) skips them for verified buffers, and
+ * spreads objects over 256 subdirectories (privateObjectPath).
  */
 export class TempNames {
   private readonly prefix = `${process.pid}-${randomBytes(6).toString('hex')}`;
@@ -49,13 +50,27 @@ export class TempNames {
     readonly privateDest = false,
   ) {}
 
+  private readonly made = new Set<string>();
+
   next(digest: Digest): string {
     return join(this.destDir, `.tmp-${digestHex(digest).slice(0, 16)}-${this.prefix}-${this.n++}`);
   }
 
+  /** Where a verified object ends up. */
+  final(digest: Digest): string {
+    if (!this.privateDest) return finalName(this.destDir, digest);
+    const hex = digestHex(digest);
+    const sub = hex.slice(0, 2);
+    if (!this.made.has(sub)) {
+      mkdirSync(join(this.destDir, sub), { recursive: true });
+      this.made.add(sub);
+    }
+    return privateObjectPath(this.destDir, hex);
+  }
+
   /** Writes verified bytes under the object's final name (synchronously: see SYNC_WRITE_BYTES). */
   publishSync(digest: Digest, data: Uint8Array): void {
-    const dest = finalName(this.destDir, digest);
+    const dest = this.final(digest);
     if (this.privateDest) {
       writeFileSync(dest, data, { flag: 'wx' });
       return;
@@ -67,7 +82,7 @@ export class TempNames {
 
   /** Writes verified bytes under the object's final name. */
   async publish(digest: Digest, data: Uint8Array): Promise<void> {
-    const dest = finalName(this.destDir, digest);
+    const dest = this.final(digest);
     if (this.privateDest) {
       await writeFile(dest, data, { flag: 'wx' });
       return;
@@ -80,6 +95,16 @@ export class TempNames {
 
 export function finalName(destDir: string, digest: Digest): string {
   return join(destDir, digestHex(digest));
+}
+
+/**
+ * An object's name in a private destination: `<dir>/<first two hex digits>/<hex>`, so that a
+ * consumer moving objects out of one subdirectory while the fetch creates them in another does
+ * not serialize on one directory's lock (creating files in a directory another process renames
+ * out of was several times slower, measured).
+ */
+export function privateObjectPath(destDir: string, hex: string): string {
+  return join(destDir, hex.slice(0, 2), hex);
 }
 
 export class FrameExtractor {
@@ -201,7 +226,7 @@ export class FrameExtractor {
       await rm(c.tmp, { force: true });
       throw new DigestMismatchError(`object ${c.entry.digest} in pack ${this.pack}`, c.entry.digest, actual);
     }
-    const dest = finalName(this.temps.destDir, c.entry.digest);
+    const dest = this.temps.final(c.entry.digest);
     if (c.pieces) {
       const data = c.pieces.length === 1 ? c.pieces[0]! : Buffer.concat(c.pieces);
       if (data.length <= SYNC_WRITE_BYTES) {

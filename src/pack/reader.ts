@@ -14,6 +14,7 @@ import { MAX_BUFFERED_RANGE_BYTES, MERGE_GAP_BYTES } from './settings.js';
 import { runPool } from '../util/pool.js';
 
 export { parsePackIndex, type PackIndex, type PackIndexEntry } from './pack-index.js';
+export { privateObjectPath } from './frame-extract.js';
 
 export interface FetchProgress {
   objects: number;
@@ -29,9 +30,11 @@ export interface FetchOptions {
   /**
    * `destDir` belongs to this fetch alone (no concurrent fetcher, removed whole on failure):
    * objects verified before their first byte is written go straight to their final name,
-   * without a temp name and rename each.
+   * without a temp name and rename each. Objects land at `privateObjectPath(destDir, hex)`.
    */
   privateDest?: boolean;
+  /** Called once an object is verified and under its final name (a consumer may start using it). */
+  onObject?: (digest: Digest) => void;
 }
 
 export interface FetchResult {
@@ -76,6 +79,7 @@ export async function fetchObjects(
     progress.objects++;
     progress.bytes += e.size;
     opts.onProgress?.({ ...progress });
+    opts.onObject?.(e.digest);
   };
 
   // Empty objects need no bytes from the registry.

@@ -36,11 +36,12 @@ export interface MaterializeOptions {
   /** Xattr namespace overlayfs reads opaque/whiteout marks from: `user` when mounted with userxattr. */
   overlayXattrNs: 'user' | 'trusted';
   /**
-   * Objects fetched for this lay-out into a directory private to it, as `<dir>/<hex>`: each
+   * Objects fetched for this lay-out into a directory private to it (`path` names them): each
    * becomes its first pool inode where it lies (metadata set, then moved into the pool), never
-   * copied. `hexes` lists them; the lay-out consumes each once.
+   * copied. `hexes` lists them; the lay-out consumes each once. While they are still being
+   * fetched, `ready` says when one is there (undefined: now).
    */
-  staging?: { dir: string; hexes: Set<string> };
+  staging?: { path: (hex: string) => string; hexes: Set<string>; ready?: (hex: string) => Promise<void> | undefined };
   /**
    * Contents that occur more than once in the manifest. Only for these does the lay-out
    * remember where it put them (memory per repeated content, not per file); when unknown, all are.
@@ -89,6 +90,8 @@ async function layOut(store: StorePaths, entries: AsyncIterable<Entry>, fs: Fsme
         stats.files++;
         fileLike.add(e.path);
         if (opts.share) {
+          const arrival = pool.arrival(e.digest);
+          if (arrival !== undefined) await arrival;
           pool.place(e, rel);
           stats.linked++;
         } else {
@@ -226,6 +229,12 @@ class LinkPool {
     return this.opts.repeated === undefined || this.opts.repeated.has(hex);
   }
 
+  /** The wait for a staged object that is still being fetched. */
+  arrival(digest: string): Promise<void> | undefined {
+    const hex = digestHex(digest);
+    return this.staged.has(hex) ? this.opts.staging?.ready?.(hex) : undefined;
+  }
+
   /** Links `rel` to a pool inode with the file's content and (shifted) metadata, making one if needed. */
   place(e: FileEntry, rel: Buffer): void {
     const m = shiftedMeta(e, this.opts);
@@ -242,7 +251,7 @@ class LinkPool {
     this.prepare();
     if (this.staged.delete(hex)) {
       // fetched for this lay-out: becomes a pool inode where it lies
-      const src = join(this.opts.staging!.dir, hex);
+      const src = this.opts.staging!.path(hex);
       writeMeta(this.fs, src, m, false);
       this.fs.publish(rel, src, m.xattrs === undefined ? this.store.poolPrimary(hex) : this.store.poolVariant(hex, metaKey(m)));
     } else {
@@ -276,7 +285,7 @@ class LinkPool {
     const here = this.anyCopy.get(hex);
     if (here !== undefined) return here;
     const candidates = [this.store.poolPrimary(hex), this.store.poolVariant(hex, metaKey(shiftedMeta(e, this.opts)))];
-    if (this.opts.staging?.hexes.has(hex)) candidates.push(join(this.opts.staging.dir, hex));
+    if (this.opts.staging?.hexes.has(hex)) candidates.push(this.opts.staging.path(hex));
     for (const c of candidates) {
       if (statOf(c)?.isFile()) {
         this.anyCopy.set(hex, Buffer.from(c));

@@ -11,13 +11,14 @@ import { Readable } from 'node:stream';
 import { InvalidInputError } from '../errors.js';
 import { readManifest } from '../layer/capture.js';
 import type { EnvConfig, LayerRef } from '../layer/env.js';
-import { fetchObjects } from '../pack/reader.js';
+import { fetchObjects, privateObjectPath } from '../pack/reader.js';
 import type { PackIndexEntry } from '../pack/pack-index.js';
 import type { Registry } from '../registry/registry.js';
 import { canonicalJson } from '../layer/manifest.js';
 import { exists } from '../util/fs.js';
 import { loadPackIndex } from './catalog.js';
 import { withLock } from './lock.js';
+import { Arrivals } from './arrivals.js';
 import { scanFileDigests } from './manifest-scan.js';
 import { materialize } from './materialize.js';
 import type { StorePaths } from './paths.js';
@@ -69,9 +70,11 @@ export async function ensureLayer(reg: Registry, store: StorePaths, layer: Layer
     const manifestPath = await ensureManifest(reg, store, layer, opts);
     const contents = await scanFileDigests(manifestPath);
     const missing = missingObjects(store, contents.unique);
-    const fetched = new Set<string>();
     // Fetched objects wait in a directory of this pull's own until lay-out moves them into the pool.
     const staging = join(store.tmpDir, `stage-${process.pid}-${randomBytes(6).toString('hex')}`);
+    const expected = new Set<string>();
+    const arrivals = new Arrivals();
+    let fetching: Promise<void> = Promise.resolve();
     try {
       if (missing.size > 0) {
         opts.onProgress?.({ layer: layer.digest, phase: 'fetch', objects: missing.size });
@@ -87,12 +90,19 @@ export async function ensureLayer(reg: Registry, store: StorePaths, layer: Layer
           throw new InvalidInputError(`layer ${layer.digest} references object ${first} that none of its packs holds (${missing.size} missing)`, 'the environment was pushed incompletely or the registry lost packs; run `minisandbox verify`');
         }
         await mkdir(staging, { recursive: true });
-        for (const [pack, entries] of byPack) {
-          await fetchObjects(reg, pack, entries, staging, { concurrency: opts.concurrency ?? 4, privateDest: true });
-          fetchedObjects += entries.length;
-          fetchedBytes += entries.reduce((s, e) => s + e.size, 0);
-          for (const e of entries) fetched.add(digestHex(e.digest));
-        }
+        for (const entries of byPack.values()) for (const e of entries) expected.add(digestHex(e.digest));
+        // The lay-out starts at once and waits per object, so fetching and laying out overlap.
+        fetching = (async () => {
+          for (const [pack, entries] of byPack) {
+            await fetchObjects(reg, pack, entries, staging, { concurrency: opts.concurrency ?? 4, privateDest: true, onObject: (d) => arrivals.arrive(digestHex(d)) });
+            fetchedObjects += entries.length;
+            fetchedBytes += entries.reduce((s, e) => s + e.size, 0);
+          }
+        })();
+        fetching.then(
+          () => arrivals.fail(new Error(`layer ${layer.digest}: the fetch ended without an object the lay-out needs`)),
+          (e: unknown) => arrivals.fail(e),
+        );
       }
       opts.onProgress?.({ layer: layer.digest, phase: 'layout' });
       const tmp = join(store.layersDir, `.tmp-${process.pid}-${randomBytes(6).toString('hex')}`);
@@ -102,16 +112,19 @@ export async function ensureLayer(reg: Registry, store: StorePaths, layer: Layer
           share: true,
           whiteouts: process.getuid?.() === 0 ? 'chardev' : 'xattr',
           overlayXattrNs: 'user',
-          staging: { dir: staging, hexes: fetched },
+          staging: { path: (hex) => privateObjectPath(staging, hex), hexes: expected, ready: (hex) => arrivals.wait(hex) },
           repeated: contents.repeated,
         });
+        await fetching;
         await rename(tmp, dir);
       } catch (e) {
+        await fetching.catch(() => undefined);
         await rm(tmp, { recursive: true, force: true });
         throw e;
       }
       return dir;
     } finally {
+      await fetching.catch(() => undefined);
       await rm(staging, { recursive: true, force: true });
     }
   });
@@ -141,7 +154,12 @@ export async function ensureManifest(reg: Registry, store: StorePaths, layer: La
 /** Contents the store's pool lacks (sync: one tiny call per content, where a thread-pool round trip each costs more than the call). */
 function missingObjects(store: StorePaths, contents: Set<string>): Set<Digest> {
   const missing = new Set<Digest>();
+  const empty = !lstatSync(store.linksDir, { throwIfNoEntry: false })?.isDirectory();
   for (const hex of contents) {
+    if (empty) {
+      missing.add(`sha256:${hex}`);
+      continue;
+    }
     if (!lstatSync(store.poolPrimary(hex), { throwIfNoEntry: false })?.isFile()) missing.add(`sha256:${hex}`);
   }
   return missing;
