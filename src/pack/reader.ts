@@ -9,7 +9,7 @@ import { DigestMismatchError, InvalidInputError } from '../errors.js';
 import type { Registry } from '../registry/registry.js';
 import { CorruptPackError } from './errors.js';
 import { FrameExtractor, nameSome, TempNames, type FrameRef } from './frame-extract.js';
-import { PackIndexEntrySchema, TAR_BLOCK, type PackIndexEntry } from './pack-index.js';
+import { isValidatedEntry, PackIndexEntrySchema, TAR_BLOCK, type PackIndexEntry } from './pack-index.js';
 import { MAX_BUFFERED_RANGE_BYTES, MERGE_GAP_BYTES } from './settings.js';
 import { runPool } from '../util/pool.js';
 
@@ -102,6 +102,10 @@ export async function fetchObjects(
 function dedupe(entries: PackIndexEntry[]): PackIndexEntry[] {
   const seen = new Map<Digest, PackIndexEntry>();
   for (const e of entries) {
+    if (isValidatedEntry(e)) {
+      seen.set(e.digest, e);
+      continue;
+    }
     const r = PackIndexEntrySchema.safeParse(e);
     if (!r.success) throw new InvalidInputError(`invalid pack index entry for ${String(e.digest)}: ${r.error.issues[0]?.message ?? ''}`);
     if (e.offset + e.size > e.frameRawLength) throw new InvalidInputError(`pack index entry ${e.digest} ends past its frame`);
