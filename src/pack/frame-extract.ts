@@ -113,6 +113,7 @@ export class FrameExtractor {
   private next = 0;
   private cur: Current | null = null;
   private readonly writes: Promise<void>[] = [];
+  private decodedElsewhere = false;
 
   /** `wanted` must be sorted by offset and lie inside the frame (validated by the caller). */
   constructor(
@@ -134,10 +135,25 @@ export class FrameExtractor {
     }
   }
 
+  /**
+   * Feeds the whole frame, already decoded elsewhere with the same bounds (DecodePool); a
+   * rejection of that decoding is reported like one of this extractor's own.
+   */
+  async pushDecoded(decoded: Promise<Buffer>): Promise<void> {
+    this.decodedElsewhere = true;
+    try {
+      const raw = await decoded;
+      if (raw.length !== this.frame.rawLength) throw new Error(`decodes to ${raw.length} bytes, stated ${this.frame.rawLength}`);
+      await this.take(raw);
+    } catch (e) {
+      throw await this.failed(e);
+    }
+  }
+
   /** Called after the last compressed byte: checks the frame was whole and every object came out. */
   async end(): Promise<void> {
     try {
-      this.decoder.end();
+      if (!this.decodedElsewhere) this.decoder.end();
       if (this.cur || this.next < this.wanted.length) throw new Error('frame ended before all its objects');
       await Promise.all(this.writes.splice(0));
     } catch (e) {

@@ -12,6 +12,10 @@ import { FrameExtractor, nameSome, TempNames, type FrameRef } from './frame-extr
 import { isValidatedEntry, PackIndexEntrySchema, TAR_BLOCK, type PackIndexEntry } from './pack-index.js';
 import { MAX_BUFFERED_RANGE_BYTES, MERGE_GAP_BYTES } from './settings.js';
 import { runPool } from '../util/pool.js';
+import { DecodePool, MAX_POOLED_FRAME_BYTES } from './decode-pool.js';
+
+/** Compressed bytes to decode below which a fetch decodes on its own thread. */
+const POOL_DECODE_MIN_BYTES = 4 << 20;
 
 export { parsePackIndex, type PackIndex, type PackIndexEntry } from './pack-index.js';
 export { privateObjectPath } from './frame-extract.js';
@@ -33,6 +37,8 @@ export interface FetchOptions {
    * without a temp name and rename each. Objects land at `privateObjectPath(destDir, hex)`.
    */
   privateDest?: boolean;
+  /** Where frames are decoded: a worker thread, inline, or (default) a worker when there is enough to decode. */
+  decoder?: 'auto' | 'worker' | 'inline';
   /** Called once an object is verified and under its final name (a consumer may start using it). */
   onObject?: (digest: Digest) => void;
 }
@@ -89,11 +95,19 @@ export async function fetchObjects(
 
   const ranges = planRanges(frameWork(pack, unique.filter((e) => e.size > 0)));
   const result: FetchResult = { objects: 0, bytes: 0, fetchedBytes: 0, reads: ranges.length };
-  await runPool(ranges, opts.concurrency ?? 4, async (r) => {
-    result.fetchedBytes += r.length;
-    if (r.streamed) await fetchStreamed(registry, pack, r, temps, onObject);
-    else await fetchBuffered(registry, pack, r, temps, onObject);
-  });
+  // A worker pays off once there is more than a little to decode (it takes tens of ms to start).
+  const pooled = ranges.filter((r) => !r.streamed).reduce((n, r) => n + r.length, 0);
+  const mode = opts.decoder ?? 'auto';
+  const decoder = mode === 'worker' || (mode === 'auto' && pooled >= POOL_DECODE_MIN_BYTES) ? new DecodePool() : undefined;
+  try {
+    await runPool(ranges, opts.concurrency ?? 4, async (r) => {
+      result.fetchedBytes += r.length;
+      if (r.streamed) await fetchStreamed(registry, pack, r, temps, onObject);
+      else await fetchBuffered(registry, pack, r, temps, onObject, decoder);
+    });
+  } finally {
+    await decoder?.close();
+  }
   result.objects = progress.objects;
   result.bytes = progress.bytes;
   return result;
@@ -171,7 +185,7 @@ function planRanges(frames: FrameWork[]): RangeWork[] {
   return ranges;
 }
 
-async function fetchBuffered(registry: Registry, pack: Digest, r: RangeWork, temps: TempNames, onObject: (e: PackIndexEntry) => void): Promise<void> {
+async function fetchBuffered(registry: Registry, pack: Digest, r: RangeWork, temps: TempNames, onObject: (e: PackIndexEntry) => void, decoder?: DecodePool): Promise<void> {
   const buf = await registry.getBlobRange(pack, r.offset, r.length);
   if (buf.length !== r.length) {
     const lost = r.frames.filter((f) => f.frame.offset + f.frame.length > r.offset + buf.length).flatMap((f) => f.wanted.map((w) => w.digest));
@@ -180,7 +194,9 @@ async function fetchBuffered(registry: Registry, pack: Digest, r: RangeWork, tem
   for (const f of r.frames) {
     const x = new FrameExtractor(pack, f.frame, f.wanted, temps, onObject);
     const start = f.frame.offset - r.offset;
-    await x.push(buf.subarray(start, start + f.frame.length));
+    const compressed = buf.subarray(start, start + f.frame.length);
+    if (decoder !== undefined && f.frame.rawLength <= MAX_POOLED_FRAME_BYTES) await x.pushDecoded(decoder.decode(compressed, f.frame.rawLength));
+    else await x.push(compressed);
     await x.end();
   }
 }
