@@ -21,6 +21,8 @@
  *   L path src                     link src to path
  *   C path src                     copy src's content into a new file path (mode 0600)
  *   E path                         create an empty file (mode 0600)
+ *   W path length <bytes>          create a file (mode 0600) holding the `length` raw bytes that
+ *                                  follow the field (verified objects the fetch hands over)
  *   P path src pool                link src to path, then publish src as pool: rename without
  *                                  replacing (a racing publisher's inode wins; ours is dropped)
  * On the first failure it prints "fsmeta: <op> <path>: <error>" to stderr and exits 1.
@@ -108,6 +110,10 @@ int main(int argc, char **argv) {
   FILE *in = stdin;
   char *op;
   if (argc > 1 && chdir(argv[1]) != 0) fail("chdir", argv[1]);
+  /* a larger pipe means fewer hand-offs between node and this process; best effort */
+  fcntl(0, F_SETPIPE_SZ, 1 << 20);
+  static char inbuf[1 << 20];
+  setvbuf(in, inbuf, _IOFBF, sizeof inbuf);
   while ((op = field(in)) != NULL) {
     char *path = field(in);
     if (path == NULL) { fprintf(stderr, "fsmeta: truncated record\n"); return 1; }
@@ -186,6 +192,29 @@ int main(int argc, char **argv) {
     case 'E': {
       int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
       if (fd < 0 || close(fd) != 0) fail("create", path);
+      break;
+    }
+    case 'W': {
+      char *l = field(in);
+      if (!l) { fprintf(stderr, "fsmeta: truncated record\n"); return 1; }
+      size_t len = (size_t)strtoull(l, NULL, 10);
+      static char *data;
+      static size_t cap;
+      if (len > cap) {
+        free(data);
+        cap = len;
+        data = malloc(cap);
+        if (!data) { fprintf(stderr, "fsmeta: out of memory\n"); return 1; }
+      }
+      if (len > 0 && fread(data, 1, len, in) != len) { fprintf(stderr, "fsmeta: truncated record\n"); return 1; }
+      int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+      if (fd < 0) fail("create", path);
+      for (size_t w = 0; w < len;) {
+        ssize_t k = write(fd, data + w, len - w);
+        if (k < 0) { if (errno == EINTR) continue; fail("write", path); }
+        w += (size_t)k;
+      }
+      if (close(fd) != 0) fail("write", path);
       break;
     }
     case 'P': {

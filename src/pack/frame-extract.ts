@@ -36,6 +36,15 @@ interface Current {
 }
 
 /**
+ * Takes verified objects instead of this process writing them (see FetchOptions.sink): `write`
+ * must copy `data` at once; `pump` is awaited after each frame, for backpressure.
+ */
+export interface ObjectSink {
+  write(path: string, data: Uint8Array): void;
+  pump(): Promise<void>;
+}
+
+/**
  * Unique temporary names in a destination directory: a random prefix per fetch and a counter,
  * so racing fetchers (in this or other processes) never share one, without a random draw per file.
  * A private destination (see FetchOptions.privateDest) skips them for verified buffers, and
@@ -48,6 +57,7 @@ export class TempNames {
   constructor(
     readonly destDir: string,
     readonly privateDest = false,
+    readonly sink?: ObjectSink,
   ) {}
 
   private readonly made = new Set<string>();
@@ -72,7 +82,8 @@ export class TempNames {
   publishSync(digest: Digest, data: Uint8Array): void {
     const dest = this.final(digest);
     if (this.privateDest) {
-      writeFileSync(dest, data, { flag: 'wx' });
+      if (this.sink !== undefined) this.sink.write(dest, data);
+      else writeFileSync(dest, data, { flag: 'wx' });
       return;
     }
     const tmp = this.next(digest);
@@ -84,7 +95,8 @@ export class TempNames {
   async publish(digest: Digest, data: Uint8Array): Promise<void> {
     const dest = this.final(digest);
     if (this.privateDest) {
-      await writeFile(dest, data, { flag: 'wx' });
+      if (this.sink !== undefined) this.sink.write(dest, data);
+      else await writeFile(dest, data, { flag: 'wx' });
       return;
     }
     const tmp = this.next(digest);

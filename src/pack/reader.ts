@@ -8,7 +8,7 @@ import { sha256, type Digest } from '../cas/digest.js';
 import { DigestMismatchError, InvalidInputError } from '../errors.js';
 import type { Registry } from '../registry/registry.js';
 import { CorruptPackError } from './errors.js';
-import { FrameExtractor, nameSome, TempNames, type FrameRef } from './frame-extract.js';
+import { FrameExtractor, nameSome, TempNames, type FrameRef, type ObjectSink } from './frame-extract.js';
 import { isValidatedEntry, PackIndexEntrySchema, TAR_BLOCK, type PackIndexEntry } from './pack-index.js';
 import { MAX_BUFFERED_RANGE_BYTES, MERGE_GAP_BYTES } from './settings.js';
 import { runPool } from '../util/pool.js';
@@ -37,6 +37,11 @@ export interface FetchOptions {
    * without a temp name and rename each. Objects land at `privateObjectPath(destDir, hex)`.
    */
   privateDest?: boolean;
+  /**
+   * With privateDest: verified objects that arrive whole in memory go to this sink (which
+   * writes them elsewhere, e.g. the lay-out's helper process) instead of being written here.
+   */
+  sink?: ObjectSink;
   /** Where frames are decoded: a worker thread, inline, or (default) a worker when there is enough to decode. */
   decoder?: 'auto' | 'worker' | 'inline';
   /** Called once an object is verified and under its final name (a consumer may start using it). */
@@ -89,7 +94,7 @@ export async function fetchObjects(
   };
 
   // Empty objects need no bytes from the registry.
-  const temps = new TempNames(destDir, opts.privateDest ?? false);
+  const temps = new TempNames(destDir, opts.privateDest ?? false, opts.privateDest ? opts.sink : undefined);
   const empty = unique.filter((e) => e.size === 0);
   for (const e of empty) await writeEmpty(pack, e, temps, onObject);
 
@@ -198,6 +203,7 @@ async function fetchBuffered(registry: Registry, pack: Digest, r: RangeWork, tem
     if (decoder !== undefined && f.frame.rawLength <= MAX_POOLED_FRAME_BYTES) await x.pushDecoded(decoder.decode(compressed, f.frame.rawLength));
     else await x.push(compressed);
     await x.end();
+    await temps.sink?.pump();
   }
 }
 
@@ -212,6 +218,7 @@ async function fetchStreamed(registry: Registry, pack: Digest, r: RangeWork, tem
       // A backend sending more than asked must not make us decode foreign bytes as this frame.
       const usable = got > r.length ? chunk.subarray(0, chunk.length - (got - r.length)) : chunk;
       if (usable.length > 0) await x.push(usable);
+      await temps.sink?.pump();
       if (got >= r.length) break;
     }
   } finally {

@@ -51,6 +51,8 @@ type Path = string | Buffer;
 
 /** Records are collected here and handed to the pipe in pieces of about this size. */
 const PIECE_BYTES = 256 << 10;
+/** Bytes node may queue for the helper's pipe before a pump waits (bounds memory). */
+const QUEUED_BYTES = 8 << 20;
 
 /**
  * One helper process for a whole lay-out, fed records as they are made: node keeps parsing
@@ -64,6 +66,7 @@ export class FsmetaStream {
   private stderr = '';
   private readonly exited: Promise<number | null>;
   private exitCode: number | null | undefined;
+  private closed = false;
 
   private constructor(private readonly child: ChildProcess) {
     child.stderr!.on('data', (d: Buffer) => {
@@ -156,6 +159,16 @@ export class FsmetaStream {
     this.field('E');
     this.field(path);
   }
+  /** Creates `path` holding `data` (copied now: the caller may reuse its buffer). */
+  write(path: string, data: Uint8Array): void {
+    this.field('W');
+    this.field(path);
+    this.field(String(data.length));
+    this.room(data.length);
+    this.buf.set(data, this.pos);
+    this.pos += data.length;
+  }
+
   /** Links `src` to `path`, then moves `src` to `pool` unless something is already there. */
   publish(path: Path, src: Path, pool: Path): void {
     this.field('P');
@@ -171,12 +184,15 @@ export class FsmetaStream {
   }
 
   private async send(): Promise<void> {
-    if (this.exitCode !== undefined) throw this.failure();
     if (this.pos === 0) return;
+    if (this.exitCode !== undefined || this.closed) throw this.failure();
     const piece = Buffer.from(this.buf.subarray(0, this.pos));
     this.pos = 0;
     const stdin = this.child.stdin!;
-    if (!stdin.write(piece)) {
+    stdin.write(piece);
+    // Node queues what the pipe cannot take yet: wait only once a few pieces are queued, so
+    // that the helper always has work and node is not woken for every piece.
+    if (stdin.writableLength > QUEUED_BYTES) {
       await new Promise<void>((resolve) => {
         const done = (): void => {
           stdin.off('drain', done);
@@ -193,6 +209,7 @@ export class FsmetaStream {
   /** Sends the rest, waits for the helper to apply everything; throws its first failure. */
   async close(): Promise<void> {
     await this.send();
+    this.closed = true;
     this.child.stdin!.end();
     const code = await this.exited;
     if (code !== 0) throw this.failure();

@@ -47,12 +47,18 @@ export interface MaterializeOptions {
    * remember where it put them (memory per repeated content, not per file); when unknown, all are.
    */
   repeated?: Set<string>;
+  /**
+   * A helper already running in `target` (which then exists), shared with the fetch that writes
+   * objects through it; the caller closes it. Without one, the lay-out makes `target` and its own.
+   */
+  stream?: FsmetaStream;
 }
 
 /** Records pumped to the helper (and a turn given to the event loop) every this many entries. */
 const PUMP_EVERY = 512;
 
 export async function materialize(store: StorePaths, entries: AsyncIterable<Entry>, target: string, opts: MaterializeOptions): Promise<{ files: number; linked: number; copied: number }> {
+  if (opts.stream !== undefined) return layOut(store, entries, opts.stream, opts);
   await mkdir(target, { mode: 0o700 });
   const fs = await FsmetaStream.start(target);
   try {
@@ -212,6 +218,8 @@ class LinkPool {
   /** content -> a tree path holding it in this run, for repeated contents. */
   private readonly anyCopy = new Map<string, Buffer>();
   private readonly staged: Set<string>;
+  /** Repeated contents this run fetched: no other pool inode of theirs can be expected, so none is looked up. */
+  private readonly fresh = new Set<string>();
   private ready = false;
   /** Unique temp names from one random draw and a counter (a random draw per file showed in profiles). */
   private readonly tmpPrefix = `link-${process.pid}-${randomBytes(6).toString('hex')}-`;
@@ -254,6 +262,10 @@ class LinkPool {
       const src = this.opts.staging!.path(hex);
       writeMeta(this.fs, src, m, false);
       this.fs.publish(rel, src, m.xattrs === undefined ? this.store.poolPrimary(hex) : this.store.poolVariant(hex, metaKey(m)));
+      if (remember) this.fresh.add(hex);
+    } else if (this.fresh.has(hex)) {
+      // first laid out by this run, whose pool inode holds another metadata: a copy of ours
+      this.publishCopy(rel, this.anyCopy.get(hex)!, m, this.store.poolVariant(hex, metaKey(m)));
     } else {
       const primary = this.store.poolPrimary(hex);
       const pst = statOf(primary);
@@ -266,10 +278,7 @@ class LinkPool {
         } else {
           const from = this.anyCopy.get(hex) ?? (pst?.isFile() ? primary : undefined);
           if (from === undefined) throw new NotFoundError(`object ${e.digest} in the store`, 'pull the environment again: its objects were removed or never fetched');
-          const tmp = join(this.store.tmpDir, `${this.tmpPrefix}${this.tmpCount++}`);
-          this.fs.copy(tmp, from);
-          writeMeta(this.fs, tmp, m, false);
-          this.fs.publish(rel, tmp, variant);
+          this.publishCopy(rel, from, m, variant);
         }
       }
     }
@@ -277,6 +286,14 @@ class LinkPool {
       this.exact.set(sig, rel);
       if (!this.anyCopy.has(hex)) this.anyCopy.set(hex, rel);
     }
+  }
+
+  /** A new pool inode for `m`: a copy of `from` given its metadata, linked at `rel`, then published. */
+  private publishCopy(rel: Buffer, from: Buffer | string, m: Meta, variant: string): void {
+    const tmp = join(this.store.tmpDir, `${this.tmpPrefix}${this.tmpCount++}`);
+    this.fs.copy(tmp, from);
+    writeMeta(this.fs, tmp, m, false);
+    this.fs.publish(rel, tmp, variant);
   }
 
   /** A file holding the content of `e`, to copy from (lay-outs that do not share). */

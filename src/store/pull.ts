@@ -20,6 +20,7 @@ import { loadPackIndex } from './catalog.js';
 import { withLock } from './lock.js';
 import { Arrivals } from './arrivals.js';
 import { scanFileDigests } from './manifest-scan.js';
+import { FsmetaStream } from './fsmeta.js';
 import { materialize } from './materialize.js';
 import type { StorePaths } from './paths.js';
 import { resolveEnv } from './push.js';
@@ -75,10 +76,11 @@ export async function ensureLayer(reg: Registry, store: StorePaths, layer: Layer
     const expected = new Set<string>();
     const arrivals = new Arrivals();
     let fetching: Promise<void> = Promise.resolve();
+    let byPack = new Map<Digest, PackIndexEntry[]>();
     try {
       if (missing.size > 0) {
         opts.onProgress?.({ layer: layer.digest, phase: 'fetch', objects: missing.size });
-        const byPack = new Map<Digest, PackIndexEntry[]>();
+        byPack = new Map<Digest, PackIndexEntry[]>();
         for (const ref of layer.packs) {
           const index = await loadPackIndex(reg, store, ref);
           const wanted = index.entries.filter((e) => missing.has(e.digest));
@@ -91,22 +93,35 @@ export async function ensureLayer(reg: Registry, store: StorePaths, layer: Layer
         }
         await mkdir(staging, { recursive: true });
         for (const entries of byPack.values()) for (const e of entries) expected.add(digestHex(e.digest));
-        // The lay-out starts at once and waits per object, so fetching and laying out overlap.
-        fetching = (async () => {
-          for (const [pack, entries] of byPack) {
-            await fetchObjects(reg, pack, entries, staging, { concurrency: opts.concurrency ?? 4, privateDest: true, onObject: (d) => arrivals.arrive(digestHex(d)) });
-            fetchedObjects += entries.length;
-            fetchedBytes += entries.reduce((s, e) => s + e.size, 0);
-          }
-        })();
-        fetching.then(
-          () => arrivals.fail(new Error(`layer ${layer.digest}: the fetch ended without an object the lay-out needs`)),
-          (e: unknown) => arrivals.fail(e),
-        );
       }
       opts.onProgress?.({ layer: layer.digest, phase: 'layout' });
       const tmp = join(store.layersDir, `.tmp-${process.pid}-${randomBytes(6).toString('hex')}`);
+      await mkdir(tmp, { mode: 0o700 });
+      // One helper process does the lay-out's file-system calls and writes the fetched objects.
+      const stream = await FsmetaStream.start(tmp).catch(async (e: unknown) => {
+        await rm(tmp, { recursive: true, force: true });
+        throw e;
+      });
       try {
+        if (expected.size > 0) {
+          // The lay-out starts at once and waits per object, so fetching and laying out overlap.
+          fetching = (async () => {
+            for (const [pack, entries] of byPack) {
+              await fetchObjects(reg, pack, entries, staging, {
+                concurrency: opts.concurrency ?? 4,
+                privateDest: true,
+                sink: stream,
+                onObject: (d) => arrivals.arrive(digestHex(d)),
+              });
+              fetchedObjects += entries.length;
+              fetchedBytes += entries.reduce((s, e) => s + e.size, 0);
+            }
+          })();
+          fetching.then(
+            () => arrivals.fail(new Error(`layer ${layer.digest}: the fetch ended without an object the lay-out needs`)),
+            (e: unknown) => arrivals.fail(e),
+          );
+        }
         await materialize(store, readManifest(manifestPath, `layer ${layer.digest}`), tmp, {
           idShift,
           share: true,
@@ -114,11 +129,14 @@ export async function ensureLayer(reg: Registry, store: StorePaths, layer: Layer
           overlayXattrNs: 'user',
           staging: { path: (hex) => privateObjectPath(staging, hex), hexes: expected, ready: (hex) => arrivals.wait(hex) },
           repeated: contents.repeated,
+          stream,
         });
         await fetching;
+        await stream.close();
         await rename(tmp, dir);
       } catch (e) {
         await fetching.catch(() => undefined);
+        await stream.abort();
         await rm(tmp, { recursive: true, force: true });
         throw e;
       }
