@@ -23,9 +23,13 @@ export class Arrivals {
     this.waiting.clear();
   }
 
-  /** undefined when the object is already there, else a promise of its arrival. */
+  /**
+   * undefined when the object is already there, else a promise of its arrival. Each object is
+   * waited for once (the lay-out consumes it), so it is forgotten here: memory follows the
+   * objects in flight, not the layer.
+   */
   wait(hex: string): Promise<void> | undefined {
-    if (this.arrived.has(hex)) return undefined;
+    if (this.arrived.delete(hex)) return undefined;
     if (this.failure !== undefined) return Promise.reject(this.failure.error);
     return new Promise((resolve, reject) => {
       const ws = this.waiting.get(hex);

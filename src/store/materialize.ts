@@ -38,7 +38,7 @@ export interface MaterializeOptions {
   /**
    * Objects fetched for this lay-out into a directory private to it (`path` names them): each
    * becomes its first pool inode where it lies (metadata set, then moved into the pool), never
-   * copied. `hexes` lists them; the lay-out consumes each once. While they are still being
+   * copied. `hexes` lists them; the lay-out consumes each once (removing it). While they are still being
    * fetched, `ready` says when one is there (undefined: now).
    */
   staging?: { path: (hex: string) => string; hexes: Set<string>; ready?: (hex: string) => Promise<void> | undefined };
@@ -230,7 +230,7 @@ class LinkPool {
     private readonly fs: FsmetaStream,
     private readonly opts: MaterializeOptions,
   ) {
-    this.staged = new Set(opts.staging?.hexes);
+    this.staged = opts.staging?.hexes ?? new Set();
   }
 
   private remember(hex: string): boolean {
@@ -302,7 +302,7 @@ class LinkPool {
     const here = this.anyCopy.get(hex);
     if (here !== undefined) return here;
     const candidates = [this.store.poolPrimary(hex), this.store.poolVariant(hex, metaKey(shiftedMeta(e, this.opts)))];
-    if (this.opts.staging?.hexes.has(hex)) candidates.push(this.opts.staging.path(hex));
+    if (this.staged.has(hex)) candidates.push(this.opts.staging!.path(hex));
     for (const c of candidates) {
       if (statOf(c)?.isFile()) {
         this.anyCopy.set(hex, Buffer.from(c));

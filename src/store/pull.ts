@@ -69,8 +69,9 @@ export async function ensureLayer(reg: Registry, store: StorePaths, layer: Layer
   await mkdir(store.layersDir, { recursive: true });
   const result = await withLock(`${dir}.lock`, () => exists(dir), async () => {
     const manifestPath = await ensureManifest(reg, store, layer, opts);
-    const contents = await scanFileDigests(manifestPath);
-    const missing = missingObjects(store, contents.unique);
+    const { unique, repeated } = await scanFileDigests(manifestPath);
+    const missing = missingObjects(store, unique);
+    unique.clear();
     // Fetched objects wait in a directory of this pull's own until lay-out moves them into the pool.
     const staging = join(store.tmpDir, `stage-${process.pid}-${randomBytes(6).toString('hex')}`);
     const expected = new Set<string>();
@@ -128,7 +129,7 @@ export async function ensureLayer(reg: Registry, store: StorePaths, layer: Layer
           whiteouts: process.getuid?.() === 0 ? 'chardev' : 'xattr',
           overlayXattrNs: 'user',
           staging: { path: (hex) => privateObjectPath(staging, hex), hexes: expected, ready: (hex) => arrivals.wait(hex) },
-          repeated: contents.repeated,
+          repeated,
           stream,
         });
         await fetching;
