@@ -11,7 +11,8 @@
  * Trees are made of real files from this machine (/usr/share, /usr/lib, node_modules: text,
  * docs, ELF binaries) plus a few large files; most files are small. Scale with BENCH_FILES
  * (default 50000), BENCH_LARGE (default 4 files of 64 MiB), BENCH_REPEATS (default 3).
- * A real tree, this checkout's node_modules, is measured too.
+ * A real tree, this checkout's node_modules, is measured too. BENCH_ONLY=pull measures only
+ * pull vs zstd -d | tar -x on both trees (skips the import timing, registry bytes and RSS parts).
  *
  *   npx tsx bench/store.ts
  *   BENCH_ONLY=import npx tsx bench/store.ts   # tree A's import time and peak RSS only
@@ -31,6 +32,7 @@ const FILES = Number(process.env.BENCH_FILES ?? 50_000);
 const LARGE = Number(process.env.BENCH_LARGE ?? 4);
 const REPEATS = Number(process.env.BENCH_REPEATS ?? 3);
 const ONLY = process.env.BENCH_ONLY;
+const ONLY_PULL = ONLY === 'pull';
 
 
 /** Tree A: FILES real files (each made distinct) in a deep-ish layout, plus LARGE big files. */
@@ -118,6 +120,7 @@ async function measureTree(label: string, tree: string, bytes: number, work: str
     tarBytes = statSync(join(dir, 'tree.tar.zst')).size;
     dropCaches();
     imp.push((await timeAsync(() => pushTree(reg, new StorePaths(join(dir, 'push-store')), tree, { tag: 'bench/t' }))).ms);
+    if (ONLY_PULL) await rm(join(dir, 'push-store'), { recursive: true, force: true });
     mkdirSync(join(dir, 'untar'));
     dropCaches();
     untar.push(time(() => execFileSync('sh', ['-c', `zstd -q -d -c ${dir}/tree.tar.zst | tar -C ${dir}/untar -xf -`])).ms);
@@ -129,7 +132,7 @@ async function measureTree(label: string, tree: string, bytes: number, work: str
   }
   const mbps = (ms: number): string => `${((bytes / 1048576) / (ms / 1000)).toFixed(0)} MiB/s`;
   console.log(`\n## ${label}: ${mib(bytes)} (tar.zst ${mib(tarBytes)}), medians of ${REPEATS}`);
-  console.log(`import  ${median(imp).toFixed(0)} ms (${mbps(median(imp))})  vs tar|zstd -3 -T0 ${median(tarz).toFixed(0)} ms (${mbps(median(tarz))})  throughput ratio ${(median(tarz) / median(imp)).toFixed(2)}`);
+  if (!ONLY_PULL) console.log(`import  ${median(imp).toFixed(0)} ms (${mbps(median(imp))})  vs tar|zstd -3 -T0 ${median(tarz).toFixed(0)} ms (${mbps(median(tarz))})  throughput ratio ${(median(tarz) / median(imp)).toFixed(2)}`);
   console.log(`pull    ${median(pull).toFixed(0)} ms  vs zstd -d|tar -x ${median(untar).toFixed(0)} ms  speed ratio ${(median(untar) / median(pull)).toFixed(2)}`);
   console.log(`second pull of a present environment: ${median(again).toFixed(1)} ms`);
 }
@@ -173,9 +176,14 @@ async function main(): Promise<void> {
       await measureImport(a, bytesA, work);
       return;
     }
-    const fresh = makeTreeB(a, b);
     await measureTree('tree A (generated)', a, bytesA, work);
+    if (ONLY_PULL) {
+      await rm(a, { recursive: true, force: true });
+      await measureTree('real tree: node_modules', resolve('node_modules'), Number(execFileSync('du', ['-sb', `${resolve('node_modules')}/`], { encoding: 'utf8' }).split('\t')[0]), work);
+      return;
+    }
 
+    const fresh = makeTreeB(a, b);
     // bytes: A and B in one registry vs one tar.zst each
     const reg = new LocalRegistry(join(work, 'both'));
     const store = new StorePaths(join(work, 'both-store'));
@@ -199,7 +207,7 @@ async function main(): Promise<void> {
     await rm(a, { recursive: true, force: true });
     await rm(b, { recursive: true, force: true });
     const nm = resolve('node_modules');
-    const nmBytes = Number(execFileSync('du', ['-sb', nm], { encoding: 'utf8' }).split('\t')[0]);
+    const nmBytes = Number(execFileSync('du', ['-sb', `${nm}/`], { encoding: 'utf8' }).split('\t')[0]);
     await measureTree('real tree: node_modules', nm, nmBytes, work);
   } finally {
     await rm(work, { recursive: true, force: true });

@@ -104,18 +104,114 @@ export function parseEntryLine(line: string, lineNo: number, prevPath: string | 
   } catch {
     throw new InvalidInputError(`${source}: line ${lineNo}: not valid JSON`);
   }
-  const r = EntrySchema.safeParse(json);
-  if (!r.success) {
-    const issue = r.error.issues[0];
-    throw new InvalidInputError(`${source}: line ${lineNo}: ${issue?.path.join('.') ?? ''}: ${issue?.message ?? 'invalid entry'}`);
+  let e = fastEntry(json);
+  if (e === undefined) {
+    const r = EntrySchema.safeParse(json);
+    if (!r.success) {
+      const issue = r.error.issues[0];
+      throw new InvalidInputError(`${source}: line ${lineNo}: ${issue?.path.join('.') ?? ''}: ${issue?.message ?? 'invalid entry'}`);
+    }
+    e = r.data;
   }
-  const e = r.data;
-  checkRelativePath(e.path);
-  if (e.type === 'hardlink') checkRelativePath(e.target);
-  if (prevPath !== undefined && comparePaths(prevPath, e.path) >= 0) {
+  checkPath(e.path);
+  if (e.type === 'hardlink') checkPath(e.target);
+  if (prevPath !== undefined && comparePathStrings(prevPath, e.path) >= 0) {
     throw new InvalidInputError(`${source}: line ${lineNo}: entry ${JSON.stringify(e.path)} is out of order or duplicated`);
   }
   return e;
+}
+
+/*
+ * A hand-written check of the common, plain entries, equivalent to EntrySchema (which stays the
+ * definition and handles everything else, with its messages): about 70 us less per entry, which
+ * was most of a small-file lay-out's parsing. It only ever accepts what EntrySchema accepts
+ * (a test compares both on generated and mutated entries); anything unusual (xattrs, unknown
+ * shapes, odd numbers) goes to zod. Returns the parsed object itself: its keys are exactly the
+ * schema's.
+ */
+const DIGEST_RE = /^sha256:[0-9a-f]{64}$/;
+const MTIME_RE = /^-?\d{1,30}$/;
+
+function isCount(v: unknown, max: number): boolean {
+  return typeof v === 'number' && Number.isSafeInteger(v) && v >= 0 && v <= max;
+}
+
+function isName(v: unknown): boolean {
+  return typeof v === 'string' && v.length > 0;
+}
+
+/** path, mode, uid, gid, mtime (the Common fields) and the key count; `xattrs` is left to zod. */
+function commonOk(o: Record<string, unknown>, keys: number): boolean {
+  return (
+    Object.keys(o).length === keys &&
+    isName(o.path) &&
+    isCount(o.mode, 0o7777) &&
+    isCount(o.uid, 0xffffffff) &&
+    isCount(o.gid, 0xffffffff) &&
+    typeof o.mtime === 'string' &&
+    MTIME_RE.test(o.mtime)
+  );
+}
+
+export function fastEntry(json: unknown): Entry | undefined {
+  if (typeof json !== 'object' || json === null || Array.isArray(json)) return undefined;
+  const o = json as Record<string, unknown>;
+  switch (o.type) {
+    case 'file':
+      return commonOk(o, 8) && isCount(o.size, Number.MAX_SAFE_INTEGER) && typeof o.digest === 'string' && DIGEST_RE.test(o.digest) ? (o as Entry) : undefined;
+    case 'dir':
+      return commonOk(o, o.opaque === true ? 7 : 6) ? (o as Entry) : undefined;
+    case 'symlink':
+      return commonOk(o, 7) && isName(o.target) ? (o as Entry) : undefined;
+    case 'fifo':
+      return commonOk(o, 6) ? (o as Entry) : undefined;
+    case 'char':
+    case 'block':
+      return commonOk(o, 8) && isCount(o.major, Number.MAX_SAFE_INTEGER) && isCount(o.minor, Number.MAX_SAFE_INTEGER) ? (o as Entry) : undefined;
+    case 'hardlink':
+      return Object.keys(o).length === 3 && isName(o.path) && isName(o.target) ? (o as Entry) : undefined;
+    case 'whiteout':
+      return Object.keys(o).length === 2 && isName(o.path) ? (o as Entry) : undefined;
+    default:
+      return undefined;
+  }
+}
+
+/** checkRelativePath without decoding, for paths with no escapes (the same rules on the same bytes). */
+function checkPath(p: string): void {
+  if (p.includes('\\') || p.length === 0 || p.charCodeAt(0) === 0x2f || p.includes('\0')) {
+    checkRelativePath(p);
+    return;
+  }
+  // components: no empty, `.` or `..` one; plain UTF-8 maps `/` and `.` to themselves
+  let start = 0;
+  for (let i = 0; i <= p.length; i++) {
+    if (i === p.length || p.charCodeAt(i) === 0x2f) {
+      const len = i - start;
+      if (len === 0 || (len === 1 && p.charCodeAt(start) === 0x2e) || (len === 2 && p.charCodeAt(start) === 0x2e && p.charCodeAt(start + 1) === 0x2e)) {
+        checkRelativePath(p); // throws, with its message
+        return;
+      }
+      start = i + 1;
+    }
+  }
+}
+
+/**
+ * comparePaths without decoding when it gives the same answer: strings with no escapes compare
+ * as their UTF-8 bytes do, code unit by code unit, up to the first surrogate.
+ */
+function comparePathStrings(a: string, b: string): number {
+  if (a.includes('\\') || b.includes('\\')) return comparePaths(a, b);
+  const n = Math.min(a.length, b.length);
+  for (let i = 0; i < n; i++) {
+    const x = a.charCodeAt(i);
+    const y = b.charCodeAt(i);
+    if (x === y) continue;
+    if (x >= 0xd800 || y >= 0xd800) return comparePaths(a, b);
+    return x - y;
+  }
+  return a.length - b.length;
 }
 
 /** Digest of a manifest held in memory (tests, small layers). Streaming writers hash as they go. */

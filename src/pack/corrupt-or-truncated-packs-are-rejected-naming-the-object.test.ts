@@ -33,7 +33,7 @@ async function flipByte(path: string, at: number): Promise<void> {
   await writeFile(path, buf);
 }
 
-describe('damaged packs', () => {
+describe.each(['inline', 'worker'] as const)('damaged packs (frames decoded %s)', (decoder) => {
   it('a flipped byte inside an object is a DigestMismatchError naming that object and the pack; it is not published', async () => {
     const rand = prng(7);
     // Incompressible content is stored in raw zstd blocks: the flip changes exactly one output byte.
@@ -44,7 +44,7 @@ describe('damaged packs', () => {
     const entry = index.entries.find((e) => e.digest === victim.digest)!;
     await flipByte(packPath, entry.frameOffset + Math.floor(entry.frameLength / 2));
 
-    const err = await fetchObjects(registry, pack, index.entries, join(work, 'dest')).catch((e: unknown) => e);
+    const err = await fetchObjects(registry, pack, index.entries, join(work, 'dest'), { decoder }).catch((e: unknown) => e);
     expect((err as Error).message).toContain(victim.digest);
     expect(err).toBeInstanceOf(DigestMismatchError);
     expect((err as Error).message).toContain(pack);
@@ -62,7 +62,7 @@ describe('damaged packs', () => {
     const inFrame = index.entries.filter((e) => e.frameOffset === frameOffset);
     await flipByte(packPath, frameOffset + Math.floor(index.frames[1]!.length / 2));
 
-    const err = await fetchObjects(registry, pack, inFrame, join(work, 'dest')).catch((e: unknown) => e);
+    const err = await fetchObjects(registry, pack, inFrame, join(work, 'dest'), { decoder }).catch((e: unknown) => e);
     expect(err instanceof DigestMismatchError || err instanceof CorruptPackError).toBe(true);
     const named = inFrame.filter((e) => (err as Error).message.includes(e.digest));
     expect(named.length).toBeGreaterThan(0);
@@ -78,7 +78,7 @@ describe('damaged packs', () => {
     await chmod(packPath, 0o644);
     await truncate(packPath, Math.floor(index.packSize / 2));
 
-    const err = await fetchObjects(registry, pack, index.entries, join(work, 'dest')).catch((e: unknown) => e);
+    const err = await fetchObjects(registry, pack, index.entries, join(work, 'dest'), { decoder }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(CorruptPackError);
     expect((err as Error).message).toMatch(/truncated|ends mid-frame/);
     const lost = index.entries.filter((e) => e.frameOffset + e.frameLength > index.packSize / 2);

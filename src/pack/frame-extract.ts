@@ -3,8 +3,8 @@
  * output bounded by the index's stated frame length, hashes each object while streaming, and
  * publishes it as `<destDir>/<hex>` by temp name + rename only when its digest matches.
  */
-import { createHash, randomBytes, type Hash } from 'node:crypto';
-import { renameSync, writeFileSync } from 'node:fs';
+import { createHash, hash as oneShotHash, randomBytes, type Hash } from 'node:crypto';
+import { mkdirSync, renameSync, writeFileSync } from 'node:fs';
 import { open, rename, rm, writeFile, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { digestHex, type Digest } from '../cas/digest.js';
@@ -36,22 +36,87 @@ interface Current {
 }
 
 /**
+ * Takes verified objects instead of this process writing them (see FetchOptions.sink): `write`
+ * must copy `data` at once; `pump` is awaited after each frame, for backpressure.
+ */
+export interface ObjectSink {
+  write(path: string, data: Uint8Array): void;
+  pump(): Promise<void>;
+}
+
+/**
  * Unique temporary names in a destination directory: a random prefix per fetch and a counter,
  * so racing fetchers (in this or other processes) never share one, without a random draw per file.
+ * A private destination (see FetchOptions.privateDest) skips them for verified buffers, and
+ * spreads objects over 256 subdirectories (privateObjectPath).
  */
 export class TempNames {
   private readonly prefix = `${process.pid}-${randomBytes(6).toString('hex')}`;
   private n = 0;
 
-  constructor(readonly destDir: string) {}
+  constructor(
+    readonly destDir: string,
+    readonly privateDest = false,
+    readonly sink?: ObjectSink,
+  ) {}
+
+  private readonly made = new Set<string>();
 
   next(digest: Digest): string {
     return join(this.destDir, `.tmp-${digestHex(digest).slice(0, 16)}-${this.prefix}-${this.n++}`);
+  }
+
+  /** Where a verified object ends up. */
+  final(digest: Digest): string {
+    if (!this.privateDest) return finalName(this.destDir, digest);
+    const hex = digestHex(digest);
+    const sub = hex.slice(0, 2);
+    if (!this.made.has(sub)) {
+      mkdirSync(join(this.destDir, sub), { recursive: true });
+      this.made.add(sub);
+    }
+    return privateObjectPath(this.destDir, hex);
+  }
+
+  /** Writes verified bytes under the object's final name (synchronously: see SYNC_WRITE_BYTES). */
+  publishSync(digest: Digest, data: Uint8Array): void {
+    const dest = this.final(digest);
+    if (this.privateDest) {
+      if (this.sink !== undefined) this.sink.write(dest, data);
+      else writeFileSync(dest, data, { flag: 'wx' });
+      return;
+    }
+    const tmp = this.next(digest);
+    writeFileSync(tmp, data, { flag: 'wx' });
+    renameSync(tmp, dest);
+  }
+
+  /** Writes verified bytes under the object's final name. */
+  async publish(digest: Digest, data: Uint8Array): Promise<void> {
+    const dest = this.final(digest);
+    if (this.privateDest) {
+      if (this.sink !== undefined) this.sink.write(dest, data);
+      else await writeFile(dest, data, { flag: 'wx' });
+      return;
+    }
+    const tmp = this.next(digest);
+    await writeFile(tmp, data, { flag: 'wx' });
+    await rename(tmp, dest);
   }
 }
 
 export function finalName(destDir: string, digest: Digest): string {
   return join(destDir, digestHex(digest));
+}
+
+/**
+ * An object's name in a private destination: `<dir>/<first two hex digits>/<hex>`, so that a
+ * consumer moving objects out of one subdirectory while the fetch creates them in another does
+ * not serialize on one directory's lock (creating files in a directory another process renames
+ * out of was several times slower, measured).
+ */
+export function privateObjectPath(destDir: string, hex: string): string {
+  return join(destDir, hex.slice(0, 2), hex);
 }
 
 export class FrameExtractor {
@@ -60,6 +125,7 @@ export class FrameExtractor {
   private next = 0;
   private cur: Current | null = null;
   private readonly writes: Promise<void>[] = [];
+  private decodedElsewhere = false;
 
   /** `wanted` must be sorted by offset and lie inside the frame (validated by the caller). */
   constructor(
@@ -81,10 +147,25 @@ export class FrameExtractor {
     }
   }
 
+  /**
+   * Feeds the whole frame, already decoded elsewhere with the same bounds (DecodePool); a
+   * rejection of that decoding is reported like one of this extractor's own.
+   */
+  async pushDecoded(decoded: Promise<Buffer>): Promise<void> {
+    this.decodedElsewhere = true;
+    try {
+      const raw = await decoded;
+      if (raw.length !== this.frame.rawLength) throw new Error(`decodes to ${raw.length} bytes, stated ${this.frame.rawLength}`);
+      await this.take(raw);
+    } catch (e) {
+      throw await this.failed(e);
+    }
+  }
+
   /** Called after the last compressed byte: checks the frame was whole and every object came out. */
   async end(): Promise<void> {
     try {
-      this.decoder.end();
+      if (!this.decodedElsewhere) this.decoder.end();
       if (this.cur || this.next < this.wanted.length) throw new Error('frame ended before all its objects');
       await Promise.all(this.writes.splice(0));
     } catch (e) {
@@ -150,11 +231,9 @@ export class FrameExtractor {
   }
 
   private writeWhole(w: PackIndexEntry, data: Buffer): void {
-    const actual: Digest = `sha256:${createHash('sha256').update(data).digest('hex')}`;
+    const actual: Digest = `sha256:${sha256Hex(data)}`;
     if (actual !== w.digest) throw new DigestMismatchError(`object ${w.digest} in pack ${this.pack}`, w.digest, actual);
-    const tmp = this.temps.next(w.digest);
-    writeFileSync(tmp, data, { flag: 'wx' });
-    renameSync(tmp, finalName(this.temps.destDir, w.digest));
+    this.temps.publishSync(w.digest, data);
     this.onObject(w);
   }
 
@@ -175,19 +254,17 @@ export class FrameExtractor {
       await rm(c.tmp, { force: true });
       throw new DigestMismatchError(`object ${c.entry.digest} in pack ${this.pack}`, c.entry.digest, actual);
     }
-    const dest = finalName(this.temps.destDir, c.entry.digest);
+    const dest = this.temps.final(c.entry.digest);
     if (c.pieces) {
       const data = c.pieces.length === 1 ? c.pieces[0]! : Buffer.concat(c.pieces);
       if (data.length <= SYNC_WRITE_BYTES) {
         // Synchronous for small files: the per-call cost of thread-pool round trips dominates (see writer.ts).
-        writeFileSync(c.tmp, data, { flag: 'wx' });
-        renameSync(c.tmp, dest);
+        this.temps.publishSync(c.entry.digest, data);
         this.onObject(c.entry);
         return;
       }
       const write = (async () => {
-        await writeFile(c.tmp, data, { flag: 'wx' });
-        await rename(c.tmp, dest);
+        await this.temps.publish(c.entry.digest, data);
         this.onObject(c.entry);
       })();
       write.catch(() => undefined); // awaited in end() or failed()
@@ -198,6 +275,11 @@ export class FrameExtractor {
       this.onObject(c.entry);
     }
   }
+}
+
+/** One-shot hashing (Node >= 20.12) costs about half of a Hash object per small object. */
+function sha256Hex(data: Uint8Array): string {
+  return typeof oneShotHash === 'function' ? oneShotHash('sha256', data, 'hex') : createHash('sha256').update(data).digest('hex');
 }
 
 export function nameSome(digests: string[]): string {

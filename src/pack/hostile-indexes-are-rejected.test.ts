@@ -100,9 +100,9 @@ describe('fetchObjects with lying entries', () => {
     await rm(work, { recursive: true, force: true });
   });
 
-  async function fetchErr(e: PackIndexEntry): Promise<Error> {
+  async function fetchErr(e: PackIndexEntry, decoder: 'inline' | 'worker' = 'inline'): Promise<Error> {
     const dest = await mkdtemp(join(work, 'dest-'));
-    return fetchObjects(registry, pack, [e], dest).then(
+    return fetchObjects(registry, pack, [e], dest, { decoder }).then(
       () => new Error('fetch succeeded'),
       (err: unknown) => err as Error,
     );
@@ -112,17 +112,19 @@ describe('fetchObjects with lying entries', () => {
     expect((await fetchErr(middle)).message).toBe('fetch succeeded');
   });
 
-  it.each<[string, (e: PackIndexEntry) => PackIndexEntry, RegExp]>([
-    ['a decoded length smaller than reality', (e) => ({ ...e, frameRawLength: e.frameRawLength - 1024 }), /more than the stated/],
-    ['a decoded length larger than reality', (e) => ({ ...e, frameRawLength: e.frameRawLength + 1024 }), /stated/],
-    ['a compressed length smaller than reality', (e) => ({ ...e, frameLength: e.frameLength - 10 }), /ends mid-frame/],
-    ['a compressed length larger than reality', (e) => ({ ...e, frameLength: e.frameLength + 10 }), /follow the end of the frame/],
-    ['a frame out of the pack', (e) => ({ ...e, frameOffset: index.packSize + 100 }), /truncated/],
-  ])('rejects %s with CorruptPackError naming the object', async (_name, lie, msg) => {
-    const err = await fetchErr(lie(middle));
-    expect(err).toBeInstanceOf(CorruptPackError);
-    expect(err.message).toMatch(msg);
-    expect(err.message).toContain(middle.digest);
+  describe.each(['inline', 'worker'] as const)('frames decoded %s', (decoder) => {
+    it.each<[string, (e: PackIndexEntry) => PackIndexEntry, RegExp]>([
+      ['a decoded length smaller than reality', (e) => ({ ...e, frameRawLength: e.frameRawLength - 1024 }), /more than the stated/],
+      ['a decoded length larger than reality', (e) => ({ ...e, frameRawLength: e.frameRawLength + 1024 }), /stated/],
+      ['a compressed length smaller than reality', (e) => ({ ...e, frameLength: e.frameLength - 10 }), /ends mid-frame/],
+      ['a compressed length larger than reality', (e) => ({ ...e, frameLength: e.frameLength + 10 }), /follow the end of the frame/],
+      ['a frame out of the pack', (e) => ({ ...e, frameOffset: index.packSize + 100 }), /truncated/],
+    ])('rejects %s with CorruptPackError naming the object', async (_name, lie, msg) => {
+      const err = await fetchErr(lie(middle), decoder);
+      expect(err).toBeInstanceOf(CorruptPackError);
+      expect(err.message).toMatch(msg);
+      expect(err.message).toContain(middle.digest);
+    });
   });
 
   it('rejects entries whose frames overlap', async () => {

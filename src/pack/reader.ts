@@ -3,18 +3,22 @@
  * neighbouring frames in one range read, large frames streamed; every object is verified before
  * it becomes visible under its final name.
  */
-import { rename, writeFile } from 'node:fs/promises';
 import type { Readable } from 'node:stream';
 import { sha256, type Digest } from '../cas/digest.js';
 import { DigestMismatchError, InvalidInputError } from '../errors.js';
 import type { Registry } from '../registry/registry.js';
 import { CorruptPackError } from './errors.js';
-import { finalName, FrameExtractor, nameSome, TempNames, type FrameRef } from './frame-extract.js';
-import { PackIndexEntrySchema, TAR_BLOCK, type PackIndexEntry } from './pack-index.js';
+import { FrameExtractor, nameSome, TempNames, type FrameRef, type ObjectSink } from './frame-extract.js';
+import { isValidatedEntry, PackIndexEntrySchema, TAR_BLOCK, type PackIndexEntry } from './pack-index.js';
 import { MAX_BUFFERED_RANGE_BYTES, MERGE_GAP_BYTES } from './settings.js';
 import { runPool } from '../util/pool.js';
+import { DecodePool, MAX_POOLED_FRAME_BYTES } from './decode-pool.js';
+
+/** Compressed bytes to decode below which a fetch decodes on its own thread. */
+const POOL_DECODE_MIN_BYTES = 4 << 20;
 
 export { parsePackIndex, type PackIndex, type PackIndexEntry } from './pack-index.js';
+export { privateObjectPath } from './frame-extract.js';
 
 export interface FetchProgress {
   objects: number;
@@ -27,6 +31,21 @@ export interface FetchOptions {
   /** Range reads in flight (default 4). */
   concurrency?: number;
   onProgress?: (p: FetchProgress) => void;
+  /**
+   * `destDir` belongs to this fetch alone (no concurrent fetcher, removed whole on failure):
+   * objects verified before their first byte is written go straight to their final name,
+   * without a temp name and rename each. Objects land at `privateObjectPath(destDir, hex)`.
+   */
+  privateDest?: boolean;
+  /**
+   * With privateDest: verified objects that arrive whole in memory go to this sink (which
+   * writes them elsewhere, e.g. the lay-out's helper process) instead of being written here.
+   */
+  sink?: ObjectSink;
+  /** Where frames are decoded: a worker thread, inline, or (default) a worker when there is enough to decode. */
+  decoder?: 'auto' | 'worker' | 'inline';
+  /** Called once an object is verified and under its final name (a consumer may start using it). */
+  onObject?: (digest: Digest) => void;
 }
 
 export interface FetchResult {
@@ -71,20 +90,29 @@ export async function fetchObjects(
     progress.objects++;
     progress.bytes += e.size;
     opts.onProgress?.({ ...progress });
+    opts.onObject?.(e.digest);
   };
 
   // Empty objects need no bytes from the registry.
-  const temps = new TempNames(destDir);
+  const temps = new TempNames(destDir, opts.privateDest ?? false, opts.privateDest ? opts.sink : undefined);
   const empty = unique.filter((e) => e.size === 0);
   for (const e of empty) await writeEmpty(pack, e, temps, onObject);
 
   const ranges = planRanges(frameWork(pack, unique.filter((e) => e.size > 0)));
   const result: FetchResult = { objects: 0, bytes: 0, fetchedBytes: 0, reads: ranges.length };
-  await runPool(ranges, opts.concurrency ?? 4, async (r) => {
-    result.fetchedBytes += r.length;
-    if (r.streamed) await fetchStreamed(registry, pack, r, temps, onObject);
-    else await fetchBuffered(registry, pack, r, temps, onObject);
-  });
+  // A worker pays off once there is more than a little to decode (it takes tens of ms to start).
+  const pooled = ranges.filter((r) => !r.streamed).reduce((n, r) => n + r.length, 0);
+  const mode = opts.decoder ?? 'auto';
+  const decoder = mode === 'worker' || (mode === 'auto' && pooled >= POOL_DECODE_MIN_BYTES) ? new DecodePool() : undefined;
+  try {
+    await runPool(ranges, opts.concurrency ?? 4, async (r) => {
+      result.fetchedBytes += r.length;
+      if (r.streamed) await fetchStreamed(registry, pack, r, temps, onObject);
+      else await fetchBuffered(registry, pack, r, temps, onObject, decoder);
+    });
+  } finally {
+    await decoder?.close();
+  }
   result.objects = progress.objects;
   result.bytes = progress.bytes;
   return result;
@@ -93,6 +121,10 @@ export async function fetchObjects(
 function dedupe(entries: PackIndexEntry[]): PackIndexEntry[] {
   const seen = new Map<Digest, PackIndexEntry>();
   for (const e of entries) {
+    if (isValidatedEntry(e)) {
+      seen.set(e.digest, e);
+      continue;
+    }
     const r = PackIndexEntrySchema.safeParse(e);
     if (!r.success) throw new InvalidInputError(`invalid pack index entry for ${String(e.digest)}: ${r.error.issues[0]?.message ?? ''}`);
     if (e.offset + e.size > e.frameRawLength) throw new InvalidInputError(`pack index entry ${e.digest} ends past its frame`);
@@ -104,9 +136,7 @@ function dedupe(entries: PackIndexEntry[]): PackIndexEntry[] {
 async function writeEmpty(pack: Digest, e: PackIndexEntry, temps: TempNames, onObject: (e: PackIndexEntry) => void): Promise<void> {
   const actual = sha256(new Uint8Array(0));
   if (actual !== e.digest) throw new DigestMismatchError(`object ${e.digest} in pack ${pack}`, e.digest, actual);
-  const tmp = temps.next(e.digest);
-  await writeFile(tmp, new Uint8Array(0), { flag: 'wx' });
-  await rename(tmp, finalName(temps.destDir, e.digest));
+  await temps.publish(e.digest, new Uint8Array(0));
   onObject(e);
 }
 
@@ -160,7 +190,7 @@ function planRanges(frames: FrameWork[]): RangeWork[] {
   return ranges;
 }
 
-async function fetchBuffered(registry: Registry, pack: Digest, r: RangeWork, temps: TempNames, onObject: (e: PackIndexEntry) => void): Promise<void> {
+async function fetchBuffered(registry: Registry, pack: Digest, r: RangeWork, temps: TempNames, onObject: (e: PackIndexEntry) => void, decoder?: DecodePool): Promise<void> {
   const buf = await registry.getBlobRange(pack, r.offset, r.length);
   if (buf.length !== r.length) {
     const lost = r.frames.filter((f) => f.frame.offset + f.frame.length > r.offset + buf.length).flatMap((f) => f.wanted.map((w) => w.digest));
@@ -169,8 +199,11 @@ async function fetchBuffered(registry: Registry, pack: Digest, r: RangeWork, tem
   for (const f of r.frames) {
     const x = new FrameExtractor(pack, f.frame, f.wanted, temps, onObject);
     const start = f.frame.offset - r.offset;
-    await x.push(buf.subarray(start, start + f.frame.length));
+    const compressed = buf.subarray(start, start + f.frame.length);
+    if (decoder !== undefined && f.frame.rawLength <= MAX_POOLED_FRAME_BYTES) await x.pushDecoded(decoder.decode(compressed, f.frame.rawLength));
+    else await x.push(compressed);
     await x.end();
+    await temps.sink?.pump();
   }
 }
 
@@ -185,6 +218,7 @@ async function fetchStreamed(registry: Registry, pack: Digest, r: RangeWork, tem
       // A backend sending more than asked must not make us decode foreign bytes as this frame.
       const usable = got > r.length ? chunk.subarray(0, chunk.length - (got - r.length)) : chunk;
       if (usable.length > 0) await x.push(usable);
+      await temps.sink?.pump();
       if (got >= r.length) break;
     }
   } finally {

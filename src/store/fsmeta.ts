@@ -1,11 +1,12 @@
 /**
- * Bulk metadata application through native/fsmeta.c (see there for why it exists).
+ * Bulk file-system calls through native/fsmeta.c (see there for why it exists).
  * The helper is compiled on first use with the system C compiler (the same one npm uses
- * for zstd-napi), into native/build/, via a temporary name so racing compilers are harmless.
+ * for zstd-napi), into native/build/ under a name carrying a hash of its source (an edited
+ * source never runs a stale binary), via a temporary name so racing compilers are harmless.
  */
-import { execFile, spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
-import { randomBytes } from 'node:crypto';
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
+import { existsSync, readFileSync } from 'node:fs';
 import { access, mkdir, rename, rm } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -15,9 +16,18 @@ import { HostCapabilityError, MinisandboxError } from '../errors.js';
 /** native/ at the package root: two levels up from src/store/, one from the bundled dist/. */
 const here = dirname(fileURLToPath(import.meta.url));
 const nativeDir = [join(here, '..', '..', 'native'), join(here, '..', 'native')].find((d) => existsSync(join(d, 'fsmeta.c'))) ?? join(here, '..', '..', 'native');
-const helperPath = join(nativeDir, 'build', 'fsmeta');
 
-export async function fsmetaPath(): Promise<string> {
+let compiled: Promise<string> | undefined;
+
+export function fsmetaPath(): Promise<string> {
+  compiled ??= compile();
+  return compiled;
+}
+
+async function compile(): Promise<string> {
+  const source = join(nativeDir, 'fsmeta.c');
+  const tag = createHash('sha256').update(readFileSync(source)).digest('hex').slice(0, 12);
+  const helperPath = join(nativeDir, 'build', `fsmeta-${tag}`);
   try {
     await access(helperPath);
     return helperPath;
@@ -27,10 +37,11 @@ export async function fsmetaPath(): Promise<string> {
   await mkdir(dirname(helperPath), { recursive: true });
   const tmp = `${helperPath}.${process.pid}.${randomBytes(4).toString('hex')}`;
   try {
-    await promisify(execFile)('cc', ['-O2', '-o', tmp, join(nativeDir, 'fsmeta.c')]);
+    await promisify(execFile)('cc', ['-O2', '-o', tmp, source]);
     await rename(tmp, helperPath);
   } catch (e) {
     await rm(tmp, { force: true });
+    compiled = undefined;
     throw new HostCapabilityError(`cannot compile native/fsmeta.c: ${(e as Error).message}`, 'install a C compiler (Debian: apt-get install gcc) and retry');
   }
   return helperPath;
@@ -38,21 +49,70 @@ export async function fsmetaPath(): Promise<string> {
 
 type Path = string | Buffer;
 
-/** Accumulates metadata operations and applies them in one helper process per flush. */
-export class FsmetaBatch {
-  private chunks: Buffer[] = [];
-  private bytes = 0;
+/** Records are collected here and handed to the pipe in pieces of about this size. */
+const PIECE_BYTES = 256 << 10;
+/** Bytes node may queue for the helper's pipe before a pump waits (bounds memory). */
+const QUEUED_BYTES = 8 << 20;
 
-  get size(): number {
-    return this.bytes;
+/**
+ * One helper process for a whole lay-out, fed records as they are made: node keeps parsing
+ * while the helper does the file-system calls, on the other core. Records apply in order, and
+ * the helper stops at the first failure, which `close` (or the next `pump`) reports.
+ * Relative paths are resolved against the directory given to `start`.
+ */
+export class FsmetaStream {
+  private buf = Buffer.allocUnsafe(PIECE_BYTES * 2);
+  private pos = 0;
+  private stderr = '';
+  private readonly exited: Promise<number | null>;
+  private exitCode: number | null | undefined;
+  private closed = false;
+
+  private constructor(private readonly child: ChildProcess) {
+    child.stderr!.on('data', (d: Buffer) => {
+      if (this.stderr.length < 4096) this.stderr += d.toString();
+    });
+    child.stdin!.on('error', () => {
+      // reported through the exit code and stderr
+    });
+    this.exited = new Promise((resolve, reject) => {
+      child.on('error', reject);
+      child.on('close', (code) => {
+        this.exitCode = code;
+        resolve(code);
+      });
+    });
+    this.exited.catch(() => undefined);
+  }
+
+  static async start(cwd: string): Promise<FsmetaStream> {
+    const helper = await fsmetaPath();
+    return new FsmetaStream(spawn(helper, [cwd], { stdio: ['pipe', 'ignore', 'pipe'] }));
+  }
+
+  private room(n: number): void {
+    if (this.pos + n <= this.buf.length) return;
+    const bigger = Buffer.allocUnsafe(Math.max(this.buf.length * 2, this.pos + n));
+    this.buf.copy(bigger, 0, 0, this.pos);
+    this.buf = bigger;
+  }
+
+  private field(f: Path): void {
+    if (typeof f === 'string') {
+      this.room(f.length * 3 + 1);
+      this.pos += this.buf.write(f, this.pos, 'utf8');
+    } else {
+      this.room(f.length + 1);
+      f.copy(this.buf, this.pos);
+      this.pos += f.length;
+    }
+    this.buf[this.pos++] = 0;
   }
 
   private rec(op: string, path: Path, ...fields: string[]): void {
-    const parts = [Buffer.from(op), typeof path === 'string' ? Buffer.from(path) : path, ...fields.map((f) => Buffer.from(f))];
-    for (const p of parts) {
-      this.chunks.push(p, NUL);
-      this.bytes += p.length + 1;
-    }
+    this.field(op);
+    this.field(path);
+    for (const f of fields) this.field(f);
   }
 
   chown(path: Path, uid: number, gid: number): void {
@@ -61,10 +121,10 @@ export class FsmetaBatch {
   chmod(path: Path, mode: number): void {
     this.rec('M', path, mode.toString(8));
   }
-  /** Sets atime and mtime to `ns` nanoseconds since the epoch, without following symlinks. */
-  utimes(path: Path, ns: bigint): void {
-    let sec = ns / 1_000_000_000n;
-    let nsec = ns % 1_000_000_000n;
+  /** Sets atime and mtime to `ns` nanoseconds since the epoch (a decimal string), without following symlinks. */
+  utimes(path: Path, ns: string): void {
+    let sec = BigInt(ns) / 1_000_000_000n;
+    let nsec = BigInt(ns) % 1_000_000_000n;
     if (nsec < 0n) {
       nsec += 1_000_000_000n;
       sec -= 1n;
@@ -77,30 +137,92 @@ export class FsmetaBatch {
   mknod(path: Path, type: 'c' | 'b' | 'p', mode: number, major = 0, minor = 0): void {
     this.rec('N', path, type, mode.toString(8), String(major), String(minor));
   }
+  mkdir(path: Path, mode: number): void {
+    this.rec('D', path, mode.toString(8));
+  }
+  symlink(path: Path, target: Buffer): void {
+    this.field('S');
+    this.field(path);
+    this.field(target);
+  }
+  link(path: Path, src: Path): void {
+    this.field('L');
+    this.field(path);
+    this.field(src);
+  }
+  copy(path: Path, src: Path): void {
+    this.field('C');
+    this.field(path);
+    this.field(src);
+  }
+  createEmpty(path: Path): void {
+    this.field('E');
+    this.field(path);
+  }
+  /** Creates `path` holding `data` (copied now: the caller may reuse its buffer). */
+  write(path: string, data: Uint8Array): void {
+    this.field('W');
+    this.field(path);
+    this.field(String(data.length));
+    this.room(data.length);
+    this.buf.set(data, this.pos);
+    this.pos += data.length;
+  }
 
-  async flush(): Promise<void> {
-    if (this.bytes === 0) return;
-    const data = this.chunks;
-    this.chunks = [];
-    this.bytes = 0;
-    const helper = await fsmetaPath();
-    await new Promise<void>((resolve, reject) => {
-      const child = spawn(helper, [], { stdio: ['pipe', 'ignore', 'pipe'] });
-      let err = '';
-      child.stderr.on('data', (d: Buffer) => {
-        err += d.toString();
+  /** Links `src` to `path`, then moves `src` to `pool` unless something is already there. */
+  publish(path: Path, src: Path, pool: Path): void {
+    this.field('P');
+    this.field(path);
+    this.field(src);
+    this.field(pool);
+  }
+
+  /** Hands what has collected to the helper, waiting while its pipe is full. */
+  async pump(): Promise<void> {
+    if (this.pos < PIECE_BYTES) return;
+    await this.send();
+  }
+
+  private async send(): Promise<void> {
+    if (this.pos === 0) return;
+    if (this.exitCode !== undefined || this.closed) throw this.failure();
+    const piece = Buffer.from(this.buf.subarray(0, this.pos));
+    this.pos = 0;
+    const stdin = this.child.stdin!;
+    stdin.write(piece);
+    // Node queues what the pipe cannot take yet: wait only once a few pieces are queued, so
+    // that the helper always has work and node is not woken for every piece.
+    if (stdin.writableLength > QUEUED_BYTES) {
+      await new Promise<void>((resolve) => {
+        const done = (): void => {
+          stdin.off('drain', done);
+          this.child.off('close', done);
+          resolve();
+        };
+        stdin.on('drain', done);
+        this.child.on('close', done);
       });
-      child.on('error', reject);
-      child.on('close', (code) => {
-        if (code === 0) resolve();
-        else reject(new MinisandboxError('FS_METADATA', err.trim() || `fsmeta exited with ${code}`, { hint: 'check free space and permissions of the store directory' }));
-      });
-      child.stdin.on('error', () => {
-        // reported through the exit code and stderr
-      });
-      child.stdin.end(Buffer.concat(data));
-    });
+      if (this.exitCode !== undefined) throw this.failure();
+    }
+  }
+
+  /** Sends the rest, waits for the helper to apply everything; throws its first failure. */
+  async close(): Promise<void> {
+    await this.send();
+    this.closed = true;
+    this.child.stdin!.end();
+    const code = await this.exited;
+    if (code !== 0) throw this.failure();
+  }
+
+  /** Stops the helper after an error elsewhere, so nothing runs on behind the caller's back. */
+  async abort(): Promise<void> {
+    if (this.exitCode === undefined) this.child.kill('SIGKILL');
+    await this.exited.catch(() => undefined);
+  }
+
+  private failure(): MinisandboxError {
+    const err = this.stderr.trim() || `fsmeta exited with ${String(this.exitCode)}`;
+    return new MinisandboxError('FS_METADATA', err, { hint: 'check free space and permissions of the store directory' });
   }
 }
-
-const NUL = Buffer.from([0]);

@@ -3,6 +3,7 @@
  * sandboxes. Everything else older than the grace period goes: unreached layer trees, their
  * manifests, pool inodes no layer links to any more (link count 1), staged objects, crash leftovers.
  */
+import type { Stats } from 'node:fs';
 import { lstat, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { DigestSchema, digestHex } from '../cas/digest.js';
@@ -86,20 +87,30 @@ export async function gcStore(store: StorePaths, opts: { graceMs: number; dryRun
     if (liveEnvs.has(name.replace(/\.json$/, '')) || !(await old(p))) continue;
     await remove(p);
   }
-  for (const hex of await list(store.linksDir)) {
-    const dir = join(store.linksDir, hex);
-    const names = await list(dir);
+  // A pool inode no layer links to any more has one link left: its pool name.
+  const collectLink = async (p: string, st: Stats | null): Promise<boolean> => {
+    if (st === null || st.nlink > 1 || now() - st.ctimeMs < opts.graceMs) return false;
+    res.removedLinks++;
+    res.freedBytes += st.size;
+    await remove(p);
+    return true;
+  };
+  for (const name of await list(store.linksDir)) {
+    const p = join(store.linksDir, name);
+    const st = await lstat(p).catch(() => null);
+    if (st === null) continue;
+    if (!st.isDirectory()) {
+      await collectLink(p, st);
+      continue;
+    }
+    // older stores: links/<hex>/<key>
+    const names = await list(p);
     let left = names.length;
     for (const n of names) {
-      const p = join(dir, n);
-      const st = await lstat(p).catch(() => null);
-      if (st === null || st.nlink > 1 || now() - st.ctimeMs < opts.graceMs) continue;
-      res.removedLinks++;
-      res.freedBytes += st.size;
-      left--;
-      await remove(p);
+      const q = join(p, n);
+      if (await collectLink(q, await lstat(q).catch(() => null))) left--;
     }
-    if (left === 0 && !opts.dryRun) await rm(dir, { recursive: true, force: true });
+    if (left === 0 && !opts.dryRun) await rm(p, { recursive: true, force: true });
   }
   for (const name of await list(store.objectsDir)) {
     const p = join(store.objectsDir, name);

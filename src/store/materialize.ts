@@ -4,24 +4,23 @@
  * Safety does not depend on the manifest reader: every entry's parent must be a directory this
  * run created, the target directory is new, and hardlink targets must be regular files this run
  * created, so no entry can reach outside the tree, however hostile the manifest.
- * File operations are synchronous: a lay-out is thousands of tiny metadata calls in a row, and a
- * thread-pool round trip per call made it several times slower than tar -x (measured); the loop
- * yields to the event loop between chunks instead.
- * Metadata is applied through FsmetaBatch in an order that keeps it exact: owner before mode
- * (chown clears setuid and capabilities), xattrs after both, timestamps last, directories
- * deepest-first once all their children exist.
+ * Every file-system call of the tree goes through one FsmetaStream helper process, in entry
+ * order: node parses and decides, the helper creates, links and sets metadata on the other core
+ * (a thread-pool round trip per call was several times slower than tar -x, measured).
+ * Metadata is applied in an order that keeps it exact: owner before mode (chown clears setuid and
+ * capabilities), xattrs after both, timestamps last, directories deepest-first once all their
+ * children exist.
  */
-import { randomBytes, createHash } from 'node:crypto';
-import { copyFileSync, linkSync, lstatSync, mkdirSync, readdirSync, renameSync, symlinkSync, writeFileSync } from 'node:fs';
+import { createHash, randomBytes } from 'node:crypto';
+import { type BigIntStats, lstatSync, mkdirSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import { type Digest, digestHex } from '../cas/digest.js';
+import { digestHex } from '../cas/digest.js';
 import { NotFoundError, UnsafePathError } from '../errors.js';
-import type { Entry } from '../layer/manifest.js';
+import type { Entry, FileEntry } from '../layer/manifest.js';
 import { canonicalJson } from '../layer/manifest.js';
 import { decodePath } from '../layer/path.js';
-import { isErrno } from '../util/fs.js';
-import { FsmetaBatch } from './fsmeta.js';
+import { FsmetaStream } from './fsmeta.js';
 import type { StorePaths } from './paths.js';
 
 export interface MaterializeOptions {
@@ -37,104 +36,120 @@ export interface MaterializeOptions {
   /** Xattr namespace overlayfs reads opaque/whiteout marks from: `user` when mounted with userxattr. */
   overlayXattrNs: 'user' | 'trusted';
   /**
-   * A directory private to this lay-out holding freshly fetched objects as `<hex>`: each becomes
-   * its first pool inode where it lies (metadata set, then renamed into the pool), never copied.
+   * Objects fetched for this lay-out into a directory private to it (`path` names them): each
+   * becomes its first pool inode where it lies (metadata set, then moved into the pool), never
+   * copied. `hexes` lists them; the lay-out consumes each once (removing it). While they are still being
+   * fetched, `ready` says when one is there (undefined: now).
    */
-  staging?: string;
+  staging?: { path: (hex: string) => string; hexes: Set<string>; ready?: (hex: string) => Promise<void> | undefined };
+  /**
+   * Contents that occur more than once in the manifest. Only for these does the lay-out
+   * remember where it put them (memory per repeated content, not per file); when unknown, all are.
+   */
+  repeated?: Set<string>;
+  /**
+   * A helper already running in `target` (which then exists), shared with the fetch that writes
+   * objects through it; the caller closes it. Without one, the lay-out makes `target` and its own.
+   */
+  stream?: FsmetaStream;
 }
 
-const CHUNK = 4096;
+/** Records pumped to the helper (and a turn given to the event loop) every this many entries. */
+const PUMP_EVERY = 512;
 
 export async function materialize(store: StorePaths, entries: AsyncIterable<Entry>, target: string, opts: MaterializeOptions): Promise<{ files: number; linked: number; copied: number }> {
+  if (opts.stream !== undefined) return layOut(store, entries, opts.stream, opts);
   await mkdir(target, { mode: 0o700 });
-  const targetBuf = Buffer.from(target);
-  const full = (p: string): Buffer => Buffer.concat([targetBuf, SLASH, decodePath(p)]);
+  const fs = await FsmetaStream.start(target);
+  try {
+    const stats = await layOut(store, entries, fs, opts);
+    await fs.close();
+    return stats;
+  } catch (e) {
+    await fs.abort();
+    throw e;
+  }
+}
+
+const ROOT = Buffer.from('.');
+
+async function layOut(store: StorePaths, entries: AsyncIterable<Entry>, fs: FsmetaStream, opts: MaterializeOptions): Promise<{ files: number; linked: number; copied: number }> {
   const dirs = new Set<string>(['']);
   const fileLike = new Set<string>();
   const dirMeta: Entry[] = [];
-  const pool = new LinkPool(store, opts.staging);
-  let queue: { src: string | Buffer; dest: Buffer; entry: Entry }[] = [];
-  const meta = new FsmetaBatch();
+  const pool = new LinkPool(store, fs, opts);
   const stats = { files: 0, linked: 0, copied: 0 };
-
-  const drain = async (): Promise<void> => {
-    await pool.commit();
-    for (const q of queue) {
-      if (q.entry.type === 'file' && !opts.share) {
-        copyFileSync(q.src, q.dest);
-        applyMeta(meta, q.dest, q.entry, opts);
-        stats.copied++;
-      } else {
-        linkSync(q.src, q.dest);
-        if (q.entry.type === 'file') stats.linked++;
-      }
-    }
-    queue = [];
-    await meta.flush();
-  };
-
+  let n = 0;
   for await (const e of entries) {
     const slash = e.path.lastIndexOf('/');
     const parent = slash < 0 ? '' : e.path.slice(0, slash);
     if (!dirs.has(parent)) throw new UnsafePathError(e.path, 'its parent is not a directory of this layer (a path through a symlink or file?)');
-    const dest = full(e.path);
+    // relative to the tree: the helper runs in it
+    const rel = decodePath(e.path);
     switch (e.type) {
       case 'dir':
-        mkdirSync(dest, { mode: 0o700 });
+        fs.mkdir(rel, 0o700);
         dirs.add(e.path);
         dirMeta.push(e);
         break;
       case 'file': {
         stats.files++;
         fileLike.add(e.path);
-        const src = opts.share ? pool.get(e.digest, shiftedMeta(e, opts)) : pool.content(e.digest);
-        queue.push({ src, dest, entry: e });
+        if (opts.share) {
+          const arrival = pool.arrival(e.digest);
+          if (arrival !== undefined) await arrival;
+          pool.place(e, rel);
+          stats.linked++;
+        } else {
+          fs.copy(rel, pool.content(e));
+          applyMeta(fs, rel, e, opts);
+          stats.copied++;
+        }
         break;
       }
       case 'hardlink': {
         if (!fileLike.has(e.target)) throw new UnsafePathError(e.path, `hardlink target ${JSON.stringify(e.target)} is not a file earlier in this layer`);
-        queue.push({ src: full(e.target), dest, entry: e });
+        fs.link(rel, decodePath(e.target));
         break;
       }
       case 'symlink':
-        symlinkSync(decodePath(e.target), dest);
-        applyMeta(meta, dest, e, opts);
+        fs.symlink(rel, decodePath(e.target));
+        applyMeta(fs, rel, e, opts);
         break;
       case 'fifo':
-        meta.mknod(dest, 'p', e.mode);
-        applyMeta(meta, dest, e, opts);
+        fs.mknod(rel, 'p', e.mode);
+        applyMeta(fs, rel, e, opts);
         break;
       case 'char':
       case 'block':
-        meta.mknod(dest, e.type === 'char' ? 'c' : 'b', e.mode, e.major, e.minor);
-        applyMeta(meta, dest, e, opts);
+        fs.mknod(rel, e.type === 'char' ? 'c' : 'b', e.mode, e.major, e.minor);
+        applyMeta(fs, rel, e, opts);
         break;
       case 'whiteout':
         if (opts.whiteouts === 'chardev') {
-          meta.mknod(dest, 'c', 0, 0, 0);
+          fs.mknod(rel, 'c', 0, 0, 0);
         } else {
           // Kernel >= 6.7 xattr whiteouts: an empty file marked as such, in a dir marked to have them.
-          writeFileSync(dest, '');
-          meta.setxattr(dest, `${opts.overlayXattrNs}.overlay.whiteout`, Buffer.alloc(0));
-          meta.setxattr(parent === '' ? targetBuf : full(parent), `${opts.overlayXattrNs}.overlay.opaque`, Buffer.from('x'));
+          fs.createEmpty(rel);
+          fs.setxattr(rel, `${opts.overlayXattrNs}.overlay.whiteout`, Buffer.alloc(0));
+          fs.setxattr(parent === '' ? ROOT : decodePath(parent), `${opts.overlayXattrNs}.overlay.opaque`, Buffer.from('x'));
         }
         break;
     }
-    if (queue.length >= CHUNK || meta.size > 8 << 20) {
-      await drain();
+    if (++n % PUMP_EVERY === 0) {
+      await fs.pump();
       await new Promise((r) => setImmediate(r));
     }
   }
-  await drain();
   for (let i = dirMeta.length - 1; i >= 0; i--) {
     const d = dirMeta[i]!;
-    const p = full(d.path);
-    applyMeta(meta, p, d, opts);
-    if (d.type === 'dir' && d.opaque) meta.setxattr(p, `${opts.overlayXattrNs}.overlay.opaque`, Buffer.from('y'));
+    const p = decodePath(d.path);
+    applyMeta(fs, p, d, opts);
+    if (d.type === 'dir' && d.opaque) fs.setxattr(p, `${opts.overlayXattrNs}.overlay.opaque`, Buffer.from('y'));
+    if (i % PUMP_EVERY === 0) await fs.pump();
   }
-  meta.chown(targetBuf, opts.idShift, opts.idShift);
-  meta.chmod(targetBuf, 0o755);
-  await meta.flush();
+  fs.chown(ROOT, opts.idShift, opts.idShift);
+  fs.chmod(ROOT, 0o755);
   return stats;
 }
 
@@ -150,126 +165,157 @@ function shiftedMeta(e: Meta, opts: MaterializeOptions): Meta {
   return { mode: e.mode, uid: e.uid + opts.idShift, gid: e.gid + opts.idShift, mtime: e.mtime, xattrs: e.xattrs };
 }
 
-function applyMeta(batch: FsmetaBatch, p: Buffer | string, e: Entry, opts: MaterializeOptions): void {
+function applyMeta(fs: FsmetaStream, p: Buffer, e: Entry, opts: MaterializeOptions): void {
   if (e.type === 'hardlink' || e.type === 'whiteout') return;
-  const m = e.type === 'file' && opts.share ? e : shiftedMeta(e, opts);
-  writeMeta(batch, p, m, e.type === 'symlink');
+  writeMeta(fs, p, shiftedMeta(e, opts), e.type === 'symlink');
 }
 
-function writeMeta(batch: FsmetaBatch, p: Buffer | string, m: Meta, isSymlink: boolean): void {
-  batch.chown(p, m.uid, m.gid);
-  if (!isSymlink) batch.chmod(p, m.mode);
+function writeMeta(fs: FsmetaStream, p: Buffer | string, m: Meta, isSymlink: boolean): void {
+  fs.chown(p, m.uid, m.gid);
+  if (!isSymlink) fs.chmod(p, m.mode);
   for (const [name, value] of Object.entries(m.xattrs ?? {}).sort(([a], [b]) => (a < b ? -1 : 1))) {
-    batch.setxattr(p, name, Buffer.from(value, 'base64'));
+    fs.setxattr(p, name, Buffer.from(value, 'base64'));
   }
-  batch.utimes(p, BigInt(m.mtime));
+  fs.utimes(p, m.mtime);
+}
+
+/** The key of a metadata variant in pool names. */
+function metaKey(m: Meta): string {
+  return createHash('sha256').update(canonicalJson(m)).digest('hex').slice(0, 24);
+}
+
+/** Cheap identity of a metadata within one lay-out (not stored anywhere). */
+function metaSig(m: Meta): string {
+  return m.xattrs === undefined ? `${m.mode},${m.uid},${m.gid},${m.mtime}` : `${m.mode},${m.uid},${m.gid},${m.mtime},${canonicalJson(m.xattrs)}`;
+}
+
+function statOf(p: string): BigIntStats | undefined {
+  return lstatSync(p, { bigint: true, throwIfNoEntry: false });
+}
+
+/** A pool inode fits a file if it is a regular file with exactly its mode, owner and mtime (and no xattrs are wanted). */
+function fits(st: BigIntStats | undefined, m: Meta): boolean {
+  return (
+    st !== undefined &&
+    st.isFile() &&
+    m.xattrs === undefined &&
+    Number(st.mode & 0o7777n) === m.mode &&
+    st.uid === BigInt(m.uid) &&
+    st.gid === BigInt(m.gid) &&
+    st.mtimeNs === BigInt(m.mtime)
+  );
 }
 
 /**
- * The store's pool of shared inodes: `links/<hex>/<meta key>`. A new pool file is prepared under
- * tmp/ and renamed into place only after its metadata is set, so other processes never link to a
- * file whose owner or mode is not yet final.
+ * Places files through the store's pool of shared inodes (see paths.ts). A new pool inode is
+ * prepared where only this lay-out sees it (the staging dir or tmp/), linked into the tree, and
+ * then moved into the pool without replacing anything, so the tree always holds its own inode
+ * with its own metadata and other processes never see a pool name whose metadata is unfinished.
  */
 class LinkPool {
-  private pending = new Map<string, { tmp: string; final: string }>();
-  /** digest -> a pending pool file holding it (content for later copies in this run). */
-  private pendingContent = new Map<Digest, string>();
-  private batch = new FsmetaBatch();
-  private tmpReady = false;
-  private readonly dirs = new Set<string>();
+  /** (content, metadata) -> the tree path holding it in this run, for repeated contents. */
+  private readonly exact = new Map<string, Buffer>();
+  /** content -> a tree path holding it in this run, for repeated contents. */
+  private readonly anyCopy = new Map<string, Buffer>();
+  private readonly staged: Set<string>;
+  /** Repeated contents this run fetched: no other pool inode of theirs can be expected, so none is looked up. */
+  private readonly fresh = new Set<string>();
+  private ready = false;
   /** Unique temp names from one random draw and a counter (a random draw per file showed in profiles). */
   private readonly tmpPrefix = `link-${process.pid}-${randomBytes(6).toString('hex')}-`;
   private tmpCount = 0;
 
   constructor(
     private readonly store: StorePaths,
-    private readonly staging: string | undefined,
-  ) {}
-
-  /** A file holding the content, for copying from. */
-  content(digest: Digest): string {
-    const pending = this.pendingContent.get(digest);
-    if (pending !== undefined) return pending;
-    const dir = this.store.linkDir(digest);
-    const names = readdirOr(dir);
-    if (names[0] !== undefined) return join(dir, names[0]);
-    const staged = this.staged(digest);
-    if (staged !== undefined && exists(staged)) return staged;
-    throw new NotFoundError(`object ${digest} in the store`, 'pull the environment again: its objects were removed or never fetched');
+    private readonly fs: FsmetaStream,
+    private readonly opts: MaterializeOptions,
+  ) {
+    this.staged = opts.staging?.hexes ?? new Set();
   }
 
-  private staged(digest: Digest): string | undefined {
-    return this.staging === undefined ? undefined : join(this.staging, digestHex(digest));
+  private remember(hex: string): boolean {
+    return this.opts.repeated === undefined || this.opts.repeated.has(hex);
   }
 
-  private copyContent(digest: Digest, dest: string): void {
-    for (let attempt = 0; ; attempt++) {
-      try {
-        copyFileSync(this.content(digest), dest);
+  /** The wait for a staged object that is still being fetched. */
+  arrival(digest: string): Promise<void> | undefined {
+    const hex = digestHex(digest);
+    return this.staged.has(hex) ? this.opts.staging?.ready?.(hex) : undefined;
+  }
+
+  /** Links `rel` to a pool inode with the file's content and (shifted) metadata, making one if needed. */
+  place(e: FileEntry, rel: Buffer): void {
+    const m = shiftedMeta(e, this.opts);
+    const hex = digestHex(e.digest);
+    const remember = this.remember(hex);
+    const sig = remember ? `${hex}:${metaSig(m)}` : '';
+    if (remember) {
+      const same = this.exact.get(sig);
+      if (same !== undefined) {
+        this.fs.link(rel, same);
         return;
-      } catch (e) {
-        // a pool inode was collected between finding and copying it: look again
-        if (!isErrno(e, 'ENOENT') || attempt >= 3) throw e;
       }
     }
-  }
-
-  get(digest: Digest, m: Meta): string {
-    const key = createHash('sha256').update(canonicalJson(m)).digest('hex').slice(0, 24);
-    const final = join(this.store.linkDir(digest), key);
-    if (this.pending.has(final)) return final;
-    if (exists(final)) return final;
-    // The staging dir is ours alone, so the staged file can take its metadata where it lies.
-    const staged = this.staged(digest);
-    let tmp: string;
-    if (staged !== undefined && !this.pendingContent.has(digest) && exists(staged)) {
-      tmp = staged;
+    this.prepare();
+    if (this.staged.delete(hex)) {
+      // fetched for this lay-out: becomes a pool inode where it lies
+      const src = this.opts.staging!.path(hex);
+      writeMeta(this.fs, src, m, false);
+      this.fs.publish(rel, src, m.xattrs === undefined ? this.store.poolPrimary(hex) : this.store.poolVariant(hex, metaKey(m)));
+      if (remember) this.fresh.add(hex);
+    } else if (this.fresh.has(hex)) {
+      // first laid out by this run, whose pool inode holds another metadata: a copy of ours
+      this.publishCopy(rel, this.anyCopy.get(hex)!, m, this.store.poolVariant(hex, metaKey(m)));
     } else {
-      if (!this.tmpReady) {
-        mkdirSync(this.store.tmpDir, { recursive: true });
-        this.tmpReady = true;
+      const primary = this.store.poolPrimary(hex);
+      const pst = statOf(primary);
+      if (fits(pst, m)) {
+        this.fs.link(rel, primary);
+      } else {
+        const variant = this.store.poolVariant(hex, metaKey(m));
+        if (statOf(variant)?.isFile()) {
+          this.fs.link(rel, variant);
+        } else {
+          const from = this.anyCopy.get(hex) ?? (pst?.isFile() ? primary : undefined);
+          if (from === undefined) throw new NotFoundError(`object ${e.digest} in the store`, 'pull the environment again: its objects were removed or never fetched');
+          this.publishCopy(rel, from, m, variant);
+        }
       }
-      tmp = join(this.store.tmpDir, `${this.tmpPrefix}${this.tmpCount++}`);
-      this.copyContent(digest, tmp);
     }
-    writeMeta(this.batch, tmp, m, false);
-    this.pending.set(final, { tmp, final });
-    if (!this.pendingContent.has(digest)) this.pendingContent.set(digest, tmp);
-    return final;
+    if (remember) {
+      this.exact.set(sig, rel);
+      if (!this.anyCopy.has(hex)) this.anyCopy.set(hex, rel);
+    }
   }
 
-  async commit(): Promise<void> {
-    if (this.pending.size === 0) return;
-    await this.batch.flush();
-    for (const { tmp, final } of this.pending.values()) {
-      const dir = join(final, '..');
-      if (!this.dirs.has(dir)) {
-        mkdirSync(dir, { recursive: true });
-        this.dirs.add(dir);
+  /** A new pool inode for `m`: a copy of `from` given its metadata, linked at `rel`, then published. */
+  private publishCopy(rel: Buffer, from: Buffer | string, m: Meta, variant: string): void {
+    const tmp = join(this.store.tmpDir, `${this.tmpPrefix}${this.tmpCount++}`);
+    this.fs.copy(tmp, from);
+    writeMeta(this.fs, tmp, m, false);
+    this.fs.publish(rel, tmp, variant);
+  }
+
+  /** A file holding the content of `e`, to copy from (lay-outs that do not share). */
+  content(e: FileEntry): Buffer | string {
+    const hex = digestHex(e.digest);
+    const here = this.anyCopy.get(hex);
+    if (here !== undefined) return here;
+    const candidates = [this.store.poolPrimary(hex), this.store.poolVariant(hex, metaKey(shiftedMeta(e, this.opts)))];
+    if (this.staged.has(hex)) candidates.push(this.opts.staging!.path(hex));
+    for (const c of candidates) {
+      if (statOf(c)?.isFile()) {
+        this.anyCopy.set(hex, Buffer.from(c));
+        return c;
       }
-      renameSync(tmp, final);
     }
-    this.pending.clear();
-    this.pendingContent.clear();
+    throw new NotFoundError(`object ${e.digest} in the store`, 'pull the environment again: its objects were removed or never fetched');
+  }
+
+  private prepare(): void {
+    if (this.ready) return;
+    mkdirSync(this.store.linksDir, { recursive: true });
+    mkdirSync(this.store.tmpDir, { recursive: true });
+    this.ready = true;
   }
 }
-
-function exists(p: string): boolean {
-  try {
-    lstatSync(p);
-    return true;
-  } catch (e) {
-    if (isErrno(e, 'ENOENT')) return false;
-    throw e;
-  }
-}
-
-function readdirOr(dir: string): string[] {
-  try {
-    return readdirSync(dir);
-  } catch {
-    return [];
-  }
-}
-
-const SLASH = Buffer.from('/');

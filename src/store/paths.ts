@@ -2,8 +2,12 @@
  * The node-local store: everything a node keeps between pulls.
  *
  *   objects/<hex>                    (older stores) staged contents; gc removes them
- *   links/<hex>/<meta key>           one inode per (content, mode, owner, mtime, xattrs); layer files
- *                                    are hardlinks to these, so identical files share disk across layers
+ *   links/<hex>                      the pool: one inode per (content, mode, owner, mtime, xattrs); layer
+ *   links/<hex>.<meta key>           files are hardlinks to these, so identical files share disk across
+ *                                    layers. `<hex>` is the first inode of a content (any metadata but
+ *                                    xattrs: a lay-out compares its stat), `<hex>.<key>` one for other
+ *                                    metadata. Flat: a directory per content cost a mkdir per file.
+ *   links/<hex>/<meta key>           (older stores) the same, a directory per content; gc removes them
  *   layers/<hex>[+<idShift>]/        laid-out read-only layer trees (the rename into place commits them)
  *   manifests/<hex>                  verified, uncompressed layer manifests
  *   indexes/<hex>                    cached pack index blobs (immutable, so cached forever)
@@ -36,8 +40,13 @@ export class StorePaths {
   get objectsDir(): string {
     return join(this.root, 'objects');
   }
-  linkDir(d: Digest): string {
-    return join(this.root, 'links', digestHex(d));
+  /** The pool inode named by content alone: present means the store holds this content. */
+  poolPrimary(hex: string): string {
+    return join(this.root, 'links', hex);
+  }
+  /** The pool inode for a content with one exact metadata (`key` hashes it). */
+  poolVariant(hex: string, key: string): string {
+    return join(this.root, 'links', `${hex}.${key}`);
   }
   get linksDir(): string {
     return join(this.root, 'links');

@@ -3,21 +3,24 @@
  * byte against its digest, and lay each layer out once as a read-only tree.
  */
 import { randomBytes } from 'node:crypto';
-import { readdirSync } from 'node:fs';
+import { lstatSync } from 'node:fs';
 import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { type Digest, verifyDigest } from '../cas/digest.js';
+import { type Digest, digestHex, verifyDigest } from '../cas/digest.js';
 import { Readable } from 'node:stream';
 import { InvalidInputError } from '../errors.js';
 import { readManifest } from '../layer/capture.js';
 import type { EnvConfig, LayerRef } from '../layer/env.js';
-import { fetchObjects } from '../pack/reader.js';
+import { fetchObjects, privateObjectPath } from '../pack/reader.js';
 import type { PackIndexEntry } from '../pack/pack-index.js';
 import type { Registry } from '../registry/registry.js';
 import { canonicalJson } from '../layer/manifest.js';
 import { exists } from '../util/fs.js';
 import { loadPackIndex } from './catalog.js';
 import { withLock } from './lock.js';
+import { Arrivals } from './arrivals.js';
+import { scanFileDigests } from './manifest-scan.js';
+import { FsmetaStream } from './fsmeta.js';
 import { materialize } from './materialize.js';
 import type { StorePaths } from './paths.js';
 import { resolveEnv } from './push.js';
@@ -66,13 +69,19 @@ export async function ensureLayer(reg: Registry, store: StorePaths, layer: Layer
   await mkdir(store.layersDir, { recursive: true });
   const result = await withLock(`${dir}.lock`, () => exists(dir), async () => {
     const manifestPath = await ensureManifest(reg, store, layer, opts);
-    const missing = await missingObjects(store, manifestPath);
+    const { unique, repeated } = await scanFileDigests(manifestPath);
+    const missing = missingObjects(store, unique);
+    unique.clear();
     // Fetched objects wait in a directory of this pull's own until lay-out moves them into the pool.
     const staging = join(store.tmpDir, `stage-${process.pid}-${randomBytes(6).toString('hex')}`);
+    const expected = new Set<string>();
+    const arrivals = new Arrivals();
+    let fetching: Promise<void> = Promise.resolve();
+    let byPack = new Map<Digest, PackIndexEntry[]>();
     try {
       if (missing.size > 0) {
         opts.onProgress?.({ layer: layer.digest, phase: 'fetch', objects: missing.size });
-        const byPack = new Map<Digest, PackIndexEntry[]>();
+        byPack = new Map<Digest, PackIndexEntry[]>();
         for (const ref of layer.packs) {
           const index = await loadPackIndex(reg, store, ref);
           const wanted = index.entries.filter((e) => missing.has(e.digest));
@@ -84,29 +93,57 @@ export async function ensureLayer(reg: Registry, store: StorePaths, layer: Layer
           throw new InvalidInputError(`layer ${layer.digest} references object ${first} that none of its packs holds (${missing.size} missing)`, 'the environment was pushed incompletely or the registry lost packs; run `minisandbox verify`');
         }
         await mkdir(staging, { recursive: true });
-        for (const [pack, entries] of byPack) {
-          await fetchObjects(reg, pack, entries, staging, { concurrency: opts.concurrency ?? 4 });
-          fetchedObjects += entries.length;
-          fetchedBytes += entries.reduce((s, e) => s + e.size, 0);
-        }
+        for (const entries of byPack.values()) for (const e of entries) expected.add(digestHex(e.digest));
       }
       opts.onProgress?.({ layer: layer.digest, phase: 'layout' });
       const tmp = join(store.layersDir, `.tmp-${process.pid}-${randomBytes(6).toString('hex')}`);
+      await mkdir(tmp, { mode: 0o700 });
+      // One helper process does the lay-out's file-system calls and writes the fetched objects.
+      const stream = await FsmetaStream.start(tmp).catch(async (e: unknown) => {
+        await rm(tmp, { recursive: true, force: true });
+        throw e;
+      });
       try {
+        if (expected.size > 0) {
+          // The lay-out starts at once and waits per object, so fetching and laying out overlap.
+          fetching = (async () => {
+            for (const [pack, entries] of byPack) {
+              await fetchObjects(reg, pack, entries, staging, {
+                concurrency: opts.concurrency ?? 4,
+                privateDest: true,
+                sink: stream,
+                onObject: (d) => arrivals.arrive(digestHex(d)),
+              });
+              fetchedObjects += entries.length;
+              fetchedBytes += entries.reduce((s, e) => s + e.size, 0);
+            }
+          })();
+          fetching.then(
+            () => arrivals.fail(new Error(`layer ${layer.digest}: the fetch ended without an object the lay-out needs`)),
+            (e: unknown) => arrivals.fail(e),
+          );
+        }
         await materialize(store, readManifest(manifestPath, `layer ${layer.digest}`), tmp, {
           idShift,
           share: true,
           whiteouts: process.getuid?.() === 0 ? 'chardev' : 'xattr',
           overlayXattrNs: 'user',
-          staging,
+          staging: { path: (hex) => privateObjectPath(staging, hex), hexes: expected, ready: (hex) => arrivals.wait(hex) },
+          repeated,
+          stream,
         });
+        await fetching;
+        await stream.close();
         await rename(tmp, dir);
       } catch (e) {
+        await fetching.catch(() => undefined);
+        await stream.abort();
         await rm(tmp, { recursive: true, force: true });
         throw e;
       }
       return dir;
     } finally {
+      await fetching.catch(() => undefined);
       await rm(staging, { recursive: true, force: true });
     }
   });
@@ -133,25 +170,18 @@ export async function ensureManifest(reg: Registry, store: StorePaths, layer: La
   return path;
 }
 
-/** Objects a manifest needs that the store has neither staged nor in its link pool. */
-async function missingObjects(store: StorePaths, manifestPath: string): Promise<Set<Digest>> {
+/** Contents the store's pool lacks (sync: one tiny call per content, where a thread-pool round trip each costs more than the call). */
+function missingObjects(store: StorePaths, contents: Set<string>): Set<Digest> {
   const missing = new Set<Digest>();
-  const seen = new Set<Digest>();
-  for await (const e of readManifest(manifestPath, manifestPath)) {
-    if (e.type !== 'file' || seen.has(e.digest)) continue;
-    seen.add(e.digest);
-    // sync: one tiny call per content, where a thread-pool round trip each costs more than the call
-    if (!hasEntries(store.linkDir(e.digest))) missing.add(e.digest);
+  const empty = !lstatSync(store.linksDir, { throwIfNoEntry: false })?.isDirectory();
+  for (const hex of contents) {
+    if (empty) {
+      missing.add(`sha256:${hex}`);
+      continue;
+    }
+    if (!lstatSync(store.poolPrimary(hex), { throwIfNoEntry: false })?.isFile()) missing.add(`sha256:${hex}`);
   }
   return missing;
-}
-
-function hasEntries(dir: string): boolean {
-  try {
-    return readdirSync(dir).length > 0;
-  } catch {
-    return false;
-  }
 }
 
 async function writeAtomic(store: StorePaths, path: string, data: string): Promise<void> {

@@ -3,7 +3,7 @@
  * only blobs that exist. Reports problems instead of stopping at the first.
  */
 import { createHash } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { lstat, mkdtemp, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { type Digest, DigestSchema, sha256File } from '../cas/digest.js';
 import { errorMessage } from '../errors.js';
@@ -93,12 +93,19 @@ export async function verifyRegistry(reg: Registry, scratchDir: string, onProgre
 export async function verifyStore(store: StorePaths, onProgress?: (what: string) => void): Promise<{ storeFiles: number; problems: Problem[] }> {
   const problems: Problem[] = [];
   let storeFiles = 0;
-  for (const hex of await list(store.linksDir)) {
-    for (const n of await list(join(store.linksDir, hex))) {
-      storeFiles++;
-      const p = join(store.linksDir, hex, n);
-      const { digest } = await sha256File(p);
-      if (digest !== `sha256:${hex}`) problems.push({ kind: 'corrupt-store', subject: p, detail: `content hashes to ${digest}` });
+  const checkPooled = async (p: string, hex: string): Promise<void> => {
+    storeFiles++;
+    const { digest } = await sha256File(p);
+    if (digest !== `sha256:${hex}`) problems.push({ kind: 'corrupt-store', subject: p, detail: `content hashes to ${digest}` });
+  };
+  for (const name of await list(store.linksDir)) {
+    const p = join(store.linksDir, name);
+    // links/<hex> and links/<hex>.<key>; older stores: links/<hex>/<key>
+    const hex = name.slice(0, 64);
+    if ((await lstat(p).catch(() => null))?.isDirectory()) {
+      for (const n of await list(p)) await checkPooled(join(p, n), hex);
+    } else {
+      await checkPooled(p, hex);
     }
   }
   for (const hex of await list(store.objectsDir)) {
