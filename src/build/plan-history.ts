@@ -5,7 +5,6 @@
  * their keys). Only local sources are asked; a repository whose commits share no history, or that
  * is remote, gets no shared store.
  */
-import { execa } from 'execa';
 import type { LocatedRow } from '../dataset/row.js';
 import type { RepoSource } from '../recipe/schema.js';
 
@@ -21,6 +20,7 @@ export async function computeHistoryBases(rows: readonly LocatedRow[], repoSourc
     const src = repoSource(repo);
     if ('url' in src) continue;
     const dir = 'path' in src ? src.path : src.mirror;
+    const { execa } = await import('execa'); // on first use: it costs ~160 ms of a CLI start
     const r = await execa('git', ['-C', dir, 'merge-base', '--octopus', ...[...set].sort()], {
       env: { GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null', LC_ALL: 'C' },
       reject: false,

@@ -5,7 +5,6 @@
  * Remote (URL) sources are not checked here; the checkout reports them.
  */
 import { access } from 'node:fs/promises';
-import { execa } from 'execa';
 import { repoSourceLocation } from '../recipe/checkout.js';
 import type { BuildPlan } from './plan.js';
 
@@ -35,6 +34,7 @@ export async function preflightRepos(plan: BuildPlan): Promise<PreflightProblem[
       for (const i of items) problems.push({ id: i.id, message: `${i.where}: repository ${repo} does not exist (make a mirror: git clone --mirror <url> ${repo})` });
       continue;
     }
+    const { execa } = await import('execa'); // on first use: it costs ~160 ms of a CLI start
     const r = await execa('git', ['-C', repo, 'cat-file', '--batch-check'], {
       input: items.map((i) => `${i.commit}^{commit}`).join('\n') + '\n',
       env: { GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null', LC_ALL: 'C' },

@@ -9,7 +9,6 @@
  */
 import { cp, mkdir, mkdtemp, readdir, rename, rm, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
-import { execa, ExecaError } from 'execa';
 import { InvalidInputError, MinisandboxError, NotFoundError } from '../errors.js';
 import { isErrno } from '../util/fs.js';
 import type { InstanceRecipe, RepoSource } from './schema.js';
@@ -42,6 +41,8 @@ export function repoSourceLocation(s: RepoSource): string {
 
 /** Host git, isolated from the host's global and system config so results do not vary by machine. */
 async function git(args: string[], cwd?: string): Promise<string> {
+  // Loaded on first use: execa costs ~160 ms of every CLI start, and most commands never run git.
+  const { execa, ExecaError } = await import('execa');
   try {
     const r = await execa('git', args, {
       cwd,

@@ -3,7 +3,6 @@
  * messages that name the file and the field path, e.g. `recipes/demo/env.yaml: commands[2]: expected string`.
  */
 import { readFile } from 'node:fs/promises';
-import { isMap, isScalar, parseDocument, visit } from 'yaml';
 import type { z } from 'zod';
 import { InvalidInputError, NotFoundError } from '../errors.js';
 import { isErrno } from '../util/fs.js';
@@ -13,7 +12,9 @@ import { isErrno } from '../util/fs.js';
  * (a SWE-bench version, an env value) would otherwise become the number 1 and then "1", and
  * `mode: 0644` the decimal 644. No input format here wants a YAML number; schemas parse strings.
  */
-export function parseStructured(text: string, file: string): unknown {
+export async function parseStructured(text: string, file: string): Promise<unknown> {
+  // Loaded on first use: yaml costs ~50 ms of every CLI start, and only builds read YAML.
+  const { isMap, isScalar, parseDocument, visit } = await import('yaml');
   const doc = parseDocument(text, { prettyErrors: true, uniqueKeys: true });
   if (doc.errors.length > 0) {
     const e = doc.errors[0]!;

@@ -53,7 +53,6 @@ class ServedHolder implements HolderHandle {
     readonly id: string,
     readonly pid: number,
     readonly initPid: number,
-    private readonly server: LauncherServer,
   ) {}
   get exited(): Promise<void> {
     return this.latch.promise;
@@ -196,7 +195,7 @@ export class LauncherServer {
       p?.onClose();
     } else if (kind === 'R') {
       const p = this.pending.get(id);
-      const holder = new ServedHolder(id, Number(a), Number(b), this);
+      const holder = new ServedHolder(id, Number(a), Number(b));
       if (p === undefined) {
         // Timed out meanwhile: already asked to die.
         this.kill(id);
@@ -269,7 +268,7 @@ export class ServedProcess extends EventEmitter {
 
   constructor(
     readonly id: string,
-    private readonly server: LauncherServer,
+    server: LauncherServer,
     withStdin: boolean,
   ) {
     super();

@@ -11,7 +11,7 @@ import { z } from 'zod';
 import { InvalidInputError } from '../errors.js';
 import { isErrno } from '../util/fs.js';
 import { removeCgroup, unthrottle } from './cgroup.js';
-import { processStartTime, sameProcessAlive, trySignal } from './proc.js';
+import { sameProcessAlive, trySignal } from './proc.js';
 import { IdMapSchema, type IdMap } from './subid.js';
 
 export const SANDBOX_ID_RE = /^[a-z0-9][a-z0-9-]{0,63}$/;

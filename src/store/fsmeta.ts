@@ -1,50 +1,13 @@
 /**
- * Bulk file-system calls through native/fsmeta.c (see there for why it exists).
- * The helper is compiled on first use with the system C compiler (the same one npm uses
- * for zstd-napi), into native/build/ under a name carrying a hash of its source (an edited
- * source never runs a stale binary), via a temporary name so racing compilers are harmless.
+ * Bulk file-system calls through native/fsmeta.c (see there for why it exists), compiled on
+ * first use (util/native.ts).
  */
-import { type ChildProcess, execFile, spawn } from 'node:child_process';
-import { createHash, randomBytes } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
-import { access, mkdir, rename, rm } from 'node:fs/promises';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
-import { HostCapabilityError, MinisandboxError } from '../errors.js';
-
-/** native/ at the package root: two levels up from src/store/, one from the bundled dist/. */
-const here = dirname(fileURLToPath(import.meta.url));
-const nativeDir = [join(here, '..', '..', 'native'), join(here, '..', 'native')].find((d) => existsSync(join(d, 'fsmeta.c'))) ?? join(here, '..', '..', 'native');
-
-let compiled: Promise<string> | undefined;
+import { type ChildProcess, spawn } from 'node:child_process';
+import { MinisandboxError } from '../errors.js';
+import { nativeHelper } from '../util/native.js';
 
 export function fsmetaPath(): Promise<string> {
-  compiled ??= compile();
-  return compiled;
-}
-
-async function compile(): Promise<string> {
-  const source = join(nativeDir, 'fsmeta.c');
-  const tag = createHash('sha256').update(readFileSync(source)).digest('hex').slice(0, 12);
-  const helperPath = join(nativeDir, 'build', `fsmeta-${tag}`);
-  try {
-    await access(helperPath);
-    return helperPath;
-  } catch {
-    // compile below
-  }
-  await mkdir(dirname(helperPath), { recursive: true });
-  const tmp = `${helperPath}.${process.pid}.${randomBytes(4).toString('hex')}`;
-  try {
-    await promisify(execFile)('cc', ['-O2', '-o', tmp, source]);
-    await rename(tmp, helperPath);
-  } catch (e) {
-    await rm(tmp, { force: true });
-    compiled = undefined;
-    throw new HostCapabilityError(`cannot compile native/fsmeta.c: ${(e as Error).message}`, 'install a C compiler (Debian: apt-get install gcc) and retry');
-  }
-  return helperPath;
+  return nativeHelper('fsmeta');
 }
 
 type Path = string | Buffer;

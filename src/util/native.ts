@@ -1,12 +1,13 @@
 /**
  * Small native helpers (native/<name>.c) compiled on first use with the system C compiler (the
- * same one npm uses for zstd-napi) into native/build/<name>. Compiled under a temporary name and
- * renamed, so racing processes are harmless; rebuilt when the source is newer than the binary.
+ * same one npm uses for zstd-napi) into native/build/<name>-<hash of the source>: an edited source
+ * never runs a stale binary. Compiled under a temporary name and renamed, so racing processes are
+ * harmless.
  */
 import { execFile } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { randomBytes } from 'node:crypto';
-import { mkdir, rename, rm, stat } from 'node:fs/promises';
+import { access, mkdir, readFile, rename, rm } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
@@ -16,20 +17,17 @@ import { HostCapabilityError } from '../errors.js';
 const here = dirname(fileURLToPath(import.meta.url));
 const nativeDir = [join(here, '..', '..', 'native'), join(here, '..', 'native')].find((d) => existsSync(d)) ?? join(here, '..', '..', 'native');
 
-async function mtimeMs(path: string): Promise<number | undefined> {
-  try {
-    return (await stat(path)).mtimeMs;
-  } catch {
-    return undefined;
-  }
-}
-
 /** Path of the compiled helper `name`, compiling native/<name>.c first if needed. */
 export async function nativeHelper(name: string): Promise<string> {
   const source = join(nativeDir, `${name}.c`);
-  const binary = join(nativeDir, 'build', name);
-  const [src, bin] = await Promise.all([mtimeMs(source), mtimeMs(binary)]);
-  if (bin !== undefined && (src === undefined || bin >= src)) return binary;
+  const tag = createHash('sha256').update(await readFile(source)).digest('hex').slice(0, 12);
+  const binary = join(nativeDir, 'build', `${name}-${tag}`);
+  try {
+    await access(binary);
+    return binary;
+  } catch {
+    // compile below
+  }
   await mkdir(dirname(binary), { recursive: true });
   const tmp = `${binary}.${process.pid}.${randomBytes(4).toString('hex')}`;
   try {
