@@ -113,6 +113,7 @@ export class LauncherServer {
   start(args: string[], timeoutMs: number): Promise<HolderStart> {
     if (this.dead) return Promise.resolve({ ok: false, status: null, stderr: `the sandbox launcher server is gone: ${this.stderr.trim()}` });
     const id = `h${++this.seq}`;
+    checkFields(args); // before anything is registered: a refusal must leave no timer behind
     return new Promise((resolve) => {
       const timer = setTimeout(() => {
         this.pending.delete(id);
@@ -136,6 +137,7 @@ export class LauncherServer {
    */
   exec(args: string[], opts: { stdin: boolean }): ServedProcess {
     const id = `x${++this.seq}`;
+    checkFields(args);
     const proc = new ServedProcess(id, this, opts.stdin);
     if (this.dead) {
       queueMicrotask(() => proc.onGone(`the sandbox launcher server is gone: ${this.stderr.trim()}`));
@@ -155,9 +157,7 @@ export class LauncherServer {
   }
 
   private send(fields: string[]): void {
-    for (const f of fields) {
-      if (f.includes('\0')) throw new MinisandboxError('SANDBOX_START', 'a sandbox argument contains a NUL byte', { hint: 'paths, hostnames, workdirs, commands and environment variables cannot contain NUL' });
-    }
+    checkFields(fields);
     this.child.stdin!.write(`${fields.length}\0${fields.join('\0')}\0`);
   }
 
@@ -245,6 +245,13 @@ export class LauncherServer {
       if (want) h.ref();
       else h.unref();
     }
+  }
+}
+
+/** Fields are NUL-terminated on the wire. */
+function checkFields(fields: string[]): void {
+  for (const f of fields) {
+    if (f.includes('\0')) throw new MinisandboxError('SANDBOX_START', 'a sandbox argument contains a NUL byte', { hint: 'paths, hostnames, workdirs, commands and environment variables cannot contain NUL' });
   }
 }
 

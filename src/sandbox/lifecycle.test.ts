@@ -45,6 +45,9 @@ describe('sandbox lifecycle', () => {
       const bad = await sb.exec('true', { workdir: '/does/not/exist' });
       expect(bad.status).toBe('infra_error');
       expect(bad.error).toMatch(/cannot enter workdir/);
+      // An argument the wire cannot carry is refused up front, and the sandbox stays usable.
+      await expect(sb.exec(['echo', 'a\0b'])).rejects.toThrow(/NUL byte/);
+      expect((await sb.exec(['echo', 'still'])).stdout).toBe('still\n');
     } finally {
       await sb.destroy();
     }
