@@ -988,11 +988,16 @@ static void start_exec(struct xjob *j, int want_stdin, int nargs, char **args, p
     parse_args(&o, n + 2, argv);
     int stdin_fd = want_stdin ? in[0] : open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (stdin_fd < 0) die("open /dev/null");
+    int fds[4] = {high_dup(stdin_fd), high_dup(out[1]), high_dup(err[1]), high_dup(st[1])};
+    for (int i = 0; i < 4; i++)
+      if (dup2(fds[i], i) < 0) die("dup2");
+    syscall(SYS_close_range, 4, ~0U, 0);
+    /* After the stdio is the command's: a sandbox that is gone is reported on its stderr. */
     int pidns = o.init > 0 ? open_ns(o.init, "pid") : -1;
-    int fds[5] = {high_dup(stdin_fd), high_dup(out[1]), high_dup(err[1]), high_dup(st[1]), pidns >= 0 ? high_dup(pidns) : -1};
-    for (int i = 0; i < 5; i++)
-      if (fds[i] >= 0 && dup2(fds[i], i) < 0) die("dup2");
-    syscall(SYS_close_range, 5, ~0U, 0);
+    if (pidns >= 0 && pidns != 4) {
+      if (dup2(pidns, 4) < 0) die("dup2");
+      close(pidns);
+    }
     o.status_fd = 3;
     o.pidns_fd = pidns >= 0 ? 4 : -1;
     _exit(enter_main(&o));
