@@ -7,7 +7,7 @@
  * - registryBytes: what the registry really holds (compressed packs, manifests, indexes, configs).
  * All byte figures are uncompressed file bytes except registryBytes.
  */
-import { Readable } from 'node:stream';
+import { pipeline, Readable } from 'node:stream';
 import { z } from 'zod';
 import { type Digest, verifyDigest } from '../cas/digest.js';
 import { readManifest } from '../layer/capture.js';
@@ -15,6 +15,8 @@ import type { EnvConfig } from '../layer/env.js';
 import { envClosure } from '../registry/closure.js';
 import type { Registry } from '../registry/registry.js';
 import { DecompressStream } from 'zstd-napi';
+import { DigestMismatchError } from '../errors.js';
+import { HashTap, MAX_MANIFEST_BYTES } from '../store/zstdfile.js';
 
 export const AuditRefSchema = z.object({
   ref: z.string(),
@@ -71,10 +73,15 @@ export async function audit(reg: Registry, opts: { includeInternal?: boolean } =
   for (const l of layers.values()) {
     const blob = await reg.getBlob(l.manifest);
     verifyDigest(`manifest of layer ${l.digest}`, l.manifest, blob);
-    const plain = Readable.from([blob]).pipe(new DecompressStream());
+    // Bounded and verified like a pull's: a hostile registry can neither blow up the audit nor
+    // pass off another manifest as this layer's.
+    const tap = new HashTap(MAX_MANIFEST_BYTES);
+    const plain = pipeline(Readable.from([blob]), new DecompressStream(), tap, () => undefined);
     for await (const e of readManifest(plain, `layer ${l.digest}`)) {
       if (e.type === 'file') objects.set(e.digest, e.size);
     }
+    const actual = tap.digest();
+    if (actual !== l.digest) throw new DigestMismatchError(`manifest of layer ${l.digest}`, l.digest, actual);
   }
   let registryBytes = 0;
   for await (const b of reg.listBlobs()) registryBytes += b.size;

@@ -4,7 +4,8 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { makeRandomTree } from '../../test/helpers/trees.js';
 import { audit } from '../audit/audit.js';
-import { digestHex } from '../cas/digest.js';
+import { digestHex, sha256 } from '../cas/digest.js';
+import type { EnvConfig } from '../layer/env.js';
 import { gcRegistry } from '../registry/gc.js';
 import { LocalRegistry } from '../registry/local.js';
 import { gcStore } from './gc.js';
@@ -125,5 +126,23 @@ describe('audit', () => {
     expect(r.totals.uniqueContentBytes).toBeLessThanOrEqual(r.totals.dockerStyleBytes);
     expect(r.totals.registryBytes).toBeGreaterThan(0);
     expect(r.totals.registryToLogical).toBeCloseTo(r.totals.registryBytes / r.totals.logicalBytes, 10);
+  });
+
+  it('refuses a layer whose manifest is not the one its digest names', async () => {
+    const reg = new LocalRegistry(join(work, 'r4'));
+    const store = new StorePaths(join(work, 's4'));
+    mkdirSync(join(work, 'a4'));
+    makeRandomTree(join(work, 'a4'), 41, 30);
+    mkdirSync(join(work, 'b4'));
+    makeRandomTree(join(work, 'b4'), 42, 30);
+    const a = await pushTree(reg, store, join(work, 'a4'), { tag: 'x/a' });
+    const b = await pushTree(reg, store, join(work, 'b4'), { tag: 'x/b' });
+    // A hostile config: layer a's identity, with layer b's (intact, correctly named) manifest blob.
+    const env = JSON.parse((await reg.getBlob(a.env)).toString('utf8')) as EnvConfig;
+    const forged = Buffer.from(JSON.stringify({ ...env, layers: [{ ...env.layers[0]!, manifest: b.layer.manifest }] }));
+    await reg.putBlob(sha256(forged), forged);
+    await reg.deleteRef('x/b');
+    await reg.putRef('x/a', sha256(forged));
+    await expect(audit(reg)).rejects.toThrow(new RegExp(`manifest of layer ${a.layer.digest}: expected`));
   });
 });

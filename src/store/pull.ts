@@ -24,7 +24,7 @@ import { FsmetaStream } from './fsmeta.js';
 import { materialize } from './materialize.js';
 import type { StorePaths } from './paths.js';
 import { resolveEnv } from './push.js';
-import { decompressVerified } from './zstdfile.js';
+import { decompressVerified, MAX_MANIFEST_BYTES } from './zstdfile.js';
 
 export interface PullOptions {
   idShift?: number;
@@ -42,7 +42,6 @@ export interface PulledEnv {
 }
 
 /** A manifest bigger than this (uncompressed) is refused: 1 GiB covers tens of millions of files. */
-const MAX_MANIFEST_BYTES = 1 << 30;
 
 export async function pullEnv(reg: Registry, store: StorePaths, refOrDigest: string, opts: PullOptions = {}): Promise<PulledEnv> {
   const { digest, config } = await resolveEnv(reg, refOrDigest);

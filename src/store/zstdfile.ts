@@ -7,7 +7,11 @@ import { CompressStream, DecompressStream } from 'zstd-napi';
 import type { Digest } from '../cas/digest.js';
 import { DigestMismatchError, InvalidInputError } from '../errors.js';
 
-class HashTap extends Transform {
+/** Decompressed manifests larger than this are refused (a zstd bomb in a hostile registry). */
+export const MAX_MANIFEST_BYTES = 1 << 30;
+
+/** Passes bytes through, hashing and counting them; past `limit` it fails the stream. */
+export class HashTap extends Transform {
   readonly hash = createHash('sha256');
   bytes = 0;
   constructor(private readonly limit = Number.POSITIVE_INFINITY) {
