@@ -77,10 +77,15 @@ export function overlayLowerOption(lowerDirs: string[]): string {
   return [...lowerDirs].reverse().join(':');
 }
 
+/** The launcher command line of a holder, spawned directly (forks). */
 export function holderCommand(s: HolderSpec): string[] {
+  return [s.launcher, 'holder', ...holderArgs(s)];
+}
+
+/** The arguments of `sandbox-launch holder` (also what the launcher server takes to start one). */
+export function holderArgs(s: HolderSpec): string[] {
   const { idMap } = s;
   return [
-    s.launcher, 'holder',
     ...rlimitArgs(s.rlimits),
     ...cgroupArgs(s.cgroupProcs),
     '--uid-map', `${idMap.uidStart}:${idMap.count}`,
@@ -121,12 +126,17 @@ export interface EnterSpec {
 export const ENTER_STATUS_FD = 3;
 export const ENTER_PIDNS_FD = 4;
 
+/** The launcher command line of a command, spawned directly (the interactive shell). */
 export function enterCommand(s: EnterSpec): string[] {
+  return [s.launcher, 'enter', ...enterArgs(s)];
+}
+
+/** The arguments of `sandbox-launch enter` (also what the launcher server takes to run one). */
+export function enterArgs(s: EnterSpec): string[] {
   const env: string[] = [];
   for (const [k, v] of Object.entries({ PATH: DEFAULT_PATH, HOME: '/root', ...s.env })) env.push('--env', `${k}=${v}`);
   const user = s.user === undefined || (s.user.uid === 0 && s.user.gid === 0) ? [] : ['--user', `${s.user.uid}:${s.user.gid}`];
   return [
-    s.launcher, 'enter',
     ...rlimitArgs(s.rlimits),
     ...cgroupArgs(s.cgroupProcs),
     '--holder', String(s.holderPid),

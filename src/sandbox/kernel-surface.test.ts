@@ -50,6 +50,7 @@ int main(void) {
 const SYSCALL_PROBE = `
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 static void probe(const char *name, long nr) {
@@ -57,7 +58,7 @@ static void probe(const char *name, long nr) {
   long r = syscall(nr, 0, 0, 0, 0, 0);
   printf("%s %ld %d\\n", name, r, r < 0 ? errno : 0);
 }
-int main(void) {
+int main(int argc, char **argv) {
   probe("keyctl", SYS_keyctl);
   probe("bpf", SYS_bpf);
   probe("perf_event_open", SYS_perf_event_open);
@@ -66,6 +67,12 @@ int main(void) {
   probe("open_by_handle_at", SYS_open_by_handle_at);
   probe("fsopen", SYS_fsopen);
   probe("getppid", SYS_getppid);
+  /* With a pid: try to attach to it (only ever run inside the sandbox). */
+  if (argc > 1) {
+    errno = 0;
+    long r = syscall(SYS_ptrace, 16 /* PTRACE_ATTACH */, atoi(argv[1]), 0, 0);
+    printf("ptrace %ld %d\\n", r, r < 0 ? errno : 0);
+  }
   return 0;
 }
 `;
@@ -132,11 +139,13 @@ describe('keyrings', () => {
     const stateDir = await freshStateDir();
     const sb = await createSandbox({ lowerDirs: [await busyboxLower(host.idMap), probeLayer], stateDir }, { host });
     try {
-      const o = await sb.exec(['/opt/syscalls']);
+      // pid 1 here is the command's own init: privileged in the sandbox and not dumpable.
+      const o = await sb.exec(['/opt/syscalls', '1']);
       const lines = o.stdout.trim().split('\n');
-      expect(lines).toHaveLength(8);
+      expect(lines).toHaveLength(9);
       for (const l of lines.slice(0, 7)) expect(l).toMatch(/^\S+ -1 1$/);
       expect(lines[7]).toMatch(/^getppid \d+ 0$/);
+      expect(lines[8]).toBe('ptrace -1 1');
     } finally {
       await sb.destroy();
     }

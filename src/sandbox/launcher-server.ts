@@ -11,7 +11,8 @@ import { EventEmitter } from 'node:events';
 import type { Socket } from 'node:net';
 import { PassThrough, Writable, type Readable } from 'node:stream';
 import { MinisandboxError } from '../errors.js';
-import { HOST_PATH } from './commands.js';
+import { enterArgs, HOST_PATH, type EnterSpec } from './commands.js';
+import { trySignal } from './proc.js';
 
 export interface HolderHandle {
   readonly pid: number;
@@ -67,13 +68,8 @@ class ServedHolder implements HolderHandle {
     if (this.latch.done) return;
     // Directly, not through the server: one scheduling hop less on every destroy. The holder is
     // the server's unreaped child until its exit is reported, so its pid cannot have been reused.
-    for (const pid of [this.initPid, this.pid]) {
-      try {
-        process.kill(pid, 'SIGKILL');
-      } catch {
-        // gone already
-      }
-    }
+    trySignal(this.initPid, 'SIGKILL');
+    trySignal(this.pid, 'SIGKILL');
   }
 }
 
@@ -303,13 +299,8 @@ export class ServedProcess extends EventEmitter {
       this.pendingSignal = signal;
       return true;
     }
-    try {
-      // Still the server's unreaped child until its exit is reported: the pid cannot be reused.
-      process.kill(this.pid, signal);
-      return true;
-    } catch {
-      return false;
-    }
+    // Still the server's unreaped child until its exit is reported: the pid cannot be reused.
+    return trySignal(this.pid, signal) === 'ok';
   }
 
   /** @internal */
@@ -344,6 +335,11 @@ export class ServedProcess extends EventEmitter {
   }
 }
 
+/** Runs an enter spec (a command or session shell) through the runtime's launcher server. */
+export function enterServed(spec: EnterSpec, opts: { stdin: boolean }): ServedProcess {
+  return launcherServer(spec.launcher).exec(enterArgs(spec), opts);
+}
+
 /**
  * The process-wide server for a launcher binary. A process resource like a connection pool: one
  * per runtime process is the point (a server per sandbox would be a spawn per sandbox again).
@@ -374,11 +370,7 @@ export function spawnedHolder(child: ChildProcess, initPid: number): HolderHandl
     onExit: (cb) => latch.on(cb),
     kill: () => {
       child.stdin?.destroy();
-      try {
-        process.kill(initPid, 'SIGKILL');
-      } catch {
-        // gone
-      }
+      trySignal(initPid, 'SIGKILL');
       child.kill('SIGKILL');
     },
   };

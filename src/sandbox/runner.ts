@@ -1,10 +1,10 @@
 /**
- * Runs one command inside a sandbox (through enterCommand) with a wall-clock timeout and capped
+ * Runs one command inside a sandbox (through the launcher's `enter`) with a wall-clock timeout and capped
  * output, and classifies how it ended.
  */
 import { readFile } from 'node:fs/promises';
-import { enterCommand, WORKDIR_FAILURE, type EnterSpec } from './commands.js';
-import { launcherServer } from './launcher-server.js';
+import { WORKDIR_FAILURE, type EnterSpec } from './commands.js';
+import { enterServed } from './launcher-server.js';
 import { oomKills } from './cgroup.js';
 import { sameProcessAlive, trySignal } from './proc.js';
 import { CappedBuffer, signalFromExitCode, type CommandOutcome } from './outcome.js';
@@ -25,7 +25,6 @@ export interface RawOutcome {
 
 export async function runInSandbox(spec: EnterSpec, opts: RunOptions): Promise<RawOutcome> {
   const started = performance.now();
-  const argv = enterCommand(spec);
   if (!sameProcessAlive(spec.initPid, undefined)) return infra(started, `sandbox is not running (its init, pid ${spec.initPid}, is gone)`);
   const oomBefore = await oomKills(opts.oomFile);
   const stdout = new CappedBuffer(opts.maxOutputBytes);
@@ -33,9 +32,8 @@ export async function runInSandbox(spec: EnterSpec, opts: RunOptions): Promise<R
   let status = '';
   let timedOut = false;
   let aborted = false;
-  // argv is [launcher, 'enter', ...]: the launcher server runs the same enter code, sparing the
-  // runtime a fork of itself per command.
-  const child = launcherServer(spec.launcher).exec(argv.slice(2), { stdin: opts.stdin !== undefined });
+  // Through the launcher server: no fork of the runtime itself per command.
+  const child = enterServed(spec, { stdin: opts.stdin !== undefined });
   child.stdout!.on('data', (c: Buffer) => stdout.push(c));
   child.stderr!.on('data', (c: Buffer) => stderr.push(c));
   const statusPipe = child.stdio[3] as NodeJS.ReadableStream;

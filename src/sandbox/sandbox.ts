@@ -10,7 +10,7 @@ import { z } from 'zod';
 import { InvalidInputError, MinisandboxError } from '../errors.js';
 import { RuntimeConfigSchema, type RuntimeConfig } from '../layer/env.js';
 import { createSandboxCgroup, removeCgroup, unthrottle, type SandboxCgroup } from './cgroup.js';
-import { DEFAULT_CAPS, forkSourceTarCommand, holderCommand, HOST_PATH, type EnterSpec, type Rlimits } from './commands.js';
+import { DEFAULT_CAPS, forkSourceTarCommand, holderArgs, holderCommand, HOST_PATH, type EnterSpec, type HolderSpec, type Rlimits } from './commands.js';
 import { launcherServer, spawnedHolder, type HolderHandle } from './launcher-server.js';
 import { probeHost, type HostInfo } from './host.js';
 import { DEFAULT_MAX_OUTPUT_BYTES, type CommandOutcome } from './outcome.js';
@@ -393,7 +393,7 @@ async function startSandbox(opts: ParsedOptions, hooks: CreateHooks, forkFrom: S
       nproc: unenforced.includes('pids') ? opts.limits.pids : undefined,
       asBytes: unenforced.includes('memoryBytes') ? opts.limits.memoryBytes : undefined,
     };
-    const argv = holderCommand({
+    const spec: HolderSpec = {
       launcher: host.tools.launcher,
       idMap: host.idMap,
       upperDir,
@@ -409,13 +409,13 @@ async function startSandbox(opts: ParsedOptions, hooks: CreateHooks, forkFrom: S
       // of the creating user (the runtime's own threads included); commands get it on entry instead.
       rlimits: { ...rlimits, nproc: undefined },
       cgroupProcs: cgroup?.procsFiles ?? [],
-    });
+    };
     if (forkFrom === undefined) {
-      // argv is [launcher, 'holder', ...args]: the server runs the same holder code.
-      const r = await launcherServer(host.tools.launcher).start(argv.slice(2), 30_000);
+      const r = await launcherServer(host.tools.launcher).start(holderArgs(spec), 30_000);
       if (!r.ok) throw new SandboxStartError(`sandbox holder exited (status ${r.status ?? 'none'}) before the sandbox was ready: ${r.stderr.trim().slice(-800) || 'no error output'}`, startHint(r.stderr));
       holder = r.holder;
     } else {
+      const argv = holderCommand(spec);
       spawned = spawn(argv[0]!, argv.slice(1), { stdio: ['pipe', 'pipe', 'pipe', 'pipe', 'pipe'], env: { PATH: HOST_PATH } });
       spawned.stdin!.on('error', () => undefined);
       await streamUpper(forkFrom, spawned);

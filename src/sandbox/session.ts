@@ -5,8 +5,8 @@
  * the shell; if the shell itself is stuck or gone it is restarted and the next command says so.
  */
 import { randomBytes } from 'node:crypto';
-import { enterCommand, type EnterSpec } from './commands.js';
-import { launcherServer, type ServedProcess } from './launcher-server.js';
+import type { EnterSpec } from './commands.js';
+import { enterServed, type ServedProcess } from './launcher-server.js';
 import { oomKills } from './cgroup.js';
 import { DEFAULT_MAX_OUTPUT_BYTES, SentinelScanner, signalFromExitCode, type CommandOutcome } from './outcome.js';
 import { descendantsOf, sameProcessAlive, trySignal } from './proc.js';
@@ -78,9 +78,8 @@ export class Session {
 
   private start(): ServedProcess {
     const spec = this.spec();
-    const argv = enterCommand({ ...spec, argv: SHELL_ARGV });
     if (!sameProcessAlive(spec.initPid, undefined)) throw new MinisandboxError('SANDBOX_DESTROYED', `the sandbox is not running (its init, pid ${spec.initPid}, is gone)`, { hint: 'create a new sandbox' });
-    const child = launcherServer(spec.launcher).exec(argv.slice(2), { stdin: true });
+    const child = enterServed({ ...spec, argv: SHELL_ARGV }, { stdin: true });
     child.stdin!.on('error', () => undefined);
     child.stdout!.on('data', (c: Buffer) => this.onData('out', c));
     child.stderr!.on('data', (c: Buffer) => this.onData('err', c));
