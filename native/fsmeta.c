@@ -49,6 +49,16 @@ static char *field(FILE *in) {
   return bufs[slot];
 }
 
+/* A field inside a record: a record cut short is the runtime's bug, reported as such. */
+static char *arg(FILE *in) {
+  char *f = field(in);
+  if (f == NULL) {
+    fprintf(stderr, "fsmeta: truncated record\n");
+    exit(1);
+  }
+  return f;
+}
+
 static void fail(const char *op, const char *path) {
   fprintf(stderr, "fsmeta: %s %s: %s\n", op, path, strerror(errno));
   exit(1);
@@ -115,24 +125,20 @@ int main(int argc, char **argv) {
   static char inbuf[1 << 20];
   setvbuf(in, inbuf, _IOFBF, sizeof inbuf);
   while ((op = field(in)) != NULL) {
-    char *path = field(in);
-    if (path == NULL) { fprintf(stderr, "fsmeta: truncated record\n"); return 1; }
+    char *path = arg(in);
     switch (op[0]) {
     case 'O': {
-      char *u = field(in), *g = field(in);
-      if (!u || !g) { fprintf(stderr, "fsmeta: truncated record\n"); return 1; }
+      char *u = arg(in), *g = arg(in);
       if (lchown(path, (uid_t)strtoul(u, NULL, 10), (gid_t)strtoul(g, NULL, 10)) != 0) fail("chown", path);
       break;
     }
     case 'M': {
-      char *m = field(in);
-      if (!m) { fprintf(stderr, "fsmeta: truncated record\n"); return 1; }
+      char *m = arg(in);
       if (chmod(path, (mode_t)strtoul(m, NULL, 8)) != 0) fail("chmod", path);
       break;
     }
     case 'T': {
-      char *s = field(in), *ns = field(in);
-      if (!s || !ns) { fprintf(stderr, "fsmeta: truncated record\n"); return 1; }
+      char *s = arg(in), *ns = arg(in);
       struct timespec ts[2];
       ts[0].tv_sec = ts[1].tv_sec = (time_t)strtoll(s, NULL, 10);
       ts[0].tv_nsec = ts[1].tv_nsec = strtol(ns, NULL, 10);
@@ -140,11 +146,9 @@ int main(int argc, char **argv) {
       break;
     }
     case 'X': {
-      char *name = field(in);
-      if (!name) { fprintf(stderr, "fsmeta: truncated record\n"); return 1; }
+      char *name = arg(in);
       char *name_copy = strdup(name);
-      char *hex = field(in);
-      if (!hex) { fprintf(stderr, "fsmeta: truncated record\n"); return 1; }
+      char *hex = arg(in);
       size_t len = strlen(hex) / 2;
       unsigned char *val = malloc(len + 1);
       for (size_t i = 0; i < len; i++) {
@@ -158,34 +162,29 @@ int main(int argc, char **argv) {
       break;
     }
     case 'N': {
-      char *t = field(in), *m = field(in), *ma = field(in), *mi = field(in);
-      if (!t || !m || !ma || !mi) { fprintf(stderr, "fsmeta: truncated record\n"); return 1; }
+      char *t = arg(in), *m = arg(in), *ma = arg(in), *mi = arg(in);
       mode_t type = t[0] == 'c' ? S_IFCHR : t[0] == 'b' ? S_IFBLK : S_IFIFO;
       dev_t dev = makedev((unsigned)strtoul(ma, NULL, 10), (unsigned)strtoul(mi, NULL, 10));
       if (mknod(path, type | ((mode_t)strtoul(m, NULL, 8) & 07777), dev) != 0) fail("mknod", path);
       break;
     }
     case 'D': {
-      char *m = field(in);
-      if (!m) { fprintf(stderr, "fsmeta: truncated record\n"); return 1; }
+      char *m = arg(in);
       if (mkdir(path, (mode_t)strtoul(m, NULL, 8)) != 0) fail("mkdir", path);
       break;
     }
     case 'S': {
-      char *target = field(in);
-      if (!target) { fprintf(stderr, "fsmeta: truncated record\n"); return 1; }
+      char *target = arg(in);
       if (symlink(target, path) != 0) fail("symlink", path);
       break;
     }
     case 'L': {
-      char *src = field(in);
-      if (!src) { fprintf(stderr, "fsmeta: truncated record\n"); return 1; }
+      char *src = arg(in);
       if (link(src, path) != 0) fail("link", path);
       break;
     }
     case 'C': {
-      char *src = field(in);
-      if (!src) { fprintf(stderr, "fsmeta: truncated record\n"); return 1; }
+      char *src = arg(in);
       if (copy_file(src, path) != 0) fail("copy", path);
       break;
     }
@@ -195,8 +194,7 @@ int main(int argc, char **argv) {
       break;
     }
     case 'W': {
-      char *l = field(in);
-      if (!l) { fprintf(stderr, "fsmeta: truncated record\n"); return 1; }
+      char *l = arg(in);
       size_t len = (size_t)strtoull(l, NULL, 10);
       static char *data;
       static size_t cap;
@@ -218,8 +216,7 @@ int main(int argc, char **argv) {
       break;
     }
     case 'P': {
-      char *src = field(in), *pool = field(in);
-      if (!src || !pool) { fprintf(stderr, "fsmeta: truncated record\n"); return 1; }
+      char *src = arg(in), *pool = arg(in);
       if (link(src, path) != 0) fail("link", path);
       if (publish(src, pool) != 0) fail("publish", pool);
       break;
