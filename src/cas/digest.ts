@@ -1,10 +1,11 @@
-import { createHash } from 'node:crypto';
+import { createHash, hash as oneShotHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { z } from 'zod';
 import { DigestMismatchError, InvalidInputError } from '../errors.js';
 
 /** `sha256:<64 lowercase hex>`: the only digest algorithm, spelled as OCI does. */
-export const DigestSchema = z.string().regex(/^sha256:[0-9a-f]{64}$/, 'expected sha256:<64 hex digits>');
+export const DIGEST_RE = /^sha256:[0-9a-f]{64}$/;
+export const DigestSchema = z.string().regex(DIGEST_RE, 'expected sha256:<64 hex digits>');
 export type Digest = z.infer<typeof DigestSchema>;
 
 export function parseDigest(s: string): Digest {
@@ -19,7 +20,8 @@ export function digestHex(d: Digest): string {
 }
 
 export function sha256(data: Uint8Array | string): Digest {
-  return `sha256:${createHash('sha256').update(data).digest('hex')}`;
+  // One-shot crypto.hash (Node >= 20.12) skips a Hash object per call: it matters per small file.
+  return `sha256:${typeof oneShotHash === 'function' ? oneShotHash('sha256', data, 'hex') : createHash('sha256').update(data).digest('hex')}`;
 }
 
 export async function sha256File(path: string | Buffer): Promise<{ digest: Digest; size: number }> {

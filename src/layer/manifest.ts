@@ -4,7 +4,7 @@
  * captured twice gives the same digest whatever compressor stores the manifest.
  */
 import { z } from 'zod';
-import { DigestSchema, sha256 } from '../cas/digest.js';
+import { DIGEST_RE, DigestSchema, sha256 } from '../cas/digest.js';
 import { InvalidInputError } from '../errors.js';
 import { checkRelativePath, comparePaths } from './path.js';
 
@@ -129,7 +129,6 @@ export function parseEntryLine(line: string, lineNo: number, prevPath: string | 
  * shapes, odd numbers) goes to zod. Returns the parsed object itself: its keys are exactly the
  * schema's.
  */
-const DIGEST_RE = /^sha256:[0-9a-f]{64}$/;
 const MTIME_RE = /^-?\d{1,30}$/;
 
 function isCount(v: unknown, max: number): boolean {

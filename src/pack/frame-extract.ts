@@ -3,11 +3,11 @@
  * output bounded by the index's stated frame length, hashes each object while streaming, and
  * publishes it as `<destDir>/<hex>` by temp name + rename only when its digest matches.
  */
-import { createHash, hash as oneShotHash, randomBytes, type Hash } from 'node:crypto';
+import { createHash, randomBytes, type Hash } from 'node:crypto';
 import { mkdirSync, renameSync, writeFileSync } from 'node:fs';
 import { open, rename, rm, writeFile, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
-import { digestHex, type Digest } from '../cas/digest.js';
+import { digestHex, sha256, type Digest } from '../cas/digest.js';
 import { DigestMismatchError } from '../errors.js';
 import { CorruptPackError } from './errors.js';
 import type { PackIndexEntry } from './pack-index.js';
@@ -231,7 +231,7 @@ export class FrameExtractor {
   }
 
   private writeWhole(w: PackIndexEntry, data: Buffer): void {
-    const actual: Digest = `sha256:${sha256Hex(data)}`;
+    const actual = sha256(data);
     if (actual !== w.digest) throw new DigestMismatchError(`object ${w.digest} in pack ${this.pack}`, w.digest, actual);
     this.temps.publishSync(w.digest, data);
     this.onObject(w);
@@ -278,10 +278,6 @@ export class FrameExtractor {
 }
 
 /** One-shot hashing (Node >= 20.12) costs about half of a Hash object per small object. */
-function sha256Hex(data: Uint8Array): string {
-  return typeof oneShotHash === 'function' ? oneShotHash('sha256', data, 'hex') : createHash('sha256').update(data).digest('hex');
-}
-
 export function nameSome(digests: string[]): string {
   return digests.slice(0, 3).join(', ') + (digests.length > 3 ? ` and ${digests.length - 3} more` : '');
 }

@@ -8,7 +8,7 @@
  */
 import { z } from 'zod';
 import { compress } from 'zstd-napi';
-import { DigestSchema, sha256, type Digest } from '../cas/digest.js';
+import { DIGEST_RE, DigestSchema, sha256, type Digest } from '../cas/digest.js';
 import { DigestMismatchError, InvalidInputError } from '../errors.js';
 import { CorruptPackError } from './errors.js';
 import { decompressBounded } from './zstd-bounded.js';
@@ -125,7 +125,6 @@ export function parsePackIndex(bytes: Buffer, indexDigest: Digest): PackIndex {
   return validatePackIndex(r.data, indexDigest);
 }
 
-const DIGEST_RE = /^sha256:[0-9a-f]{64}$/;
 
 function isCount(v: unknown, min = 0): v is number {
   return typeof v === 'number' && Number.isSafeInteger(v) && v >= min && v <= MAX_BYTES;

@@ -41,8 +41,6 @@ export interface PulledEnv {
   fetchedBytes: number;
 }
 
-/** A manifest bigger than this (uncompressed) is refused: 1 GiB covers tens of millions of files. */
-
 export async function pullEnv(reg: Registry, store: StorePaths, refOrDigest: string, opts: PullOptions = {}): Promise<PulledEnv> {
   const { digest, config } = await resolveEnv(reg, refOrDigest);
   const idShift = opts.idShift ?? 0;
@@ -135,8 +133,10 @@ export async function ensureLayer(reg: Registry, store: StorePaths, layer: Layer
         await stream.close();
         await rename(tmp, dir);
       } catch (e) {
-        await fetching.catch(() => undefined);
+        // Stop the helper first: the fetch's next hand-off to it then fails fast instead of
+        // downloading the rest of the packs for a lay-out that already failed.
         await stream.abort();
+        await fetching.catch(() => undefined);
         await rm(tmp, { recursive: true, force: true });
         throw e;
       }
