@@ -15,7 +15,7 @@ import type { EnvConfig } from '../layer/env.js';
 import { envClosure } from '../registry/closure.js';
 import type { Registry } from '../registry/registry.js';
 import { DecompressStream } from 'zstd-napi';
-import { DigestMismatchError } from '../errors.js';
+import { DigestMismatchError, InvalidInputError, MinisandboxError } from '../errors.js';
 import { HashTap, MAX_MANIFEST_BYTES } from '../store/zstdfile.js';
 
 export const AuditRefSchema = z.object({
@@ -77,8 +77,14 @@ export async function audit(reg: Registry, opts: { includeInternal?: boolean } =
     // pass off another manifest as this layer's.
     const tap = new HashTap(MAX_MANIFEST_BYTES);
     const plain = pipeline(Readable.from([blob]), new DecompressStream(), tap, () => undefined);
-    for await (const e of readManifest(plain, `layer ${l.digest}`)) {
-      if (e.type === 'file') objects.set(e.digest, e.size);
+    try {
+      for await (const e of readManifest(plain, `layer ${l.digest}`)) {
+        if (e.type === 'file') objects.set(e.digest, e.size);
+      }
+    } catch (e) {
+      // The manifest reader names the layer itself; the decompressor and the size bound do not.
+      if (e instanceof MinisandboxError && e.message.includes(l.digest)) throw e;
+      throw new InvalidInputError(`manifest of layer ${l.digest}: ${(e as Error).message}`, 'the registry content is corrupt or hostile; run `minisandbox verify`');
     }
     const actual = tap.digest();
     if (actual !== l.digest) throw new DigestMismatchError(`manifest of layer ${l.digest}`, l.digest, actual);
