@@ -46,7 +46,7 @@ export function evalProgram(files: { path: string; bytes: number }[], dir: strin
     `{ ${unpack}; } || { echo 'minisandbox: could not write the eval files' >&2; exit 125; }`,
     // dd counts what follows the head as a foreground stage of the pipeline (its byte count is on
     // its stderr once it is done): a counter in a process substitution may not have written yet.
-    `/bin/bash ${d}/eval.sh < /dev/null 2>&1 | { head -c ${head}; dd bs=65536 2> ${d}/rest.log | tail -c ${tail}; }`,
+    `/bin/bash ${d}/eval.sh < /dev/null 2>&1 | { head -c ${head}; LC_ALL=C dd bs=65536 2> ${d}/rest.log | tail -c ${tail}; }`,
     'status=${PIPESTATUS[0]}',
     `printf '\n${TRAILER}%s\n' "$(sed -n 's/^\\([0-9][0-9]*\\) bytes.*/\\1/p' ${d}/rest.log 2>/dev/null | tail -n 1 | grep . || echo 0)"`,
     'exit "$status"',
