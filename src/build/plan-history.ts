@@ -7,6 +7,7 @@
  */
 import type { LocatedRow } from '../dataset/row.js';
 import type { RepoSource } from '../recipe/schema.js';
+import { runGit } from '../util/git.js';
 
 export async function computeHistoryBases(rows: readonly LocatedRow[], repoSource: (repo: string) => RepoSource): Promise<Map<string, string>> {
   const commits = new Map<string, Set<string>>();
@@ -20,12 +21,8 @@ export async function computeHistoryBases(rows: readonly LocatedRow[], repoSourc
     const src = repoSource(repo);
     if ('url' in src) continue;
     const dir = 'path' in src ? src.path : src.mirror;
-    const { execa } = await import('execa'); // on first use: it costs ~160 ms of a CLI start
-    const r = await execa('git', ['-C', dir, 'merge-base', '--octopus', ...[...set].sort()], {
-      env: { GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null', LC_ALL: 'C' },
-      reject: false,
-    });
-    const base = String(r.stdout).trim();
+    const r = await runGit(['-C', dir, 'merge-base', '--octopus', ...[...set].sort()]);
+    const base = r.stdout.trim();
     // A missing repository or commit is preflightRepos' to report; here it only means "no sharing".
     if (r.exitCode === 0 && /^[0-9a-f]{40,64}$/.test(base)) bases.set(repo, base);
   }

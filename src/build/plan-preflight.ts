@@ -6,6 +6,7 @@
  */
 import { access } from 'node:fs/promises';
 import { repoSourceLocation } from '../recipe/checkout.js';
+import { runGit } from '../util/git.js';
 import type { BuildPlan } from './plan.js';
 
 export interface PreflightProblem {
@@ -34,17 +35,12 @@ export async function preflightRepos(plan: BuildPlan): Promise<PreflightProblem[
       for (const i of items) problems.push({ id: i.id, message: `${i.where}: repository ${repo} does not exist (make a mirror: git clone --mirror <url> ${repo})` });
       continue;
     }
-    const { execa } = await import('execa'); // on first use: it costs ~160 ms of a CLI start
-    const r = await execa('git', ['-C', repo, 'cat-file', '--batch-check'], {
-      input: items.map((i) => `${i.commit}^{commit}`).join('\n') + '\n',
-      env: { GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null', LC_ALL: 'C' },
-      reject: false,
-    });
+    const r = await runGit(['-C', repo, 'cat-file', '--batch-check'], { input: items.map((i) => `${i.commit}^{commit}`).join('\n') + '\n' });
     if (r.exitCode !== 0) {
-      for (const i of items) problems.push({ id: i.id, message: `${i.where}: ${repo} is not a git repository (${String(r.stderr).trim()})` });
+      for (const i of items) problems.push({ id: i.id, message: `${i.where}: ${repo} is not a git repository (${r.stderr.trim() || r.message})` });
       continue;
     }
-    const answers = String(r.stdout).split('\n');
+    const answers = r.stdout.split('\n');
     items.forEach((i, k) => {
       if (!/ commit \d+$/.test(answers[k] ?? '')) problems.push({ id: i.id, message: `${i.where}: commit ${i.commit} not found in ${repo} (update the mirror with git fetch, or fix base_commit)` });
     });

@@ -11,6 +11,7 @@ import { cp, mkdir, mkdtemp, readdir, rename, rm, writeFile } from 'node:fs/prom
 import { dirname, join } from 'node:path';
 import { InvalidInputError, MinisandboxError, NotFoundError } from '../errors.js';
 import { isErrno } from '../util/fs.js';
+import { runGit } from '../util/git.js';
 import type { InstanceRecipe, RepoSource } from './schema.js';
 
 export interface CheckoutOptions {
@@ -39,24 +40,10 @@ export function repoSourceLocation(s: RepoSource): string {
   return 'path' in s ? s.path : 'mirror' in s ? s.mirror : s.url;
 }
 
-/** Host git, isolated from the host's global and system config so results do not vary by machine. */
 async function git(args: string[], cwd?: string): Promise<string> {
-  // Loaded on first use: execa costs ~160 ms of every CLI start, and most commands never run git.
-  const { execa, ExecaError } = await import('execa');
-  try {
-    const r = await execa('git', args, {
-      cwd,
-      env: { GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null', GIT_TERMINAL_PROMPT: '0', LC_ALL: 'C' },
-      stdin: 'ignore',
-    });
-    return r.stdout;
-  } catch (e) {
-    if (e instanceof ExecaError) {
-      const stderr = String(e.stderr ?? '').trim();
-      throw new GitError(`git ${args[0] ?? ''} failed (${e.exitCode ?? e.signal ?? 'spawn error'}): ${stderr || e.shortMessage}`, 'is git installed and the repository readable? the full git error is above');
-    }
-    throw e;
-  }
+  const r = await runGit(args, cwd === undefined ? {} : { cwd });
+  if (r.exitCode === 0) return r.stdout;
+  throw new GitError(`git ${args[0] ?? ''} failed (${r.exitCode ?? 'spawn error'}): ${r.stderr.trim() || r.message}`, 'is git installed and the repository readable? the full git error is above');
 }
 
 async function ensureEmptyDir(dir: string): Promise<void> {
