@@ -4,59 +4,42 @@
  * written last, so a failed copy never leaves a ref pointing at missing blobs.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, rm, writeFile, chmod } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { mkdtemp, writeFile, chmod } from 'node:fs/promises';
 import { join } from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { type Digest, sha256, digestHex } from '../cas/digest.js';
 import { DigestMismatchError } from '../errors.js';
-import { type FaultyProxy, startFaultyProxy } from '../../test/s3/faulty-proxy.js';
 import { pushFakeEnv } from '../../test/s3/fake-env.js';
-import { type S3TestServer, startS3Server } from '../../test/s3/server.js';
+import { useProxiedS3 } from '../../test/s3/proxied-s3.js';
 import { type CopyProgress, copyRefs } from './copy.js';
 import { LocalRegistry } from './local.js';
 import type { Registry } from './registry.js';
 import { S3Registry } from './s3.js';
 
 const MiB = 1024 * 1024;
-let server: S3TestServer;
-let proxy: FaultyProxy;
-let scratch: string;
-const closers: (() => void)[] = [];
-
-beforeAll(async () => {
-  server = await startS3Server();
-  proxy = await startFaultyProxy(server.endpoint);
-  scratch = await mkdtemp(join(tmpdir(), 'copy-test-'));
-});
-afterAll(async () => {
-  await proxy?.stop();
-  await server?.stop();
-  await rm(scratch, { recursive: true, force: true });
-});
-afterEach(() => {
-  for (const c of closers.splice(0)) c();
-});
+const s3t = useProxiedS3('copy-test-');
 
 function s3(viaProxy = true): S3Registry {
+  const { server, proxy } = s3t;
   const r = new S3Registry(`s3://${server.bucket}/c-${randomBytes(6).toString('hex')}`, {
     endpoint: viaProxy ? proxy.endpoint : server.endpoint,
     region: server.region,
     credentials: server.credentials,
     partSize: 5 * MiB,
   });
-  closers.push(() => r.close());
+  s3t.track(r);
   return r;
 }
 
 function sameS3(of: S3Registry): S3Registry {
+  const { server } = s3t;
   const r = new S3Registry(of.url, { endpoint: server.endpoint, region: server.region, credentials: server.credentials, partSize: 5 * MiB });
-  closers.push(() => r.close());
+  s3t.track(r);
   return r;
 }
 
 async function local(): Promise<LocalRegistry> {
-  return new LocalRegistry(await mkdtemp(join(scratch, 'reg-')));
+  return new LocalRegistry(await mkdtemp(join(s3t.scratch, 'reg-')));
 }
 
 async function collect<T>(it: AsyncIterable<T>): Promise<T[]> {
@@ -74,19 +57,19 @@ async function snapshot(reg: Registry): Promise<{ blobs: string[]; packs: string
 }
 
 const blobPuts = (from: number, prefix: string): number =>
-  proxy.log.slice(from).filter((r) => r.method === 'PUT' && r.path.includes(`/${prefix}/blobs/`) && !r.query.has('partNumber')).length;
-const allWrites = (from: number): number => proxy.log.slice(from).filter((r) => r.method === 'PUT' || r.method === 'POST').length;
+  s3t.proxy.log.slice(from).filter((r) => r.method === 'PUT' && r.path.includes(`/${prefix}/blobs/`) && !r.query.has('partNumber')).length;
+const allWrites = (from: number): number => s3t.proxy.log.slice(from).filter((r) => r.method === 'PUT' || r.method === 'POST').length;
 
 describe('copyRefs', () => {
   it('mirrors local -> S3 -> local, then copies nothing the second time', async () => {
     const src = await local();
-    const a = await pushFakeEnv(src, 'ds/a', { packSizes: [200_000, 6 * MiB], scratch });
-    const b = await pushFakeEnv(src, 'ds/b', { packSizes: [300_000], reuse: a.packs, scratch });
+    const a = await pushFakeEnv(src, 'ds/a', { packSizes: [200_000, 6 * MiB], scratch: s3t.scratch });
+    const b = await pushFakeEnv(src, 'ds/b', { packSizes: [300_000], reuse: a.packs, scratch: s3t.scratch });
     const dst = s3();
     const prefix = dst.location.prefix;
     const progress: CopyProgress[] = [];
-    let from = proxy.log.length;
-    const first = await copyRefs(src, dst, ['ds/a', 'ds/b'], { inMemoryMax: MiB, tmpDir: scratch, onProgress: (p) => progress.push(p) });
+    let from = s3t.proxy.log.length;
+    const first = await copyRefs(src, dst, ['ds/a', 'ds/b'], { inMemoryMax: MiB, tmpDir: s3t.scratch, onProgress: (p) => progress.push(p) });
     const distinct = new Set([...a.blobs, ...b.blobs]);
     expect(first.blobsCopied).toBe(distinct.size);
     expect(first.blobsSkipped).toBe(0);
@@ -94,28 +77,28 @@ describe('copyRefs', () => {
     expect(first.catalogEntriesWritten).toBe(3);
     // Every small blob is one PUT; the 6 MiB pack goes up as a two-part multipart upload.
     expect(blobPuts(from, prefix)).toBe(distinct.size - 1);
-    expect(proxy.log.slice(from).filter((r) => r.method === 'PUT' && r.query.has('partNumber')).length).toBe(2);
+    expect(s3t.proxy.log.slice(from).filter((r) => r.method === 'PUT' && r.query.has('partNumber')).length).toBe(2);
     expect(progress.at(-1)).toMatchObject({ phase: 'ref', ref: 'ds/b', refsDone: 2, refsTotal: 2, blobsCopied: distinct.size });
     expect(await snapshot(sameS3(dst))).toEqual(await snapshot(src));
 
-    from = proxy.log.length;
+    from = s3t.proxy.log.length;
     const again = await copyRefs(src, dst, 'all');
     expect(again).toMatchObject({ blobsCopied: 0, blobsSkipped: distinct.size, refsWritten: 0, catalogEntriesWritten: 0, bytesCopied: 0 });
     expect(allWrites(from)).toBe(0);
 
     const back = await local();
-    await copyRefs(dst, back, 'all', { inMemoryMax: MiB, tmpDir: scratch });
+    await copyRefs(dst, back, 'all', { inMemoryMax: MiB, tmpDir: s3t.scratch });
     expect(await snapshot(back)).toEqual(await snapshot(src));
     for (const d of distinct) expect(sha256(await back.getBlob(d))).toBe(d);
   });
 
   it('copies only the new blobs of an environment that shares packs with one already there', async () => {
     const src = await local();
-    const a = await pushFakeEnv(src, 'ds/a', { packSizes: [100_000, 100_000], scratch });
+    const a = await pushFakeEnv(src, 'ds/a', { packSizes: [100_000, 100_000], scratch: s3t.scratch });
     const dst = s3();
     await copyRefs(src, dst, ['ds/a']);
-    const b = await pushFakeEnv(src, 'ds/b', { packSizes: [50_000], reuse: a.packs, scratch });
-    const from = proxy.log.length;
+    const b = await pushFakeEnv(src, 'ds/b', { packSizes: [50_000], reuse: a.packs, scratch: s3t.scratch });
+    const from = s3t.proxy.log.length;
     const r = await copyRefs(src, dst, ['ds/b']);
     // new: one pack, its index, the manifest, the env config
     expect(r.blobsCopied).toBe(4);
@@ -127,13 +110,13 @@ describe('copyRefs', () => {
 
   it('refuses a corrupt source blob and leaves the target without the ref or the bad bytes', async () => {
     const src = await local();
-    const a = await pushFakeEnv(src, 'ds/bad', { packSizes: [400_000], scratch });
+    const a = await pushFakeEnv(src, 'ds/bad', { packSizes: [400_000], scratch: s3t.scratch });
     const victim = a.packs[0]!.pack;
     const path = join(src.root, 'blobs', 'sha256', digestHex(victim));
     await chmod(path, 0o644);
     await writeFile(path, randomBytes(400_000));
     const dst = s3();
-    await expect(copyRefs(src, dst, ['ds/bad'], { inMemoryMax: 1000, tmpDir: scratch })).rejects.toBeInstanceOf(DigestMismatchError);
+    await expect(copyRefs(src, dst, ['ds/bad'], { inMemoryMax: 1000, tmpDir: s3t.scratch })).rejects.toBeInstanceOf(DigestMismatchError);
     const direct = sameS3(dst);
     expect(await direct.getRef('ds/bad')).toBeNull();
     expect(await direct.statBlob(victim)).toBeNull();
@@ -142,16 +125,16 @@ describe('copyRefs', () => {
   it('lets concurrent pushers of overlapping environments leave every ref with its whole closure', async () => {
     const srcA = await local();
     const srcB = await local();
-    const shared = await pushFakeEnv(srcA, 'base', { packSizes: [150_000, 150_000], scratch });
+    const shared = await pushFakeEnv(srcA, 'base', { packSizes: [150_000, 150_000], scratch: s3t.scratch });
     await copyRefs(srcA, srcB, ['base']);
     const envs: { reg: LocalRegistry; tag: string; blobs: Digest[] }[] = [];
     for (let i = 0; i < 3; i++) {
-      envs.push({ reg: srcA, tag: `ds/a${i}`, ...(await pushFakeEnv(srcA, `ds/a${i}`, { packSizes: [40_000], reuse: shared.packs, scratch })) });
-      envs.push({ reg: srcB, tag: `ds/b${i}`, ...(await pushFakeEnv(srcB, `ds/b${i}`, { packSizes: [40_000], reuse: shared.packs, scratch })) });
+      envs.push({ reg: srcA, tag: `ds/a${i}`, ...(await pushFakeEnv(srcA, `ds/a${i}`, { packSizes: [40_000], reuse: shared.packs, scratch: s3t.scratch })) });
+      envs.push({ reg: srcB, tag: `ds/b${i}`, ...(await pushFakeEnv(srcB, `ds/b${i}`, { packSizes: [40_000], reuse: shared.packs, scratch: s3t.scratch })) });
     }
     // Both machines also race on the same tag with different environments.
-    const raceA = await pushFakeEnv(srcA, 'ds/race', { packSizes: [10_000], reuse: shared.packs, scratch });
-    const raceB = await pushFakeEnv(srcB, 'ds/race', { packSizes: [10_000], reuse: shared.packs, scratch });
+    const raceA = await pushFakeEnv(srcA, 'ds/race', { packSizes: [10_000], reuse: shared.packs, scratch: s3t.scratch });
+    const raceB = await pushFakeEnv(srcB, 'ds/race', { packSizes: [10_000], reuse: shared.packs, scratch: s3t.scratch });
     const target = s3(false);
     const machineA = sameS3(target);
     const machineB = sameS3(target);
