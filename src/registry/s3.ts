@@ -30,6 +30,7 @@ import { type BlobStat, type Registry, parseRefName } from './registry.js';
 import { DEFAULT_RETRY_POLICY, RemoteStoreError, type RetryHooks, type RetryPolicy, TruncatedBodyError, backoffDelayMs, httpStatusOf, isRetryable, withRetry } from './retry.js';
 import { type S3Location, formatS3Url, hostNeedsPathStyle, parseS3Url } from './s3-config.js';
 import { InFlightBudget, type InFlightLimits } from './s3-inflight.js';
+import { runPool } from '../util/pool.js';
 
 /** The AWS SDK, loaded on first use: it is a quarter of every CLI start, and most commands never touch S3. */
 let sdkModule: typeof S3Sdk | undefined;
@@ -437,10 +438,10 @@ export class S3Registry implements Registry {
     const count = Math.ceil(size / partSize);
     const parts: { PartNumber: number; ETag: string; ChecksumSHA256: string }[] = new Array(count);
     try {
-      let next = 0;
-      const worker = async (): Promise<void> => {
-        while (next < count) {
-          const i = next++;
+      await runPool(
+        Array.from({ length: count }, (_, i) => i),
+        this.partConcurrency,
+        async (i) => {
           const offset = i * partSize;
           const length = Math.min(partSize, size - offset);
           const release = await this.budget.acquire(length);
@@ -455,9 +456,8 @@ export class S3Registry implements Registry {
           } finally {
             release();
           }
-        }
-      };
-      await Promise.all(Array.from({ length: Math.min(this.partConcurrency, count) }, worker));
+        },
+      );
       await this.retried(`COMPLETE-MULTIPART ${key}`, async (attempt) => {
         // An earlier attempt may have landed with its answer lost; the upload id is then gone
         // (servers answer 404 or 500 to it), but the object is there.

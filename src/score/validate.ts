@@ -5,6 +5,7 @@
  */
 import { z } from 'zod';
 import { errorMessage } from '../errors.js';
+import { runPool } from '../util/pool.js';
 import type { TestsStatus } from './grading.js';
 import { parseScoreInstance, type ScoreInstance } from './instance.js';
 import type { ScoreResult } from './report.js';
@@ -127,27 +128,22 @@ export async function validateInstances(rows: readonly unknown[], specs: SpecLoo
     for (const instance of instances) for (const kind of PatchKindSchema.options) tasks.push({ instance, kind, run });
   }
   const observations: ValidationObservation[] = [];
-  let next = 0;
-  const worker = async () => {
-    while (next < tasks.length) {
-      const { instance, kind, run } = tasks[next++]!;
-      let result: ValidationObservation['result'];
-      try {
-        const runner = await runnerFactory(instance);
-        const out = await scoreInstance(instance, specs(instance), kind === 'gold' ? instance.patch : null, runner, {
-          timeoutMs: opts.timeoutS * 1000,
-          modelName: kind,
-          ...filesDirFor(opts.filesDir, instance),
-        });
-        result = out.result;
-      } catch (e) {
-        result = { status: 'error', resolved: false, report: {}, error: errorMessage(e) };
-      }
-      const o = { instance_id: instance.instance_id, kind, run, result };
-      observations.push(o);
-      opts.onObservation?.(o);
+  await runPool(tasks, opts.jobs, async ({ instance, kind, run }) => {
+    let result: ValidationObservation['result'];
+    try {
+      const runner = await runnerFactory(instance);
+      const out = await scoreInstance(instance, specs(instance), kind === 'gold' ? instance.patch : null, runner, {
+        timeoutMs: opts.timeoutS * 1000,
+        modelName: kind,
+        ...filesDirFor(opts.filesDir, instance),
+      });
+      result = out.result;
+    } catch (e) {
+      result = { status: 'error', resolved: false, report: {}, error: errorMessage(e) };
     }
-  };
-  await Promise.all(Array.from({ length: Math.max(1, Math.min(opts.jobs, tasks.length)) }, worker));
+    const o = { instance_id: instance.instance_id, kind, run, result };
+    observations.push(o);
+    opts.onObservation?.(o);
+  });
   return validateResults(observations);
 }
