@@ -12,6 +12,7 @@
  *   sandbox-launch serve     (starts holders on request; see serve_main)
  *   sandbox-launch enter [common] --holder PID --init PID --pidns-fd N --status-fd N
  *       [--net none|host] --workdir DIR [--cap NAME]... [--user UID:GID] [--env K=V]... -- ARGV...
+ *   sandbox-launch userns --uid-map START:COUNT --gid-map START:COUNT -- ARGV...
  *   common: [--rlimit NAME=SOFT:HARD]... [--cgroup PROCS_FILE]...
  *
  * holder: joins the cgroups, sets rlimits, makes a user namespace mapping in-sandbox ids 0..COUNT-1
@@ -34,6 +35,11 @@
  * started (workdir, exec) gets no exit-code: the error goes to stderr and the exit status is 125.
  * Every process of the chain dies with its parent (PR_SET_PDEATHSIG), so killing the enter
  * process ends everything it started.
+ *
+ * userns: runs ARGV as root of a user namespace mapping ids 0..COUNT-1 to the subordinate range
+ * and id COUNT to the caller's own uid and gid, nothing else. An unprivileged user lays out and
+ * removes layer trees through it: files get subordinate owners (what the sandboxes see as theirs),
+ * while the store's own directories, owned by the caller, stay writable.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -82,6 +88,10 @@ struct opts {
   unsigned long uid_start, uid_count, gid_start, gid_count;
   const char *upper, *merged, *lower, *tmpfs_size, *hostname, *workdir;
   int from_tar_fd, info_fd, net_none, volatile_upper;
+  /* userns: also map the caller's own ids, at COUNT */
+  int map_self;
+  uid_t self_uid;
+  gid_t self_gid;
   /* enter */
   pid_t holder, init;
   int pidns_fd, status_fd;
@@ -255,9 +265,13 @@ static void join_cgroups_and_limit(const struct opts *o) {
   }
 }
 
-/* After entering a user namespace as a host id it does not map: become its root. */
-static void become_ns_root(void) {
-  if (setgroups(0, NULL) < 0) die("setgroups");
+/*
+ * After entering a user namespace as a host id it does not map: become its root. newgidmap denies
+ * setgroups when it maps the caller's own gid; the host's supplementary groups then stay, unmapped
+ * (they grant nothing inside that the mapped root lacks).
+ */
+static void become_ns_root(int may_keep_groups) {
+  if (setgroups(0, NULL) < 0 && !(may_keep_groups && errno == EPERM)) die("setgroups");
   if (setresgid(0, 0, 0) < 0) die("setresgid 0");
   if (setresuid(0, 0, 0) < 0) die("setresuid 0");
 }
@@ -419,19 +433,25 @@ static void write_id_maps(pid_t target, const struct opts *o) {
   snprintf(pid, sizeof pid, "%d", target);
   if (geteuid() == 0) {
     xsnprintf(path, sizeof path, "/proc/%d/uid_map", target);
-    xsnprintf(line, sizeof line, "0 %lu %lu\n", o->uid_start, o->uid_count);
+    if (o->map_self) xsnprintf(line, sizeof line, "0 %lu %lu\n%lu %lu 1\n", o->uid_start, o->uid_count, o->uid_count, (unsigned long)o->self_uid);
+    else xsnprintf(line, sizeof line, "0 %lu %lu\n", o->uid_start, o->uid_count);
     write_file(path, line);
     xsnprintf(path, sizeof path, "/proc/%d/gid_map", target);
-    xsnprintf(line, sizeof line, "0 %lu %lu\n", o->gid_start, o->gid_count);
+    if (o->map_self) xsnprintf(line, sizeof line, "0 %lu %lu\n%lu %lu 1\n", o->gid_start, o->gid_count, o->gid_count, (unsigned long)o->self_gid);
+    else xsnprintf(line, sizeof line, "0 %lu %lu\n", o->gid_start, o->gid_count);
     write_file(path, line);
     return;
   }
+  char su[32], sg[32];
   snprintf(us, sizeof us, "%lu", o->uid_start);
   snprintf(uc, sizeof uc, "%lu", o->uid_count);
   snprintf(gs, sizeof gs, "%lu", o->gid_start);
   snprintf(gc, sizeof gc, "%lu", o->gid_count);
-  char *uargv[] = {"newuidmap", pid, "0", us, uc, NULL};
-  char *gargv[] = {"newgidmap", pid, "0", gs, gc, NULL};
+  snprintf(su, sizeof su, "%lu", (unsigned long)o->self_uid);
+  snprintf(sg, sizeof sg, "%lu", (unsigned long)o->self_gid);
+  char *uargv[] = {"newuidmap", pid, "0", us, uc, uc, su, "1", NULL};
+  char *gargv[] = {"newgidmap", pid, "0", gs, gc, gc, sg, "1", NULL};
+  if (!o->map_self) uargv[5] = gargv[5] = NULL;
   run_quiet(uargv);
   run_quiet(gargv);
 }
@@ -457,7 +477,7 @@ static void enter_user_namespace(const struct opts *o) {
     errno = 0;
     die("writing the uid_map/gid_map of the sandbox failed");
   }
-  become_ns_root();
+  become_ns_root(o->map_self);
   /*
    * The credential change made this process non-dumpable, which would stop the runtime (when it is
    * not root) from opening our namespaces to enter them. Nothing inside the sandbox can address
@@ -755,7 +775,7 @@ static int enter_main(struct opts *o) {
   int utsfd = open_ns(o->init, "uts");
   int netfd = o->net_none ? open_ns(o->init, "net") : -1;
   setns_or_die(userfd, CLONE_NEWUSER, "user");
-  become_ns_root();
+  become_ns_root(0);
   /* Privileged inside the sandbox until the exec: nothing there may ptrace or read us. */
   prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   setns_or_die(mntfd, CLONE_NEWNS, "mount");
@@ -1257,12 +1277,24 @@ static int serve_main(void) {
   return 0;
 }
 
+static int userns_main(struct opts *o) {
+  if (o->uid_count == 0 || o->gid_count == 0 || o->argv == NULL || o->argv[0] == NULL) usage("userns needs --uid-map, --gid-map and -- ARGV");
+  o->map_self = 1;
+  o->self_uid = getuid();
+  o->self_gid = getgid();
+  enter_user_namespace(o);
+  execvp(o->argv[0], o->argv);
+  die("cannot run %s", o->argv[0]);
+  return 125;
+}
+
 int main(int argc, char **argv) {
   struct opts o;
   parse_args(&o, argc, argv);
   if (strcmp(o.mode, "holder") == 0) return holder_main(&o);
   if (strcmp(o.mode, "enter") == 0) return enter_main(&o);
   if (strcmp(o.mode, "serve") == 0) return serve_main();
-  usage("mode must be holder or enter");
+  if (strcmp(o.mode, "userns") == 0) return userns_main(&o);
+  usage("mode must be holder, enter, serve or userns");
   return 125;
 }

@@ -10,6 +10,7 @@ import { InvalidInputError, MinisandboxError } from '../errors.js';
 import { gcRegistry } from '../registry/gc.js';
 import { exportEnv } from '../store/export.js';
 import { gcStore } from '../store/gc.js';
+import { storeOwners } from '../store/owners.js';
 import { prefetch } from '../store/prefetch.js';
 import { datasetNameFromFile } from '../build/plan.js';
 import { loadDataset } from '../dataset/read.js';
@@ -182,7 +183,7 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
       const ctx = makeContext(globals());
       await mkdir(ctx.store.tmpDir, { recursive: true });
       const reg = await verifyRegistry(ctx.registry, ctx.store.tmpDir, (what) => ctx.out.progress({ message: `verify ${what}` }));
-      const st = o.store ? await verifyStore(ctx.store, (what) => ctx.out.progress({ message: `verify ${what}` })) : { storeFiles: 0, problems: [] };
+      const st = o.store ? await verifyStore(ctx.store, (what) => ctx.out.progress({ message: `verify ${what}` }), await storeOwners()) : { storeFiles: 0, problems: [] };
       const problems = [...reg.problems, ...st.problems];
       ctx.out.result({ ...reg, storeFiles: st.storeFiles, problems, ok: problems.length === 0 }, () =>
         [
@@ -207,7 +208,7 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
       const dryRun = o.dryRun === true;
       // Sandboxes left by a crashed runtime hold leases and mounts: reclaim them first.
       const reaped = o.registryOnly || dryRun ? 0 : await reapStale(ctx.store);
-      const store = o.registryOnly ? null : await gcStore(ctx.store, { graceMs, dryRun });
+      const store = o.registryOnly ? null : await gcStore(ctx.store, { graceMs, dryRun, owners: await storeOwners() });
       const registry = o.storeOnly ? null : await gcRegistry(ctx.registry, { graceMs, dryRun });
       ctx.out.result({ dryRun, reapedSandboxes: reaped, store, registry }, () =>
         [

@@ -5,6 +5,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { MinisandboxError } from '../errors.js';
 import { nativeHelper } from '../util/native.js';
+import { DIRECT_OWNERS, type Owners, chownIds, commandAs } from './owners.js';
 
 export function fsmetaPath(): Promise<string> {
   return nativeHelper('fsmeta');
@@ -31,7 +32,10 @@ export class FsmetaStream {
   private exitCode: number | null | undefined;
   private closed = false;
 
-  private constructor(private readonly child: ChildProcess) {
+  private constructor(
+    private readonly child: ChildProcess,
+    private readonly owners: Owners,
+  ) {
     child.stderr!.on('data', (d: Buffer) => {
       if (this.stderr.length < 4096) this.stderr += d.toString();
     });
@@ -48,9 +52,10 @@ export class FsmetaStream {
     this.exited.catch(() => undefined);
   }
 
-  static async start(cwd: string): Promise<FsmetaStream> {
-    const helper = await fsmetaPath();
-    return new FsmetaStream(spawn(helper, [cwd], { stdio: ['pipe', 'ignore', 'pipe'] }));
+  /** `owners`: how ids given to `chown` become owners (see owners.ts); the helper runs accordingly. */
+  static async start(cwd: string, owners: Owners = DIRECT_OWNERS): Promise<FsmetaStream> {
+    const [cmd, ...args] = await commandAs(owners, [await fsmetaPath(), cwd]);
+    return new FsmetaStream(spawn(cmd!, args, { stdio: ['pipe', 'ignore', 'pipe'] }), owners);
   }
 
   private room(n: number): void {
@@ -78,8 +83,10 @@ export class FsmetaStream {
     for (const f of fields) this.field(f);
   }
 
+  /** Host ids: translated for a helper in a user namespace. */
   chown(path: Path, uid: number, gid: number): void {
-    this.rec('O', path, String(uid), String(gid));
+    const [u, g] = chownIds(this.owners, uid, gid);
+    this.rec('O', path, String(u), String(g));
   }
   chmod(path: Path, mode: number): void {
     this.rec('M', path, mode.toString(8));

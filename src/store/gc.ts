@@ -4,12 +4,13 @@
  * manifests, pool inodes no layer links to any more (link count 1), staged objects, crash leftovers.
  */
 import type { Stats } from 'node:fs';
-import { lstat, readFile, rm } from 'node:fs/promises';
+import { lstat, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { DigestSchema, digestHex } from '../cas/digest.js';
 import { EnvConfigSchema } from '../layer/env.js';
 import { readdirOrEmpty as list } from '../util/fs.js';
 import { liveLeases } from './leases.js';
+import { DIRECT_OWNERS, type Owners, removeOwnedTree } from './owners.js';
 import type { StorePaths } from './paths.js';
 
 export interface StoreGcResult {
@@ -31,7 +32,9 @@ async function treeBytes(p: string): Promise<number> {
   return n;
 }
 
-export async function gcStore(store: StorePaths, opts: { graceMs: number; dryRun: boolean }): Promise<StoreGcResult> {
+/** `owners`: a rootless store's layer trees belong to subordinate ids and are removed with their rights. */
+export async function gcStore(store: StorePaths, opts: { graceMs: number; dryRun: boolean; owners?: Owners }): Promise<StoreGcResult> {
+  const owners = opts.owners ?? DIRECT_OWNERS;
   // Read the clock at each check: removing a layer moves its pool inodes' ctime to "now".
   const now = (): number => Date.now();
   // ctime, not mtime: lay-out gives files their recorded (any, even future) mtimes, while ctime
@@ -54,7 +57,7 @@ export async function gcStore(store: StorePaths, opts: { graceMs: number; dryRun
 
   const res: StoreGcResult = { removedLayers: [], removedManifests: 0, removedLinks: 0, removedObjects: 0, removedTmp: 0, freedBytes: 0 };
   const remove = async (p: string): Promise<void> => {
-    if (!opts.dryRun) await rm(p, { recursive: true, force: true });
+    if (!opts.dryRun) await removeOwnedTree(owners, p);
   };
 
   // Layer trees first, so that the link counts below already reflect their removal.
@@ -110,7 +113,7 @@ export async function gcStore(store: StorePaths, opts: { graceMs: number; dryRun
       const q = join(p, n);
       if (await collectLink(q, await lstat(q).catch(() => null))) left--;
     }
-    if (left === 0 && !opts.dryRun) await rm(p, { recursive: true, force: true });
+    if (left === 0 && !opts.dryRun) await removeOwnedTree(owners, p);
   }
   for (const name of await list(store.objectsDir)) {
     const p = join(store.objectsDir, name);

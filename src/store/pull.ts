@@ -22,6 +22,7 @@ import { Arrivals } from './arrivals.js';
 import { scanFileDigests } from './manifest-scan.js';
 import { FsmetaStream } from './fsmeta.js';
 import { materialize } from './materialize.js';
+import { ownersFor, removeOwnedTree } from './owners.js';
 import type { StorePaths } from './paths.js';
 import { resolveEnv } from './push.js';
 import { decompressVerified, MAX_MANIFEST_BYTES } from './zstdfile.js';
@@ -96,7 +97,8 @@ export async function ensureLayer(reg: Registry, store: StorePaths, layer: Layer
       const tmp = join(store.layersDir, `.tmp-${process.pid}-${randomBytes(6).toString('hex')}`);
       await mkdir(tmp, { mode: 0o700 });
       // One helper process does the lay-out's file-system calls and writes the fetched objects.
-      const stream = await FsmetaStream.start(tmp).catch(async (e: unknown) => {
+      const owners = await ownersFor(idShift);
+      const stream = await FsmetaStream.start(tmp, owners).catch(async (e: unknown) => {
         await rm(tmp, { recursive: true, force: true });
         throw e;
       });
@@ -137,7 +139,7 @@ export async function ensureLayer(reg: Registry, store: StorePaths, layer: Layer
         // downloading the rest of the packs for a lay-out that already failed.
         await stream.abort();
         await fetching.catch(() => undefined);
-        await rm(tmp, { recursive: true, force: true });
+        await removeOwnedTree(owners, tmp);
         throw e;
       }
       return dir;

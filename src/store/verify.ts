@@ -13,7 +13,8 @@ import { fetchObjects } from '../pack/reader.js';
 import { parsePackIndex } from '../pack/pack-index.js';
 import { envClosure } from '../registry/closure.js';
 import type { Registry } from '../registry/registry.js';
-import { readdirOrEmpty as list } from '../util/fs.js';
+import { isErrno, readdirOrEmpty as list } from '../util/fs.js';
+import { DIRECT_OWNERS, type Owners, sha256FilesAs } from './owners.js';
 import type { StorePaths } from './paths.js';
 
 export interface Problem {
@@ -89,14 +90,38 @@ export async function verifyRegistry(reg: Registry, scratchDir: string, onProgre
 }
 
 
-/** Every pooled inode and staged object against its name; every laid-out layer against its manifest. */
-export async function verifyStore(store: StorePaths, onProgress?: (what: string) => void): Promise<{ storeFiles: number; problems: Problem[] }> {
+/** Files hashed through the owners' helper at once, at most this many (memory per queued file). */
+const DEFERRED_BATCH = 10_000;
+
+/**
+ * Every pooled inode and staged object against its name; every laid-out layer against its manifest.
+ * `owners`: in a rootless store, files this process may not read are hashed with those rights.
+ */
+export async function verifyStore(store: StorePaths, onProgress?: (what: string) => void, owners: Owners = DIRECT_OWNERS): Promise<{ storeFiles: number; problems: Problem[] }> {
   const problems: Problem[] = [];
   let storeFiles = 0;
+  let deferred: { path: Buffer; check: (digest: Digest | null) => void }[] = [];
+  const flush = async (): Promise<void> => {
+    const batch = deferred;
+    deferred = [];
+    const got = await sha256FilesAs(owners, batch.map((d) => d.path));
+    batch.forEach((d, i) => d.check(got[i] === null ? null : `sha256:${got[i]}`));
+  };
+  /** `check` gets the file's digest, or null when it cannot be read. */
+  const hash = async (p: string | Buffer, check: (digest: Digest | null) => void): Promise<void> => {
+    try {
+      check((await sha256File(p)).digest);
+    } catch (e) {
+      if (owners.kind === 'direct' || !(isErrno(e, 'EACCES') || isErrno(e, 'EPERM'))) return check(null);
+      deferred.push({ path: Buffer.from(p), check });
+      if (deferred.length >= DEFERRED_BATCH) await flush();
+    }
+  };
   const checkPooled = async (p: string, hex: string): Promise<void> => {
     storeFiles++;
-    const { digest } = await sha256File(p);
-    if (digest !== `sha256:${hex}`) problems.push({ kind: 'corrupt-store', subject: p, detail: `content hashes to ${digest}` });
+    await hash(p, (digest) => {
+      if (digest !== `sha256:${hex}`) problems.push({ kind: 'corrupt-store', subject: p, detail: digest === null ? 'unreadable' : `content hashes to ${digest}` });
+    });
   };
   for (const name of await list(store.linksDir)) {
     const p = join(store.linksDir, name);
@@ -108,12 +133,7 @@ export async function verifyStore(store: StorePaths, onProgress?: (what: string)
       await checkPooled(p, hex);
     }
   }
-  for (const hex of await list(store.objectsDir)) {
-    storeFiles++;
-    const p = join(store.objectsDir, hex);
-    const { digest } = await sha256File(p);
-    if (digest !== `sha256:${hex}`) problems.push({ kind: 'corrupt-store', subject: p, detail: `content hashes to ${digest}` });
-  }
+  for (const hex of await list(store.objectsDir)) await checkPooled(join(store.objectsDir, hex), hex);
   for (const name of await list(store.layersDir)) {
     if (name.startsWith('.') || name.endsWith('.lock')) continue;
     const d = DigestSchema.safeParse(`sha256:${name.split('+')[0]}`);
@@ -130,12 +150,14 @@ export async function verifyStore(store: StorePaths, onProgress?: (what: string)
       for await (const e of readManifest(manifestPath, `layer ${d.data}`)) {
         if (e.type !== 'file') continue;
         const p = Buffer.concat([Buffer.from(`${dir}/`), decodePath(e.path)]);
-        const got = await sha256File(p).catch(() => null);
-        if (got === null || got.digest !== e.digest) problems.push({ kind: 'bad-layer', subject: `${name}/${e.path}`, detail: got === null ? 'missing' : `content hashes to ${got.digest}` });
+        await hash(p, (got) => {
+          if (got !== e.digest) problems.push({ kind: 'bad-layer', subject: `${name}/${e.path}`, detail: got === null ? 'missing or unreadable' : `content hashes to ${got}` });
+        });
       }
     } catch (e) {
       problems.push({ kind: 'bad-layer', subject: name, detail: errorMessage(e) });
     }
   }
+  await flush();
   return { storeFiles, problems };
 }

@@ -1,0 +1,112 @@
+/**
+ * Who may give laid-out files their owners. Root chowns to any id directly. An unprivileged user
+ * cannot chown at all, yet a layer laid out for its rootless sandboxes must be owned by its
+ * subordinate ids (base + in-sandbox id, see DESIGN.md): so its lay-out helper, and the removal of
+ * such trees, run as root of a user namespace that maps the subordinate range at 0 and the user's
+ * own ids at COUNT (native/sandbox-launch.c `userns`), where chown to in-sandbox ids is allowed and
+ * the store's own directories stay writable.
+ */
+import { spawn } from 'node:child_process';
+import { rm } from 'node:fs/promises';
+import { HostCapabilityError, InvalidInputError } from '../errors.js';
+import { type IdMap, resolveIdMap } from '../sandbox/subid.js';
+import { isErrno } from '../util/fs.js';
+import { nativeHelper } from '../util/native.js';
+
+export type Owners = { kind: 'direct' } | { kind: 'subordinate'; idMap: IdMap };
+
+export const DIRECT_OWNERS: Owners = { kind: 'direct' };
+
+/** How this process can lay out files owned by `idShift` + their recorded ids. */
+export async function ownersFor(idShift: number): Promise<Owners> {
+  if (idShift === 0 || process.getuid?.() === 0) return DIRECT_OWNERS;
+  const idMap = await resolveIdMap();
+  if (idMap.uidStart !== idShift || idMap.gidStart !== idShift) {
+    throw new HostCapabilityError(
+      `an unprivileged user can lay out layers only for its own subordinate range (uids from ${idMap.uidStart}, gids from ${idMap.gidStart}), not for id shift ${idShift}`,
+      'pull with `--id-shift auto`, or as root',
+    );
+  }
+  return { kind: 'subordinate', idMap };
+}
+
+/** The owner to pass to chown for host ids `uid`/`gid` (translated into the user namespace). */
+export function chownIds(owners: Owners, uid: number, gid: number): [number, number] {
+  if (owners.kind === 'direct') return [uid, gid];
+  const { uidStart, gidStart, count } = owners.idMap;
+  const u = uid - uidStart;
+  const g = gid - gidStart;
+  if (u < 0 || u >= count || g < 0 || g >= count) {
+    throw new InvalidInputError(
+      `owner ${uid - uidStart}:${gid - gidStart} is outside the ${count} ids a rootless sandbox maps`,
+      'give this user a larger subordinate range (/etc/subuid, /etc/subgid), or pull as root',
+    );
+  }
+  return [u, g];
+}
+
+/** `argv` as it must be spawned to act with these owners' rights. */
+export async function commandAs(owners: Owners, argv: readonly string[]): Promise<string[]> {
+  if (owners.kind === 'direct') return [...argv];
+  const { uidStart, gidStart, count } = owners.idMap;
+  return [await nativeHelper('sandbox-launch'), 'userns', '--uid-map', `${uidStart}:${count}`, '--gid-map', `${gidStart}:${count}`, '--', ...argv];
+}
+
+/** Removes a tree that may hold files owned by the subordinate ids. */
+export async function removeOwnedTree(owners: Owners, path: string): Promise<void> {
+  try {
+    await rm(path, { recursive: true, force: true, maxRetries: 3 });
+    return;
+  } catch (e) {
+    if (owners.kind === 'direct' || !(isErrno(e, 'EACCES') || isErrno(e, 'EPERM'))) throw e;
+  }
+  const [cmd, ...args] = await commandAs(owners, ['rm', '-rf', '--', path]);
+  const stderr = await new Promise<string>((resolve, reject) => {
+    let err = '';
+    const p = spawn(cmd!, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+    p.stderr.on('data', (d: Buffer) => void (err.length < 4096 && (err += d.toString())));
+    p.on('error', reject);
+    p.on('close', (code) => (code === 0 ? resolve('') : resolve(err.trim() || `exit ${String(code)}`)));
+  });
+  if (stderr !== '') throw new HostCapabilityError(`cannot remove ${path}: ${stderr}`, 'check the subordinate id ranges of this user (/etc/subuid, /etc/subgid)');
+}
+
+/**
+ * sha256 (hex) of each file, read with these owners' rights (for files this process may not read:
+ * a rootless store's 0600 files and 0700 dirs belong to subordinate ids). null: unreadable.
+ */
+export async function sha256FilesAs(owners: Owners, paths: readonly Buffer[]): Promise<Array<string | null>> {
+  if (paths.length === 0) return [];
+  // -z: NUL-terminated records and no escaping of names, so any file name comes back as given
+  const [cmd, ...args] = await commandAs(owners, ['xargs', '-0', '-r', 'sha256sum', '-z', '--']);
+  const out = await new Promise<Buffer>((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    const p = spawn(cmd!, args, { stdio: ['pipe', 'pipe', 'ignore'] });
+    p.stdout.on('data', (d: Buffer) => chunks.push(d));
+    p.on('error', reject);
+    p.on('close', () => resolve(Buffer.concat(chunks)));
+    p.stdin.on('error', () => undefined);
+    p.stdin.end(Buffer.concat(paths.flatMap((q) => [q, Buffer.of(0)])));
+  });
+  const byName = new Map<string, string>();
+  for (let i = 0; i < out.length; ) {
+    let end = out.indexOf(0, i);
+    if (end < 0) end = out.length;
+    const rec = out.subarray(i, end);
+    // "<64 hex>  <name>" (two spaces: text mode)
+    if (rec.length > 66) byName.set(rec.subarray(66).toString('latin1'), rec.subarray(0, 64).toString('latin1'));
+    i = end + 1;
+  }
+  return paths.map((q) => byName.get(q.toString('latin1')) ?? null);
+}
+
+/** For store-wide work (gc, verify): a non-root user's store holds trees of its subordinate ids. */
+export async function storeOwners(): Promise<Owners> {
+  if (process.getuid?.() === 0) return DIRECT_OWNERS;
+  try {
+    return { kind: 'subordinate', idMap: await resolveIdMap() };
+  } catch {
+    // no subordinate range: nothing in this store can belong to one
+    return DIRECT_OWNERS;
+  }
+}
