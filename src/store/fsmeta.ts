@@ -5,7 +5,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { MinisandboxError } from '../errors.js';
 import { nativeHelper } from '../util/native.js';
-import { DIRECT_OWNERS, type Owners, chownIds, commandAs } from './owners.js';
+import { DIRECT_OWNERS, type Owners, chownIds, commandAs, keepsXattr } from './owners.js';
 
 export function fsmetaPath(): Promise<string> {
   return nativeHelper('fsmeta');
@@ -85,8 +85,8 @@ export class FsmetaStream {
 
   /** Host ids: translated for a helper in a user namespace. */
   chown(path: Path, uid: number, gid: number): void {
-    const [u, g] = chownIds(this.owners, uid, gid);
-    this.rec('O', path, String(u), String(g));
+    const ids = chownIds(this.owners, uid, gid);
+    if (ids !== null) this.rec('O', path, String(ids[0]), String(ids[1]));
   }
   chmod(path: Path, mode: number): void {
     this.rec('M', path, mode.toString(8));
@@ -102,6 +102,7 @@ export class FsmetaStream {
     this.rec('T', path, sec.toString(), nsec.toString());
   }
   setxattr(path: Path, name: string, value: Buffer): void {
+    if (!keepsXattr(this.owners, name)) return;
     this.rec('X', path, name, value.toString('hex'));
   }
   mknod(path: Path, type: 'c' | 'b' | 'p', mode: number, major = 0, minor = 0): void {

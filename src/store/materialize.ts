@@ -21,6 +21,7 @@ import type { Entry, FileEntry } from '../layer/manifest.js';
 import { canonicalJson } from '../layer/manifest.js';
 import { decodePath } from '../layer/path.js';
 import { FsmetaStream } from './fsmeta.js';
+import { ownersFor } from './owners.js';
 import type { StorePaths } from './paths.js';
 
 export interface MaterializeOptions {
@@ -60,7 +61,7 @@ const PUMP_EVERY = 512;
 export async function materialize(store: StorePaths, entries: AsyncIterable<Entry>, target: string, opts: MaterializeOptions): Promise<{ files: number; linked: number; copied: number }> {
   if (opts.stream !== undefined) return layOut(store, entries, opts.stream, opts);
   await mkdir(target, { mode: 0o700 });
-  const fs = await FsmetaStream.start(target);
+  const fs = await FsmetaStream.start(target, await ownersFor(opts.idShift));
   try {
     const stats = await layOut(store, entries, fs, opts);
     await fs.close();

@@ -13,13 +13,23 @@ import { type IdMap, resolveIdMap } from '../sandbox/subid.js';
 import { isErrno } from '../util/fs.js';
 import { nativeHelper } from '../util/native.js';
 
-export type Owners = { kind: 'direct' } | { kind: 'subordinate'; idMap: IdMap };
+/**
+ * direct: chown to the ids given (root). subordinate: through the user namespace described above.
+ * self: files become the caller's, as `tar -x` makes them for a user (an unprivileged export);
+ * with an id map, still through that user namespace, which can read what the subordinate ids own
+ * in the same store.
+ */
+export type Owners = { kind: 'direct' } | { kind: 'subordinate'; idMap: IdMap } | { kind: 'self'; idMap?: IdMap };
 
 export const DIRECT_OWNERS: Owners = { kind: 'direct' };
 
 /** How this process can lay out files owned by `idShift` + their recorded ids. */
 export async function ownersFor(idShift: number): Promise<Owners> {
-  if (idShift === 0 || process.getuid?.() === 0) return DIRECT_OWNERS;
+  if (process.getuid?.() === 0) return DIRECT_OWNERS;
+  if (idShift === 0) {
+    const idMap = await resolveIdMap().catch(() => undefined);
+    return idMap === undefined ? { kind: 'self' } : { kind: 'self', idMap };
+  }
   const idMap = await resolveIdMap();
   if (idMap.uidStart !== idShift || idMap.gidStart !== idShift) {
     throw new HostCapabilityError(
@@ -30,9 +40,11 @@ export async function ownersFor(idShift: number): Promise<Owners> {
   return { kind: 'subordinate', idMap };
 }
 
-/** The owner to pass to chown for host ids `uid`/`gid` (translated into the user namespace). */
-export function chownIds(owners: Owners, uid: number, gid: number): [number, number] {
+/** The owner to pass to chown for host ids `uid`/`gid` (translated into the user namespace); null: no chown. */
+export function chownIds(owners: Owners, uid: number, gid: number): [number, number] | null {
   if (owners.kind === 'direct') return [uid, gid];
+  // the caller's own ids sit at COUNT in the user namespace
+  if (owners.kind === 'self') return owners.idMap === undefined ? null : [owners.idMap.count, owners.idMap.count];
   const { uidStart, gidStart, count } = owners.idMap;
   const u = uid - uidStart;
   const g = gid - gidStart;
@@ -45,9 +57,14 @@ export function chownIds(owners: Owners, uid: number, gid: number): [number, num
   return [u, g];
 }
 
+/** Whether these owners act through the user namespace (and so can touch subordinate-owned files). */
+export function inUserNamespace(owners: Owners): boolean {
+  return owners.kind !== 'direct' && owners.idMap !== undefined;
+}
+
 /** `argv` as it must be spawned to act with these owners' rights. */
 export async function commandAs(owners: Owners, argv: readonly string[]): Promise<string[]> {
-  if (owners.kind === 'direct') return [...argv];
+  if (owners.kind === 'direct' || owners.idMap === undefined) return [...argv];
   const { uidStart, gidStart, count } = owners.idMap;
   return [await nativeHelper('sandbox-launch'), 'userns', '--uid-map', `${uidStart}:${count}`, '--gid-map', `${gidStart}:${count}`, '--', ...argv];
 }
@@ -58,7 +75,7 @@ export async function removeOwnedTree(owners: Owners, path: string): Promise<voi
     await rm(path, { recursive: true, force: true, maxRetries: 3 });
     return;
   } catch (e) {
-    if (owners.kind === 'direct' || !(isErrno(e, 'EACCES') || isErrno(e, 'EPERM'))) throw e;
+    if (!inUserNamespace(owners) || !(isErrno(e, 'EACCES') || isErrno(e, 'EPERM'))) throw e;
   }
   const [cmd, ...args] = await commandAs(owners, ['rm', '-rf', '--', path]);
   const stderr = await new Promise<string>((resolve, reject) => {
@@ -98,6 +115,14 @@ export async function sha256FilesAs(owners: Owners, paths: readonly Buffer[]): P
     i = end + 1;
   }
   return paths.map((q) => byName.get(q.toString('latin1')) ?? null);
+}
+
+/**
+ * Xattrs a lay-out with these owners can set: a user's own files take only `user.*` ones
+ * (`security.capability` and `trusted.*` need privilege, which such a tree does not carry).
+ */
+export function keepsXattr(owners: Owners, name: string): boolean {
+  return owners.kind !== 'self' || name.startsWith('user.');
 }
 
 /** For store-wide work (gc, verify): a non-root user's store holds trees of its subordinate ids. */

@@ -2,10 +2,11 @@
  * The store as an unprivileged user keeps it: `pull` lays layers out owned by the user's
  * subordinate ids (what its rootless sandboxes see as their own), `run` uses them, and `verify`
  * and `gc` read and remove trees whose files and directories that user cannot touch directly
- * (0600 files, 0500 and 0700 directories of subordinate ids). All through the CLI, as that user.
+ * (0600 files, 0500 and 0700 directories of subordinate ids); `export` gives the user a tree of its
+ * own. All through the CLI, as that user.
  */
 import { execFile } from 'node:child_process';
-import { chmodSync, copyFileSync, linkSync, lstatSync, mkdirSync, readdirSync, symlinkSync, writeFileSync, chownSync } from 'node:fs';
+import { chmodSync, chownSync, copyFileSync, linkSync, lstatSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -58,8 +59,10 @@ beforeAll(async () => {
   chownSync(join(tree, 'owned'), 1000, 1000);
   await run(CLI, ['--registry', join(work, 'reg'), 'import', tree, '--tag', 'rl/tree']);
   await run('chmod', ['-R', 'a+rX', join(work, 'reg')]);
-  mkdirSync(join(work, 'store'));
-  chownSync(join(work, 'store'), uid, uid);
+  for (const d of ['store', 'mine']) {
+    mkdirSync(join(work, d));
+    chownSync(join(work, d), uid, uid);
+  }
 }, 120_000);
 
 afterAll(async () => {
@@ -67,7 +70,7 @@ afterAll(async () => {
 });
 
 describe('an unprivileged user', () => {
-  it('pulls, runs, verifies and garbage-collects layers owned by its subordinate ids', async () => {
+  it('pulls, runs, exports, verifies and garbage-collects layers owned by its subordinate ids', async () => {
     const pulled = await asUser(['pull', 'rl/tree']);
     expect(pulled.code, pulled.stderr).toBe(0);
     const layers = readdirSync(join(work, 'store/layers')).filter((n) => !n.startsWith('.') && !n.endsWith('.lock'));
@@ -86,6 +89,13 @@ describe('an unprivileged user', () => {
     const ok = await asUser(['--json', 'verify']);
     expect(ok.code, ok.stdout + ok.stderr).toBe(0);
     expect(JSON.parse(ok.stdout)).toMatchObject({ ok: true, problems: [] });
+
+    // An export is the user's own tree, as `tar -x` makes it for a user.
+    const exported = await asUser(['export', 'rl/tree', join(work, 'mine', 'out')]);
+    expect(exported.code, exported.stderr).toBe(0);
+    expect(lstatSync(join(work, 'mine/out/private/secret'))).toMatchObject({ uid, mode: 0o100600 });
+    expect(readFileSync(join(work, 'mine/out/private/secret'), 'utf8')).toBe('only root may read me\n');
+    expect(lstatSync(join(work, 'mine/out/owned')).uid).toBe(uid);
 
     // Corrupted behind the store's back (as root): the user's verify still reads the file and says so.
     chmodSync(join(layer, 'private'), 0o700);

@@ -14,7 +14,7 @@ import { parsePackIndex } from '../pack/pack-index.js';
 import { envClosure } from '../registry/closure.js';
 import type { Registry } from '../registry/registry.js';
 import { isErrno, readdirOrEmpty as list } from '../util/fs.js';
-import { DIRECT_OWNERS, type Owners, sha256FilesAs } from './owners.js';
+import { DIRECT_OWNERS, type Owners, inUserNamespace, sha256FilesAs } from './owners.js';
 import type { StorePaths } from './paths.js';
 
 export interface Problem {
@@ -112,7 +112,7 @@ export async function verifyStore(store: StorePaths, onProgress?: (what: string)
     try {
       check((await sha256File(p)).digest);
     } catch (e) {
-      if (owners.kind === 'direct' || !(isErrno(e, 'EACCES') || isErrno(e, 'EPERM'))) return check(null);
+      if (!inUserNamespace(owners) || !(isErrno(e, 'EACCES') || isErrno(e, 'EPERM'))) return check(null);
       deferred.push({ path: Buffer.from(p), check });
       if (deferred.length >= DEFERRED_BATCH) await flush();
     }
