@@ -11,7 +11,7 @@
  *       [--net none|host] --hostname NAME --workdir DIR --info-fd N
  *   sandbox-launch serve     (starts holders on request; see serve_main)
  *   sandbox-launch enter [common] --holder PID --init PID --pidns-fd N --status-fd N
- *       [--net none|host] --workdir DIR [--cap NAME]... [--user UID:GID] [--env K=V]... -- ARGV...
+ *       [--net none|host] --workdir DIR [--cap NAME]... [--user UID:GID] [--env K=V]... [--pty 1] -- ARGV...
  *   sandbox-launch userns --uid-map START:COUNT --gid-map START:COUNT -- ARGV...
  *   common: [--rlimit NAME=SOFT:HARD]... [--cgroup PROCS_FILE]...
  *
@@ -33,6 +33,9 @@
  * reports {"child-pid": NESTED_PID1} and, once the command ends, {"exit-code": N} (128+signal for
  * a signal) on the status fd, like bubblewrap's --json-status-fd. A command that could not be
  * started (workdir, exec) gets no exit-code: the error goes to stderr and the exit status is 125.
+ * --pty 1 (interactive shells): the command's stdio is a terminal of the sandbox's own devpts, its
+ * controlling terminal, relayed to ours (put in raw mode meanwhile): Ctrl-C and job control act on
+ * the command's foreground job inside, not on the sandbox.
  * Every process of the chain dies with its parent (PR_SET_PDEATHSIG), so killing the enter
  * process ends everything it started.
  *
@@ -70,6 +73,7 @@
 #include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
 
 #ifndef CLOSE_RANGE_CLOEXEC
@@ -94,7 +98,7 @@ struct opts {
   gid_t self_gid;
   /* enter */
   pid_t holder, init;
-  int pidns_fd, status_fd;
+  int pidns_fd, status_fd, pty;
   const char *caps[MAX_LIST];
   int n_caps;
   int has_user;
@@ -207,6 +211,7 @@ static void parse_args(struct opts *o, int argc, char **argv) {
     else if (strcmp(a, "--init") == 0) o->init = (pid_t)parse_ul(v, a);
     else if (strcmp(a, "--pidns-fd") == 0) o->pidns_fd = (int)parse_ul(v, a);
     else if (strcmp(a, "--status-fd") == 0) o->status_fd = (int)parse_ul(v, a);
+    else if (strcmp(a, "--pty") == 0) o->pty = strcmp(v, "1") == 0;
     else if (strcmp(a, "--cap") == 0) {
       if (o->n_caps >= MAX_LIST) usage(a);
       o->caps[o->n_caps++] = v;
@@ -708,9 +713,15 @@ static void setns_or_die(int fd, int type, const char *what) {
 }
 
 /* The command itself (pid 2 of the nested pid namespace). Reports setup failures on `errfd`. */
-static void command_main(const struct opts *o, int errfd) {
+static void command_main(const struct opts *o, int errfd, int pty_slave) {
   report_fd = errfd;
   setsid();
+  if (pty_slave >= 0) {
+    for (int fd = 0; fd < 3; fd++)
+      if (dup2(pty_slave, fd) < 0) die("dup2 the terminal");
+    if (pty_slave > 2) close(pty_slave);
+    if (ioctl(0, TIOCSCTTY, 0) < 0) die("make the terminal the controlling one");
+  }
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, NULL);
@@ -745,7 +756,7 @@ static void command_main(const struct opts *o, int errfd) {
 }
 
 /* pid 1 of the command's own pid namespace: /proc, then the command as pid 2, reaping orphans. */
-static void nested_init_main(const struct opts *o, int parent_rfd, int credfd, int errfd) {
+static void nested_init_main(const struct opts *o, int parent_rfd, int credfd, int errfd, int pty_slave) {
   report_fd = errfd;
   die_with_parent();
   if (!parent_alive(parent_rfd)) _exit(1);
@@ -755,8 +766,9 @@ static void nested_init_main(const struct opts *o, int parent_rfd, int credfd, i
   close(credfd);
   mount_or_die("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
   pid_t cmd = fork_or_die();
-  if (cmd == 0) command_main(o, errfd);
+  if (cmd == 0) command_main(o, errfd, pty_slave);
   close(errfd);
+  if (pty_slave >= 0) close(pty_slave);
   for (;;) {
     int st;
     pid_t p = wait(&st);
@@ -764,6 +776,65 @@ static void nested_init_main(const struct opts *o, int parent_rfd, int credfd, i
     if (p < 0) _exit(125);
     if (p == cmd) _exit(shell_status(st));
   }
+}
+
+static volatile sig_atomic_t window_changed;
+static void on_sigwinch(int sig) {
+  (void)sig;
+  window_changed = 1;
+}
+
+/*
+ * Copies our stdin to the sandbox terminal and its output to our stdout until every holder of the
+ * terminal's other end is gone (the command's pid namespace ended), with our terminal in raw mode
+ * so that keys like Ctrl-C reach the sandbox's line discipline instead of signalling us.
+ */
+static void relay_terminal(int master) {
+  struct termios saved;
+  int raw = isatty(0) && tcgetattr(0, &saved) == 0;
+  if (raw) {
+    struct termios t = saved;
+    cfmakeraw(&t);
+    tcsetattr(0, TCSANOW, &t);
+  }
+  struct sigaction sa = {0};
+  sa.sa_handler = on_sigwinch;
+  sigaction(SIGWINCH, &sa, NULL);
+  window_changed = 1;
+  int in_open = 1;
+  char buf[16384];
+  for (;;) {
+    if (window_changed) {
+      window_changed = 0;
+      struct winsize ws;
+      if (ioctl(0, TIOCGWINSZ, &ws) == 0) ioctl(master, TIOCSWINSZ, &ws);
+    }
+    struct pollfd p[2] = {{master, POLLIN, 0}, {in_open ? 0 : -1, POLLIN, 0}};
+    if (poll(p, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    if (p[0].revents != 0) {
+      ssize_t n = read(master, buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break; /* EIO: nothing holds the terminal any more */
+      write_all(1, buf, (size_t)n);
+    }
+    if (p[1].revents != 0) {
+      ssize_t n = read(0, buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n > 0) write_all(master, buf, (size_t)n);
+      else {
+        /* our input ended (a pipe, not a terminal): say end-of-file the terminal's way */
+        in_open = 0;
+        struct termios t;
+        char eof = tcgetattr(master, &t) == 0 ? (char)t.c_cc[VEOF] : 4;
+        write_all(master, &eof, 1);
+      }
+    }
+  }
+  if (raw) tcsetattr(0, TCSANOW, &saved);
+  close(master);
 }
 
 static int enter_main(struct opts *o) {
@@ -785,6 +856,14 @@ static int enter_main(struct opts *o) {
   setns_or_die(o->pidns_fd, CLONE_NEWPID, "pid");
   /* A private copy of the sandbox's mounts, so this command's /proc shows its own processes only. */
   if (unshare(CLONE_NEWNS) < 0) die("unshare a mount namespace");
+  int pty_master = -1, pty_slave = -1;
+  if (o->pty) {
+    /* from the sandbox's own devpts: the command sees /dev/pts/N */
+    pty_master = open("/dev/ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC);
+    if (pty_master < 0 || unlockpt(pty_master) < 0) die("open a terminal in the sandbox");
+    pty_slave = ioctl(pty_master, TIOCGPTPEER, O_RDWR | O_NOCTTY);
+    if (pty_slave < 0) die("open the terminal's peer");
+  }
   int cred[2], err[2];
   if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, cred) < 0) die("socketpair");
   int one = 1;
@@ -799,22 +878,25 @@ static int enter_main(struct opts *o) {
     close(cred[0]);
     close(err[0]);
     close(o->status_fd);
+    if (pty_master >= 0) close(pty_master);
     int nested_alive[2];
     if (pipe2(nested_alive, O_CLOEXEC) < 0) die("pipe");
     if (unshare(CLONE_NEWPID) < 0) die("unshare a pid namespace");
     pid_t nested = fork_or_die();
     if (nested == 0) {
       close(nested_alive[1]);
-      nested_init_main(o, nested_alive[0], cred[1], err[1]);
+      nested_init_main(o, nested_alive[0], cred[1], err[1], pty_slave);
     }
     close(nested_alive[0]);
     close(cred[1]);
     close(err[1]);
+    if (pty_slave >= 0) close(pty_slave);
     int st = wait_status(nested);
     _exit(st < 0 ? 125 : shell_status(st));
   }
   close(cred[1]);
   close(err[1]);
+  if (pty_slave >= 0) close(pty_slave);
   /* The nested pid 1's host pid, translated by the kernel into our (the host's) pid namespace. */
   char byte;
   char ctrl[CMSG_SPACE(sizeof(struct ucred))];
@@ -838,6 +920,7 @@ static int enter_main(struct opts *o) {
     }
   }
   close(cred[0]);
+  if (pty_master >= 0) relay_terminal(pty_master);
   int st = wait_status(outer);
   char msgbuf[1024];
   ssize_t n = read(err[0], msgbuf, sizeof msgbuf - 1);

@@ -1,0 +1,57 @@
+/**
+ * An interactive shell gets a terminal of the sandbox's own: Ctrl-C interrupts the job in the
+ * foreground inside, not the shell (or the sandbox), and the shell has job control.
+ */
+import { spawn } from 'node:child_process';
+import { closeSync, openSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { HOST_PATH } from '../sandbox/commands.js';
+import { createSandbox, type HostInfo, type Sandbox } from '../sandbox/index.js';
+import { busyboxLower, freshStateDir, hostInfo } from '../sandbox/testkit.js';
+import { attachCommand } from './shell.js';
+
+let host: HostInfo;
+let stateDir: string;
+let sb: Sandbox;
+
+beforeAll(async () => {
+  host = await hostInfo();
+  stateDir = await freshStateDir();
+  sb = await createSandbox({ lowerDirs: [await busyboxLower(host.idMap)], stateDir }, { host });
+});
+afterAll(async () => {
+  await sb?.destroy();
+  await rm(stateDir, { recursive: true, force: true });
+});
+
+describe('shell', () => {
+  it('gets a terminal of its own: Ctrl-C stops the foreground job and the shell goes on', async () => {
+    const { cmd, initPid } = attachCommand(sb, ['sh', '-i'], true);
+    const pidnsFd = openSync(`/proc/${initPid}/ns/pid`, 'r');
+    const child = spawn(cmd[0]!, cmd.slice(1), { stdio: ['pipe', 'pipe', 'pipe', 'pipe', pidnsFd], env: { PATH: HOST_PATH } });
+    closeSync(pidnsFd);
+    (child.stdio[3] as NodeJS.ReadableStream).resume();
+    let out = '';
+    child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+    child.stderr!.resume();
+    const waitFor = async (text: string): Promise<void> => {
+      for (let i = 0; i < 200 && !out.includes(text); i++) await new Promise((r) => setTimeout(r, 25));
+      expect(out).toContain(text);
+    };
+    const started = Date.now();
+    child.stdin!.write('echo READY-$((20+1))\n');
+    await waitFor('READY-21');
+    child.stdin!.write('sleep 30; echo SLEPT-$((1+2))\n');
+    await new Promise((r) => setTimeout(r, 300));
+    child.stdin!.write('\x03');
+    child.stdin!.write('echo AFTER-$((40+2)); tty\n');
+    await waitFor('AFTER-42');
+    child.stdin!.end('exit 3\n');
+    const code = await new Promise<number | null>((resolve) => child.on('exit', (c) => resolve(c)));
+    expect(code).toBe(3);
+    expect(out).not.toContain('SLEPT-3');
+    expect(out).toMatch(/AFTER-42\r?\n\/dev\/pts\/\d+/);
+    expect(Date.now() - started).toBeLessThan(20_000);
+  }, 40_000);
+});
