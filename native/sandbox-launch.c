@@ -511,8 +511,8 @@ static void extract_tar(const struct opts *o, const char *dest) {
  * forked upper) that planted a symlink or a file there is overruled, so no mount can be redirected.
  */
 static void claim_mount_points(int rootfd) {
-  static const char *dirs[] = {"proc", "dev", "tmp"};
-  for (int i = 0; i < 3; i++) {
+  static const char *dirs[] = {"proc", "dev", "tmp", "sys"};
+  for (int i = 0; i < 4; i++) {
     struct stat st;
     if (fstatat(rootfd, dirs[i], &st, AT_SYMLINK_NOFOLLOW) == 0) {
       if (S_ISDIR(st.st_mode)) continue;
@@ -525,6 +525,22 @@ static void claim_mount_points(int rootfd) {
 
 static void mount_or_die(const char *src, const char *dst, const char *type, unsigned long flags, const char *data) {
   if (mount(src, dst, type, flags, data) < 0) die("mount %s on %s", type != NULL ? type : src, dst);
+}
+
+/*
+ * A read-only /sys: tools read CPU, memory and device facts there. With a network namespace of
+ * our own, a fresh sysfs (its net class shows only that namespace's devices); sharing the host's
+ * network, sysfs cannot be mounted anew, so the host's is bound and made read-only (what it holds
+ * beneath, like cgroup files, belongs to host ids the sandbox does not map: not writable either).
+ */
+static void setup_sys(const char *sys, int own_net) {
+  const unsigned long flags = MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY;
+  if (own_net) {
+    mount_or_die("sysfs", sys, "sysfs", flags, NULL);
+    return;
+  }
+  mount_or_die("/sys", sys, NULL, MS_BIND | MS_REC, NULL);
+  mount_or_die("/sys", sys, NULL, MS_REMOUNT | MS_BIND | flags, NULL);
 }
 
 static void setup_dev(const char *dev) {
@@ -633,6 +649,8 @@ static void init_main(const struct opts *o, int holder_alive) {
   write_file(p, "0");
   xsnprintf(p, sizeof p, "%s/dev", o->merged);
   setup_dev(p);
+  xsnprintf(p, sizeof p, "%s/sys", o->merged);
+  setup_sys(p, o->net_none);
   if (chdir(o->merged) < 0) die("chdir %s", o->merged);
   if (syscall(SYS_pivot_root, ".", ".") < 0) die("pivot_root");
   if (umount2(".", MNT_DETACH) < 0) die("detach the host root");

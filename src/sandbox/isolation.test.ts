@@ -127,17 +127,28 @@ describe('isolation', () => {
     }
   });
 
-  it('symlinks planted at /proc, /dev and /tmp in a layer do not redirect mounts to host paths', async () => {
+  it('/sys is there to read and refuses writes, with its own network or the host\'s', async () => {
+    for (const network of ['none', 'host'] as const) {
+      await withSandboxes(1, { network }, async ([a]) => {
+        const o = await a!.exec(['sh', '-c', 'cat /sys/devices/system/cpu/online; echo 1 > /sys/kernel/mm/ksm/run; echo rc=$?; mkdir /sys/fs/cgroup/msb-escape; echo rc=$?']);
+        expect(o.stdout, network).toMatch(/^\d+(-\d+)?(,\d+(-\d+)?)*\nrc=[1-9]\d*\nrc=[1-9]\d*\n$/);
+        expect(o.stderr, network).toMatch(/Read-only file system/);
+      });
+    }
+    expect(await stat('/sys/fs/cgroup/msb-escape').then(() => true, () => false)).toBe(false);
+  });
+
+  it('symlinks planted at /proc, /dev, /tmp and /sys in a layer do not redirect mounts to host paths', async () => {
     const target = await mkdtemp(join(tmpdir(), 'msb-plant-target-'));
     const src = await mkdtemp(join(tmpdir(), 'msb-plant-'));
-    for (const d of ['proc', 'dev', 'tmp']) await symlink(target, join(src, d));
-    const evil = await shiftCopyTree(src, join(CACHE_DIR, `planted-symlinks-${host.idMap.uidStart}`), host.idMap);
+    for (const d of ['proc', 'dev', 'tmp', 'sys']) await symlink(target, join(src, d));
+    const evil = await shiftCopyTree(src, join(CACHE_DIR, `planted-mount-points-${host.idMap.uidStart}`), host.idMap);
     await rm(src, { recursive: true, force: true });
     // The evil layer sits on top of busybox (whose /proc etc. are ordinary dirs).
     const sb = await createSandbox({ lowerDirs: [lower, evil], stateDir }, { host });
     try {
-      const o = await sb.exec(['sh', '-c', 'grep -c . /proc/self/status >/dev/null && echo proc-ok; echo hi > /dev/null && echo dev-ok; echo t > /tmp/t && echo tmp-ok']);
-      expect(o.stdout).toBe('proc-ok\ndev-ok\ntmp-ok\n');
+      const o = await sb.exec(['sh', '-c', 'grep -c . /proc/self/status >/dev/null && echo proc-ok; echo hi > /dev/null && echo dev-ok; echo t > /tmp/t && echo tmp-ok; test -d /sys/kernel && echo sys-ok']);
+      expect(o.stdout).toBe('proc-ok\ndev-ok\ntmp-ok\nsys-ok\n');
       expect(await readdir(target)).toEqual([]);
       expect(await readFile('/proc/self/mountinfo', 'utf8')).not.toContain(target);
     } finally {
