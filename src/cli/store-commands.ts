@@ -216,6 +216,9 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
           reaped > 0 ? `reclaimed ${reaped} stale sandbox(es)` : '',
           store ? `store: ${store.removedLayers.length} layers, ${store.removedLinks} pooled files, ${store.removedObjects} staged objects, ${store.removedTmp} leftovers; ${formatBytes(store.freedBytes)}` : '',
           registry ? `registry: ${registry.removedBlobs.length} blobs (${formatBytes(registry.freedBytes)}), ${registry.removedPacks.length} catalog entries; ${registry.keptBlobs} blobs kept` : '',
+          registry && registry.condemnedBlobs.length > 0
+            ? `registry: ${registry.condemnedBlobs.length} unreached blobs (${formatBytes(registry.condemnedBlobs.reduce((n, b) => n + b.size, 0))}) condemned: a gc at least ${o.grace} after their condemnation removes them`
+            : '',
           ...(dryRun && registry ? registry.removedBlobs.map((b) => `  would remove ${b.digest} (${formatBytes(b.size)})`) : []),
           ...(dryRun && store ? store.removedLayers.map((l) => `  would remove layer ${l}`) : []),
         ].filter((s) => s !== '').join('\n'),

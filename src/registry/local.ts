@@ -6,13 +6,13 @@
  */
 import { randomBytes } from 'node:crypto';
 import { createReadStream } from 'node:fs';
-import { copyFile, link, mkdir, open, readFile, rename, rm, stat, unlink, writeFile, chmod } from 'node:fs/promises';
+import { copyFile, link, mkdir, open, readFile, rename, rm, stat, unlink, utimes, writeFile, chmod } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import type { Readable } from 'node:stream';
 import { type Digest, DigestSchema, digestHex, parseDigest } from '../cas/digest.js';
 import { NotFoundError } from '../errors.js';
 import { isErrno, readdirOrEmpty } from '../util/fs.js';
-import { type BlobStat, type Registry, parseRefName } from './registry.js';
+import { BLOB_REFRESH_AFTER_MS, type BlobStat, type Registry, parseRefName } from './registry.js';
 
 export class LocalRegistry implements Registry {
   readonly root: string;
@@ -107,9 +107,21 @@ export class LocalRegistry implements Registry {
     return createReadStream('', { fd: fh, start: range.offset, end: range.offset + range.length - 1, highWaterMark: 1 << 20 });
   }
 
+  /** True when the blob exists (its mtime refreshed if stale): nothing to write. */
+  private async present(digest: Digest): Promise<boolean> {
+    const st = await this.statBlob(digest);
+    if (st === null) return false;
+    if (Date.now() - st.mtimeMs > BLOB_REFRESH_AFTER_MS) {
+      const now = new Date();
+      // best effort: another user's blob in a shared directory may refuse it
+      await utimes(this.blobPath(digest), now, now).catch(() => undefined);
+    }
+    return true;
+  }
+
   async putBlobFile(digest: Digest, path: string): Promise<void> {
     const dest = this.blobPath(digest);
-    if ((await this.statBlob(digest)) !== null) return;
+    if (await this.present(digest)) return;
     await mkdir(join(dest, '..'), { recursive: true });
     // A hardlink is free when the file is on the same filesystem; EEXIST means a racing writer won.
     try {
@@ -133,7 +145,7 @@ export class LocalRegistry implements Registry {
   }
 
   async putBlob(digest: Digest, data: Buffer): Promise<void> {
-    if ((await this.statBlob(digest)) !== null) return;
+    if (await this.present(digest)) return;
     await this.writeAtomic(this.blobPath(digest), data);
   }
 
@@ -200,6 +212,17 @@ export class LocalRegistry implements Registry {
       const digest = await this.getRef(name).catch(() => null);
       if (digest !== null) yield { name, digest };
     }
+  }
+
+  async getGcState(): Promise<Buffer | null> {
+    return readFile(join(this.root, 'gc', 'state.json')).catch((e: unknown) => {
+      if (isErrno(e, 'ENOENT')) return null;
+      throw e;
+    });
+  }
+
+  async putGcState(data: Buffer): Promise<void> {
+    await this.writeAtomic(join(this.root, 'gc', 'state.json'), data, 0o644);
   }
 
   /** Temporary files older than `olderThanMs` are leftovers of crashed writers. */

@@ -13,6 +13,12 @@ import { z } from 'zod';
 import type { Digest } from '../cas/digest.js';
 import { InvalidInputError } from '../errors.js';
 
+/**
+ * A put of a blob that already exists refreshes its mtime once it is older than this: that is how
+ * a push tells a running gc that it uses the blob (see registry/gc.ts).
+ */
+export const BLOB_REFRESH_AFTER_MS = 60_000;
+
 export interface BlobStat {
   size: number;
   /** Last modification, ms since the epoch (gc grace periods). */
@@ -33,6 +39,8 @@ export interface Registry {
   /**
    * Stores a local file as the blob `digest`. The caller has already hashed the file.
    * Idempotent; concurrent puts of the same digest are harmless; never visible half-written.
+   * Putting a blob that exists refreshes its mtime when older than BLOB_REFRESH_AFTER_MS (S3: for
+   * blobs up to one part, by writing it again).
    */
   putBlobFile(digest: Digest, path: string): Promise<void>;
   putBlob(digest: Digest, data: Buffer): Promise<void>;
@@ -49,6 +57,9 @@ export interface Registry {
   putRef(name: string, digest: Digest): Promise<void>;
   deleteRef(name: string): Promise<void>;
   listRefs(): AsyncIterable<{ name: string; digest: Digest }>;
+  /** gc's record of the blobs it condemned (`gc/state.json`); null when there is none. */
+  getGcState(): Promise<Buffer | null>;
+  putGcState(data: Buffer): Promise<void>;
 }
 
 /**

@@ -26,7 +26,7 @@ import { createHash } from 'node:crypto';
 import { createRequire } from 'node:module';
 import { type Digest, DigestSchema, digestHex, parseDigest } from '../cas/digest.js';
 import { InvalidInputError, MinisandboxError, NotFoundError } from '../errors.js';
-import { type BlobStat, type Registry, parseRefName } from './registry.js';
+import { BLOB_REFRESH_AFTER_MS, type BlobStat, type Registry, parseRefName } from './registry.js';
 import { DEFAULT_RETRY_POLICY, RemoteStoreError, type RetryHooks, type RetryPolicy, TruncatedBodyError, backoffDelayMs, httpStatusOf, isRetryable, withRetry } from './retry.js';
 import { type S3Location, formatS3Url, hostNeedsPathStyle, parseS3Url } from './s3-config.js';
 import { InFlightBudget, type InFlightLimits } from './s3-inflight.js';
@@ -375,9 +375,15 @@ export class S3Registry implements Registry {
     return Readable.from(chunks(), { objectMode: false });
   }
 
+  /** True when the blob exists and need not be written: fresh, or too large to write again cheaply. */
+  private async present(key: string): Promise<boolean> {
+    const h = await this.headObject(key);
+    return h !== null && (Date.now() - h.mtimeMs <= BLOB_REFRESH_AFTER_MS || h.size > this.partSize);
+  }
+
   async putBlobFile(digest: Digest, path: string): Promise<void> {
     const key = this.blobKey(digest);
-    if ((await this.headObject(key)) !== null) return;
+    if (await this.present(key)) return;
     const { size } = await stat(path);
     if (size > this.partSize) {
       await this.putMultipart(key, size, async (offset, length) => {
@@ -409,7 +415,7 @@ export class S3Registry implements Registry {
 
   async putBlob(digest: Digest, data: Buffer): Promise<void> {
     const key = this.blobKey(digest);
-    if ((await this.headObject(key)) !== null) return;
+    if (await this.present(key)) return;
     if (data.length > this.partSize) {
       await this.putMultipart(key, data.length, (offset, length) => Promise.resolve(data.subarray(offset, offset + length)));
       return;
@@ -515,6 +521,21 @@ export class S3Registry implements Registry {
 
   async deletePack(pack: Digest): Promise<void> {
     await this.deleteObject(this.packKey(pack));
+  }
+
+  // ---- gc ----------------------------------------------------------------------------------
+
+  async getGcState(): Promise<Buffer | null> {
+    try {
+      return await this.getBytes(this.key('gc/state.json'), 'gc state');
+    } catch (e) {
+      if (e instanceof NotFoundError) return null;
+      throw e;
+    }
+  }
+
+  async putGcState(data: Buffer): Promise<void> {
+    await this.putSmall(this.key('gc/state.json'), data);
   }
 
   // ---- refs --------------------------------------------------------------------------------

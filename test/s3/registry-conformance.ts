@@ -62,6 +62,17 @@ export function registryConformance(label: string, opts: ConformanceOptions): vo
       await rm(scratch, { recursive: true, force: true });
     });
 
+    it("keeps gc's state document: none at first, then the last one written", async () => {
+      const reg = await fresh();
+      expect(await reg.getGcState()).toBeNull();
+      await reg.putGcState(Buffer.from('{"a":1}'));
+      await reg.putGcState(Buffer.from('{"a":2}'));
+      expect((await reg.getGcState())?.toString()).toBe('{"a":2}');
+      // not a blob, pack or ref: nothing else lists it
+      expect(await collect(reg.listBlobs())).toEqual([]);
+      expect(await collect(reg.listRefs())).toEqual([]);
+    });
+
     it('stores a blob once and reads it whole, by range and as a stream', async () => {
       const reg = await fresh();
       const b = blob('0123456789abcdefghij');
