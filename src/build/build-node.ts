@@ -7,6 +7,7 @@
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { appendFile, mkdir, readFile, rm, stat } from 'node:fs/promises';
+import { availableParallelism } from 'node:os';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import type { Digest } from '../cas/digest.js';
@@ -26,6 +27,7 @@ import { pullEnv } from '../store/pull.js';
 import { type PushOptions, type PushResult, pushTree, resolveEnv } from '../store/push.js';
 import type { CatalogCache } from './catalog-cache.js';
 import type { Discarder } from './discard.js';
+import { prestartHashWorkers } from '../layer/capture-hash.js';
 import type { PhaseClock } from './phases.js';
 import { UpperFullError, upperFull } from './upper.js';
 
@@ -177,6 +179,8 @@ async function buildInSandboxOn(parent: Parent, script: string, ctx: BuildEnvCon
     await log(ctx.logPath, `--- ${opts.label}: build script${inRam ? ` (upper in RAM, up to ${Math.round(ramBytes / (1 << 20))} MiB)` : ''} ---\n${script}--- output ---`);
     // parse the registry's pack indexes while the commands run; the push then reads only newer ones
     ctx.catalog.warm();
+    // and start the capture's hashing threads, so it hashes off the main thread from its first file
+    prestartHashWorkers(Math.min(4, availableParallelism()));
     const o = await clock.time('commands', () => sb.exec(['/bin/sh', '-c', script]));
     await log(ctx.logPath, `${o.stdout}${o.stderr}${o.stdoutTruncated || o.stderrTruncated ? '\n[output truncated]' : ''}\n--- ${o.status}, exit ${o.exitCode ?? o.signal}, ${(o.durationMs / 1000).toFixed(1)} s ---`);
     if (ctx.signal.aborted) throw new MinisandboxError('BUILD_CANCELLED', `${opts.label}: cancelled`);
