@@ -84,11 +84,18 @@ async function runLogged(argv: string[], logPath: string, label: string): Promis
   }
 }
 
-/** pushTree with its phases (catalog, capture+pack, upload) booked on the clock as `push-*`. */
-async function pushTimed(ctx: BuildEnvContext, dir: string, opts: PushOptions): Promise<PushResult> {
+/**
+ * pushTree with its phases (catalog, capture+pack, upload) booked on the clock as `push-*`.
+ * `onRead` runs once `dir` has been read for the last time (the upload starts).
+ */
+async function pushTimed(ctx: BuildEnvContext, dir: string, opts: PushOptions, onRead?: () => void): Promise<PushResult> {
   const phases = ctx.clock.announced('push-');
+  const onProgress = (p: { phase: string }): void => {
+    phases.onPhase(p);
+    if (p.phase === 'upload') onRead?.();
+  };
   try {
-    return await pushTree(ctx.registry, ctx.store, dir, { ...opts, onProgress: phases.onPhase, catalog: () => ctx.catalog.refresh() });
+    return await pushTree(ctx.registry, ctx.store, dir, { ...opts, onProgress, catalog: () => ctx.catalog.refresh() });
   } finally {
     phases.end();
   }
@@ -191,8 +198,11 @@ async function buildInSandboxOn(parent: Parent, script: string, ctx: BuildEnvCon
     }
     if (inRam) {
       // Nothing the commands started is left running (each command's pid namespace ends with it),
-      // so the upper is still while it is captured; the sandbox ends after the push.
-      const r = await pushTimed(ctx, `${ramUpper}/u`, { parent, overlayUpper: true, idShift: shift, keepRootPath: true, tag: opts.tag, config: opts.config });
+      // so the upper is still while it is captured; the sandbox ends while the layer uploads.
+      const r = await pushTimed(ctx, `${ramUpper}/u`, { parent, overlayUpper: true, idShift: shift, keepRootPath: true, tag: opts.tag, config: opts.config }, () => {
+        destroying = sb.destroy();
+        destroying.catch(() => undefined); // awaited below
+      });
       return r.env;
     }
     // The upper dir on disk holds exactly what the commands wrote (with overlayfs whiteouts),
