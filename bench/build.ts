@@ -6,7 +6,9 @@
  *              publish): `build --force` of that env recipe, with its phase timings. Both start
  *              from the base already on local disk (see overhead()). Needs the network to
  *              Debian's mirror, so both sides pay the same downloads; alternating order,
- *              BENCH_REPEATS rounds (default 3).
+ *              BENCH_REPEATS rounds (default 3). Neither side's tree is warm for long on these
+ *              VMs: clean page cache is dropped within seconds (a file written to ext4 was out
+ *              of the cache 5 s later), which is why builds keep their upper in RAM (upper.ts).
  *   rebuild    `minisandbox build` of a fully cached 50-instance dataset, the whole command
  *              (process start, plan, 50+ registry lookups, tags), vs the same command's no-op
  *              floor (`minisandbox ls` on the same registry).
@@ -72,6 +74,7 @@ function overhead(): void {
   // BENCH_COMPARE_CLI=other/cli.mjs: the same build by another bundle (e.g. an older commit's) each round
   const other = process.env.BENCH_COMPARE_CLI;
   const otherTimes: number[] = [];
+  const otherPhases: Array<Record<string, number>> = [];
   for (let r = 0; r < REPEATS; r++) {
     const runChroot = (): void => {
       const root = join(work, `chroot-${r}`);
@@ -85,22 +88,29 @@ function overhead(): void {
       );
       rmSync(root, { recursive: true, force: true });
     };
-    const runPipeline = (): void => {
+    /** One `build --force` by `run` (this checkout's CLI, or the compared bundle): its wall time and phases. */
+    const buildPhases = (run: (args: string[]) => string): { wall: number; phases: Record<string, number> } => {
       let out = '';
-      const wall = timed(() => (out = ms(['--json', 'build', recipe, '--force'])));
-      pipeline.push(wall);
+      const wall = timed(() => (out = run(['--json', 'build', recipe, '--force'])));
       const j = JSON.parse(out) as BuildJson;
       const node = j.nodes.find((n) => n.kind === 'env' && n.status === 'built');
       if (node?.phases === undefined) throw new Error(`the bench env was not built: ${out.slice(0, 400)}`);
       const { execute = 0, ...cli } = j.phases;
       const nodeTotal = Object.values(node.phases).reduce((a, b) => a + b, 0);
       const inProcess = Object.values(j.phases).reduce((a, b) => a + b, 0);
-      phases.push({ ...cli, ...node.phases, 'execute-other': execute - nodeTotal, 'exit+unaccounted': wall - inProcess });
+      return { wall, phases: { ...cli, ...node.phases, 'execute-other': execute - nodeTotal, 'exit+unaccounted': wall - inProcess } };
+    };
+    const runPipeline = (): void => {
+      const b = buildPhases((args) => ms(args));
+      pipeline.push(b.wall);
+      phases.push(b.phases);
     };
     const runOther = (): void => {
       if (other === undefined) return;
       try {
-        otherTimes.push(timed(() => execFileSync('node', [other, 'build', recipe, '--force'], { env, stdio: 'ignore', timeout: 10 * 60_000 })));
+        const b = buildPhases((args) => execFileSync('node', [other, ...args], { env, encoding: 'utf8', maxBuffer: 256 << 20, stdio: ['ignore', 'pipe', 'ignore'], timeout: 10 * 60_000 }));
+        otherTimes.push(b.wall);
+        otherPhases.push(b.phases);
       } catch (e) {
         // the comparison is secondary: one hung or failed round of it must not lose the others
         console.log(`compared CLI failed in round ${r}: ${(e as Error).message.split('\n')[0]}`);
@@ -125,15 +135,22 @@ function overhead(): void {
   const outside = phases.map((p, i) => pipeline[i]! - (p['commands'] ?? 0));
   console.log(`## build overhead (apt install python3 python3-pytest), medians of ${REPEATS}; both sides start from the base already on local disk`);
   console.log(`plain chroot ${(c / 1000).toFixed(1)} s   pipeline ${(median(pipeline) / 1000).toFixed(1)} s   extra ${pct(median(pipeline) / c - 1)}   (median of per-round ratios ${pct(median(paired))})`);
-  if (other !== undefined && otherTimes.length > 0) console.log(`compared: ${other} ${(median(otherTimes) / 1000).toFixed(1)} s, extra ${pct(median(otherTimes) / c - 1)} (${otherTimes.length} rounds)`);
+  if (other !== undefined && otherTimes.length > 0) {
+    // paired with this checkout's build of the same round (they run back to back)
+    const vs = otherTimes.map((t, i) => pipeline[i]! / t - 1);
+    console.log(`compared: ${other} ${(median(otherTimes) / 1000).toFixed(1)} s, extra ${pct(median(otherTimes) / c - 1)} (${otherTimes.length} rounds); this pipeline vs it, median of per-round ratios ${pct(median(vs))}`);
+  }
   console.log(`pipeline outside its commands ${(median(outside) / 1000).toFixed(2)} s = ${pct(median(outside) / c)} of the chroot run; its commands ${(median(phases.map((p) => p['commands'] ?? 0)) / 1000).toFixed(1)} s vs the chroot's ${(c / 1000).toFixed(1)} s`);
   const secs = (xs: number[]): string => xs.map((x) => (x / 1000).toFixed(1)).join(' ');
   console.log(`rounds (s): chroot ${secs(chroot)} | pipeline ${secs(pipeline)} | its commands ${secs(phases.map((p) => p['commands'] ?? 0))}${other !== undefined ? ` | compared ${secs(otherTimes)}` : ''}`);
-  console.log('pipeline phases (median s, % of the chroot run):');
-  for (const name of Object.keys(phases[0] ?? {})) {
-    const m = median(phases.map((p) => p[name] ?? 0));
-    console.log(`  ${name.padEnd(20)} ${(m / 1000).toFixed(2).padStart(6)}   ${((m / c) * 100).toFixed(1).padStart(5)}%`);
-  }
+  const compared = otherPhases.length > 0;
+  console.log(`pipeline phases (median s, % of the chroot run${compared ? '; then the compared CLI\'s' : ''}):`);
+  const names = [...new Set([...Object.keys(phases[0] ?? {}), ...Object.keys(otherPhases[0] ?? {})])];
+  const cell = (ps: Array<Record<string, number>>, name: string): string => {
+    const m = median(ps.map((p) => p[name] ?? 0));
+    return `${(m / 1000).toFixed(2).padStart(6)}   ${((m / c) * 100).toFixed(1).padStart(5)}%`;
+  };
+  for (const name of names) console.log(`  ${name.padEnd(20)} ${cell(phases, name)}${compared ? `   | ${cell(otherPhases, name)}` : ''}`);
 }
 
 function cachedRebuild(): void {

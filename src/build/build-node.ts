@@ -7,6 +7,7 @@
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { appendFile, mkdir, readFile, rm, stat } from 'node:fs/promises';
+import { availableParallelism } from 'node:os';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import type { Digest } from '../cas/digest.js';
@@ -26,7 +27,9 @@ import { pullEnv } from '../store/pull.js';
 import { type PushOptions, type PushResult, pushTree, resolveEnv } from '../store/push.js';
 import type { CatalogCache } from './catalog-cache.js';
 import type { Discarder } from './discard.js';
+import { prestartHashWorkers } from '../layer/capture-hash.js';
 import type { PhaseClock } from './phases.js';
+import { UpperFullError, upperFull } from './upper.js';
 
 export class BuildCommandError extends MinisandboxError {
   constructor(
@@ -55,6 +58,8 @@ export interface BuildEnvContext {
   discard: Discarder;
   /** The registry's objects, shared by every push of the build. */
   catalog: CatalogCache;
+  /** Size cap of a build sandbox's upper in RAM (see upper.ts); 0 or absent: uppers on disk. */
+  ramUpperBytes?: number;
 }
 
 export interface Parent {
@@ -79,11 +84,18 @@ async function runLogged(argv: string[], logPath: string, label: string): Promis
   }
 }
 
-/** pushTree with its phases (catalog, capture+pack, upload) booked on the clock as `push-*`. */
-async function pushTimed(ctx: BuildEnvContext, dir: string, opts: PushOptions): Promise<PushResult> {
+/**
+ * pushTree with its phases (catalog, capture+pack, upload) booked on the clock as `push-*`.
+ * `onRead` runs once `dir` has been read for the last time (the upload starts).
+ */
+async function pushTimed(ctx: BuildEnvContext, dir: string, opts: PushOptions, onRead?: () => void): Promise<PushResult> {
   const phases = ctx.clock.announced('push-');
+  const onProgress = (p: { phase: string }): void => {
+    phases.onPhase(p);
+    if (p.phase === 'upload') onRead?.();
+  };
   try {
-    return await pushTree(ctx.registry, ctx.store, dir, { ...opts, onProgress: phases.onPhase, catalog: () => ctx.catalog.refresh() });
+    return await pushTree(ctx.registry, ctx.store, dir, { ...opts, onProgress, catalog: () => ctx.catalog.refresh() });
   } finally {
     phases.end();
   }
@@ -107,12 +119,38 @@ export async function buildBase(recipe: Extract<Recipe, { kind: 'base' }>, ctx: 
   }
 }
 
-/** Runs `script` as root in a build sandbox over `parent`, then captures and pushes its upper dir. */
-async function buildInSandbox(parent: Parent, script: string, ctx: BuildEnvContext, opts: { network: boolean; label: string; tag: string; config: Partial<RuntimeConfig>; stage?: (sb: Sandbox) => Promise<void> }): Promise<Digest> {
+interface SandboxBuild {
+  network: boolean;
+  label: string;
+  tag: string;
+  config: Partial<RuntimeConfig>;
+  stage?: (sb: Sandbox) => Promise<void>;
+}
+
+/**
+ * Runs `script` as root in a build sandbox over `parent`, then captures and pushes its upper dir:
+ * in RAM when ctx allows one (see upper.ts), and on disk when there is none or the build outgrew it.
+ */
+async function buildInSandbox(parent: Parent, script: string, ctx: BuildEnvContext, opts: SandboxBuild): Promise<Digest> {
+  const ram = ctx.ramUpperBytes ?? 0;
+  if (ram > 0) {
+    try {
+      return await buildInSandboxOn(parent, script, ctx, opts, ram);
+    } catch (e) {
+      if (!(e instanceof UpperFullError)) throw e;
+      await log(ctx.logPath, `note: ${e.message}; building again with the upper on disk`);
+    }
+  }
+  return buildInSandboxOn(parent, script, ctx, opts, 0);
+}
+
+/** One build attempt; `ramBytes` > 0: a tmpfs upper of that size, else a disk upper. */
+async function buildInSandboxOn(parent: Parent, script: string, ctx: BuildEnvContext, opts: SandboxBuild, ramBytes: number): Promise<Digest> {
   const clock = ctx.clock;
   const host = await clock.time('host-probe', () => probeHost());
   const shift = idShiftOf(host.idMap);
   const pulled = await clock.time('parent-layout', () => pullEnv(ctx.registry, ctx.store, parent.digest, { idShift: shift }));
+  const inRam = ramBytes > 0;
   const t0 = performance.now();
   const sb = await createSandbox(
     {
@@ -120,10 +158,11 @@ async function buildInSandbox(parent: Parent, script: string, ctx: BuildEnvConte
       stateDir: ctx.store.sandboxesDir,
       config: { ...parent.config.config, workdir: '/' },
       network: opts.network ? 'host' : 'none',
-      upper: 'disk',
+      upper: inRam ? 'tmpfs' : 'disk',
       // The upper is captured only after the commands succeeded, and thrown away otherwise: the
       // fsyncs of dpkg and friends need not reach the disk.
-      volatileUpper: true,
+      volatileUpper: !inRam,
+      ...(inRam ? { limits: { diskBytes: ramBytes } } : {}),
       capabilities: 'default',
       commandTimeoutMs: ctx.timeoutMs,
       maxOutputBytes: 64 << 20,
@@ -136,21 +175,35 @@ async function buildInSandbox(parent: Parent, script: string, ctx: BuildEnvConte
     },
   );
   clock.add('sandbox-create', performance.now() - t0);
+  // A tmpfs upper is mounted in the holder's mount namespace only: reached through its root link.
+  const ramUpper = `/proc/${sb.state.holderPid}/root${sb.state.upperDir}`;
   const onAbort = (): void => void sb.destroy();
   ctx.signal.addEventListener('abort', onAbort);
   let trash: string | null | undefined; // undefined: not moved aside yet; null: could not be
   let destroying: Promise<void> | null = null;
   try {
     if (opts.stage !== undefined) await clock.time('stage', () => opts.stage!(sb));
-    await log(ctx.logPath, `--- ${opts.label}: build script ---\n${script}--- output ---`);
+    await log(ctx.logPath, `--- ${opts.label}: build script${inRam ? ` (upper in RAM, up to ${Math.round(ramBytes / (1 << 20))} MiB)` : ''} ---\n${script}--- output ---`);
     // parse the registry's pack indexes while the commands run; the push then reads only newer ones
     ctx.catalog.warm();
+    // and start the capture's hashing threads, so it hashes off the main thread from its first file
+    prestartHashWorkers(Math.min(4, availableParallelism()));
     const o = await clock.time('commands', () => sb.exec(['/bin/sh', '-c', script]));
     await log(ctx.logPath, `${o.stdout}${o.stderr}${o.stdoutTruncated || o.stderrTruncated ? '\n[output truncated]' : ''}\n--- ${o.status}, exit ${o.exitCode ?? o.signal}, ${(o.durationMs / 1000).toFixed(1)} s ---`);
     if (ctx.signal.aborted) throw new MinisandboxError('BUILD_CANCELLED', `${opts.label}: cancelled`);
     if (o.status !== 'ok' || o.exitCode !== 0) {
+      if (inRam && o.status === 'ok' && (await upperFull(ramUpper, o.stdout + o.stderr))) throw new UpperFullError(ramBytes);
       const what = o.status === 'ok' ? `build commands failed with exit status ${o.exitCode}` : `build commands ended: ${o.status}`;
       throw new BuildCommandError(opts.label, ctx.logPath, what, TRANSIENT.test(o.stdout + o.stderr));
+    }
+    if (inRam) {
+      // Nothing the commands started is left running (each command's pid namespace ends with it),
+      // so the upper is still while it is captured; the sandbox ends while the layer uploads.
+      const r = await pushTimed(ctx, `${ramUpper}/u`, { parent, overlayUpper: true, idShift: shift, keepRootPath: true, tag: opts.tag, config: opts.config }, () => {
+        destroying = sb.destroy();
+        destroying.catch(() => undefined); // awaited below
+      });
+      return r.env;
     }
     // The upper dir on disk holds exactly what the commands wrote (with overlayfs whiteouts),
     // owned by host ids shifted into the sandbox's range. Moved out of the sandbox, it outlives
@@ -166,10 +219,10 @@ async function buildInSandbox(parent: Parent, script: string, ctx: BuildEnvConte
     return r.env;
   } finally {
     ctx.signal.removeEventListener('abort', onAbort);
-    if (trash === undefined) trash = await clock.time('upper-aside', () => ctx.discard.moveAside(sb.state.upperDir));
+    if (!inRam && trash === undefined) trash = await clock.time('upper-aside', () => ctx.discard.moveAside(sb.state.upperDir));
     // booked: only what the push did not already cover
     await clock.time('sandbox-destroy', () => destroying ?? sb.destroy());
-    if (trash !== null) ctx.discard.remove(trash, sb.state.idMap);
+    if (trash !== null && trash !== undefined) ctx.discard.remove(trash, sb.state.idMap);
   }
 }
 

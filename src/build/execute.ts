@@ -19,6 +19,7 @@ import { type NodeOutcome, runGraph, scheduleNodes } from './plan-schedule.js';
 import { CatalogCache } from './catalog-cache.js';
 import { Discarder, type DiscardMode } from './discard.js';
 import { formatPhases, PhaseClock, type PhaseTimes } from './phases.js';
+import { availableMemory, ramUpperBytes } from './upper.js';
 
 export interface BuildOptions {
   registry: Registry;
@@ -36,6 +37,11 @@ export interface BuildOptions {
    * process that may outlive it.
    */
   discard?: DiscardMode;
+  /**
+   * Size cap of each build sandbox's upper in RAM (0: uppers on disk). Default: a share of the
+   * memory available now, divided by `jobs` (see upper.ts).
+   */
+  ramUpperBytes?: number;
 }
 
 export type BuildEvent =
@@ -84,6 +90,7 @@ export async function executePlan(plan: BuildPlan, opts: BuildOptions): Promise<
   let done = 0;
   const discard = new Discarder(opts.store.tmpDir, opts.discard ?? 'wait');
   const catalog = new CatalogCache(opts.registry, opts.store);
+  const ramUpper = opts.ramUpperBytes ?? ramUpperBytes(opts.jobs, availableMemory());
 
   const parentOf = async (n: PlanNode): Promise<Parent | null> => {
     if (n.parent !== null) {
@@ -105,7 +112,7 @@ export async function executePlan(plan: BuildPlan, opts: BuildOptions): Promise<
     let env: Digest;
     if (cached !== null) env = cached;
     else {
-      const ctx = { registry: opts.registry, store: opts.store, logPath: log, timeoutMs: opts.timeoutMs, signal, clock, discard, catalog };
+      const ctx = { registry: opts.registry, store: opts.store, logPath: log, timeoutMs: opts.timeoutMs, signal, clock, discard, catalog, ramUpperBytes: ramUpper };
       const r = n.recipe;
       if (r.kind === 'base') env = await buildBase(r, ctx, cacheRef, runtimeConfig(n));
       else if (parent === null) throw new Error(`internal: ${n.id} has no parent`);

@@ -4,6 +4,7 @@ import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sha256 } from '../cas/digest.js';
+import { parkedHashWorkers, prestartHashWorkers } from './capture-hash.js';
 import { fastEntryLine } from './capture-line.js';
 import { captureAndRead, sh, tempDir, type Captured } from './capture-test-util.js';
 import { entryLine } from './manifest.js';
@@ -178,5 +179,15 @@ describe('capture determinism', () => {
     expect(a.list.length).toBeGreaterThan(300);
     const hash = (p: string): string => createHash('sha256').update(readFileSync(p)).digest('hex');
     expect(hash(join(t.dir, 'm3'))).toBe(hash(join(t.dir, 'm1')));
+    // workers started ahead are taken by the next capture from its first file, same digest
+    prestartHashWorkers(2);
+    expect(parkedHashWorkers()).toBe(2);
+    const d = await captureAndRead(root, join(t.dir, 'm4'));
+    expect(parkedHashWorkers()).toBe(0);
+    expect(d.digest).toBe(a.digest);
+    // a tree reached through a /proc/<pid>/root link is walked as given, not resolved
+    const e = await captureAndRead(`/proc/self/root${root}`, join(t.dir, 'm5'), { keepRootPath: true });
+    expect(e.digest).toBe(a.digest);
+    await expect(captureAndRead('relative/tree', join(t.dir, 'm6'), { keepRootPath: true })).rejects.toThrow(/must be an absolute path/);
   });
 });

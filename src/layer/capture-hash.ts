@@ -106,6 +106,43 @@ interface Pending {
   worker: number;
 }
 
+/** Workers started ahead of a capture, unreferenced (they keep no process alive) until a pool takes them. */
+const parked: Worker[] = [];
+
+/**
+ * Starts up to `n` hashing workers now, for the next capture of this process to use from its
+ * first file on: a builder calls it while the build commands run, so a capture neither hashes
+ * on the main thread nor waits for threads to start (about 30 ms each here).
+ */
+export function prestartHashWorkers(n: number): void {
+  while (parked.length < n) {
+    const w = new Worker(WORKER_SOURCE, { eval: true });
+    w.unref();
+    // one that dies while parked is simply not handed out
+    const drop = (): void => {
+      const i = parked.indexOf(w);
+      if (i >= 0) parked.splice(i, 1);
+    };
+    w.once('error', drop);
+    w.once('exit', drop);
+    parked.push(w);
+  }
+}
+
+/** How many started workers wait for a capture (for tests). */
+export function parkedHashWorkers(): number {
+  return parked.length;
+}
+
+function unpark(): Worker | undefined {
+  const w = parked.pop();
+  if (w === undefined) return undefined;
+  w.removeAllListeners('error');
+  w.removeAllListeners('exit');
+  w.ref();
+  return w;
+}
+
 /** Below this much work a tree is hashed inline: starting workers would cost more than it saves. */
 const INLINE_FILES = 2048;
 const INLINE_BYTES = 64 << 20;
@@ -138,8 +175,10 @@ export class HashPool {
   ) {}
 
   private startWorkers(): void {
-    for (let i = 0; i < this.maxWorkers; i++) {
-      const w = new Worker(WORKER_SOURCE, { eval: true });
+    // workers started ahead (and already paid for) are enough: no more start-up on this path
+    const n = parked.length > 0 ? Math.min(this.maxWorkers, parked.length) : this.maxWorkers;
+    for (let i = 0; i < n; i++) {
+      const w = unpark() ?? new Worker(WORKER_SOURCE, { eval: true });
       w.on('message', (m: WorkerReply) => this.onReply(m));
       w.on('error', (e) => this.fail(e));
       this.workers.push(w);
@@ -149,7 +188,7 @@ export class HashPool {
 
   /** Queues one file; `cb` runs once its digest is known (or reading it failed). */
   submit(path: Buffer, size: number, cb: HashCallback): void {
-    if (this.workers.length === 0 && this.maxWorkers > 0 && (this.inlineFiles >= this.inlineUntilFiles || this.inlineBytes >= INLINE_BYTES)) this.startWorkers();
+    if (this.workers.length === 0 && this.maxWorkers > 0 && (parked.length > 0 || this.inlineFiles >= this.inlineUntilFiles || this.inlineBytes >= INLINE_BYTES)) this.startWorkers();
     if (this.workers.length === 0) {
       this.inlineFiles++;
       this.inlineBytes += size;

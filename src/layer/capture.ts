@@ -12,7 +12,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { closeSync, lstatSync, openSync, readdirSync, readlinkSync, realpathSync, renameSync, rmSync, writeSync, type BigIntStats } from 'node:fs';
 import { availableParallelism } from 'node:os';
-import { basename, dirname, join } from 'node:path';
+import { basename, dirname, isAbsolute, join } from 'node:path';
 import type { Digest } from '../cas/digest.js';
 import { InvalidInputError, MinisandboxError, NotFoundError } from '../errors.js';
 import { isErrno } from '../util/fs.js';
@@ -46,6 +46,12 @@ export interface CaptureOptions {
   onObject?: (o: CapturedObject) => void | Promise<void>;
   /** Things skipped or worth knowing (sockets, ...). */
   onWarning?: (message: string) => void;
+  /**
+   * Walk `root` as given (absolute) instead of resolving it first: for a tree reached through
+   * another process's `/proc/<pid>/root`, which realpath would resolve into this process's own
+   * mount namespace, i.e. to a different directory.
+   */
+  keepRootPath?: boolean;
   /** Hashing worker threads; 0 hashes on the calling thread. Default: min(4, cores). */
   hashWorkers?: number;
   /** Files hashed on the calling thread before the workers start (small trees never start them). Default 2048. */
@@ -91,7 +97,8 @@ interface Frame {
 export async function captureLayer(root: string, opts: CaptureOptions): Promise<CaptureResult> {
   let rootReal: string;
   try {
-    rootReal = realpathSync(root);
+    if (opts.keepRootPath === true && !isAbsolute(root)) throw new InvalidInputError(`capture: ${root} must be an absolute path`);
+    rootReal = opts.keepRootPath === true ? root.replace(/\/+$/, '') : realpathSync(root);
   } catch (e) {
     if (isErrno(e, 'ENOENT')) throw new NotFoundError(`capture: directory ${root}`, 'give the path of an existing directory tree');
     throw e;

@@ -17,7 +17,7 @@ import { LARGE_FRAME_JOB_BYTES, LARGE_FRAME_WORKERS } from './settings.js';
 import { StreamFrameCompressor } from './stream-compressor.js';
 
 export class Compressors {
-  readonly pool: CompressPool;
+  private started: CompressPool | null = null;
   /** Capacity of a pooled frame buffer: the largest entry a frame of `frameBytes` takes, plus the end marker and the byte that detects growth. */
   readonly frameCapacity: number;
   private readonly free: ArrayBuffer[] = [];
@@ -28,8 +28,17 @@ export class Compressors {
     private readonly level: number,
     frameBytes: number,
   ) {
-    this.pool = new CompressPool({ workers, level });
     this.frameCapacity = tarEntryLength(frameBytes) + 2 * TAR_END_LENGTH;
+  }
+
+  /** The compression workers, started on first use: a push with nothing (or one small frame) new needs none. */
+  get pool(): CompressPool {
+    this.started ??= new CompressPool({ workers: this.workers, level: this.level });
+    return this.started;
+  }
+
+  get poolStarted(): boolean {
+    return this.started !== null;
   }
 
   /** A frame buffer of at least `bytes`, reused when one is free. It owns its whole memory (so it can move to a worker). */
@@ -64,6 +73,6 @@ export class Compressors {
   async close(): Promise<void> {
     this.stream = null;
     this.free.length = 0;
-    await this.pool.close();
+    await this.started?.close();
   }
 }

@@ -35,6 +35,7 @@ import {
   STREAM_CHUNK_BYTES,
 } from './settings.js';
 import type { StreamFrameCompressor } from './stream-compressor.js';
+import binding from 'zstd-napi/binding.js';
 import { objectHeader, padding } from './tar-header.js';
 
 export interface PackSource {
@@ -377,7 +378,7 @@ class PackBuilder {
     this.frame ??= Buffer.allocUnsafeSlow(2 * TAR_END_LENGTH);
     this.frame.fill(0, this.openLength, this.openLength + TAR_END_LENGTH);
     this.openLength += TAR_END_LENGTH;
-    await this.cutFrame();
+    await this.cutFrame(true);
     await Promise.all(this.inflight.splice(0));
     if (this.failure) throw this.failure;
     await this.fh.close();
@@ -410,10 +411,15 @@ class PackBuilder {
     return true;
   }
 
-  /** Sends the frame being filled to a compression worker; frames reach the file in order. */
-  private async cutFrame(): Promise<void> {
+  /**
+   * Sends the frame being filled to a compression worker; frames reach the file in order. A pack
+   * of one frame (a push with little new) is compressed right here: starting the workers would
+   * cost more than the frame (about 25 ms and 100 ms of CPU for two, against ~20 ms for 4 MiB).
+   */
+  private async cutFrame(last = false): Promise<void> {
     const rawLength = this.openLength;
-    const compressed = this.z.pool.compress(this.frame!, rawLength, true);
+    const inline = last && this.frameIndex === 0 && !this.z.poolStarted;
+    const compressed = inline ? Promise.resolve(compressFrame(this.frame!.subarray(0, rawLength), this.s.level)) : this.z.pool.compress(this.frame!, rawLength, true);
     this.frame = null; // moved to the worker
     this.openLength = 0;
     this.frameIndex++;
@@ -447,4 +453,12 @@ class PackBuilder {
     }
     this.packBytes += b.length;
   }
+}
+
+/** One zstd frame on this thread, with the parameters the compression workers use (compress-pool.ts). */
+function compressFrame(data: Buffer, level: number): Buffer {
+  const cctx = new binding.CCtx();
+  cctx.setParameter(binding.CParameter.compressionLevel, level);
+  const out = Buffer.allocUnsafe(binding.compressBound(data.length));
+  return out.subarray(0, cctx.compress2(out, data));
 }

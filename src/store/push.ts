@@ -28,6 +28,8 @@ export interface PushOptions {
   tag?: string;
   overlayUpper?: boolean;
   idShift?: number;
+  /** Capture `dir` as given, unresolved (see CaptureOptions.keepRootPath). */
+  keepRootPath?: boolean;
   onProgress?: (p: { phase: string; files?: number; bytes?: number }) => void;
   /** Which objects the registry holds (default: every pack index, loaded now); a builder passes one it keeps across pushes. */
   catalog?: () => Promise<ObjectCatalog>;
@@ -68,6 +70,7 @@ export async function pushTree(reg: Registry, store: StorePaths, dir: string, op
         manifestPath,
         overlayUpper: opts.overlayUpper ?? false,
         idShift: opts.idShift ?? 0,
+        keepRootPath: opts.keepRootPath ?? false,
         onObject: async (o) => {
           const have = catalog.get(o.digest);
           if (have !== undefined) {
