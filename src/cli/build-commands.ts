@@ -10,7 +10,7 @@ import { loadDataset } from '../dataset/read.js';
 import { loadSpecs } from '../dataset/specs.js';
 import { loadRecipeCatalog } from '../recipe/catalog.js';
 import { reapStale } from '../runtime/open.js';
-import { type GlobalOptions, makeContext, parseDuration } from './context.js';
+import { type GlobalOptions, makeContext, parseDuration, parseSize } from './context.js';
 import { EXIT, table } from './output.js';
 
 type Globals = () => GlobalOptions;
@@ -26,6 +26,7 @@ interface BuildOpts {
   logDir?: string;
   timeout: string;
   dataset?: string;
+  ramUpper: string;
 }
 
 export function registerBuildCommands(program: Command, globals: Globals, setExit: (code: number) => void): void {
@@ -43,6 +44,7 @@ export function registerBuildCommands(program: Command, globals: Globals, setExi
     .option('--tag <ref>', 'tag for a single recipe build')
     .option('--log-dir <dir>', 'where per-node build logs go (default: <store>/logs/<dataset>)')
     .option('--timeout <duration>', 'limit for one node\'s build commands', '2h')
+    .option('--ram-upper <size|auto>', 'RAM each build sandbox writes into (a tmpfs; a build that outgrows it runs again on disk); auto: half the available memory / jobs; 0: on disk', 'auto')
     .action(async (input: string, o: BuildOpts) => {
       // performance.now() counts from process start: node's boot, module loading, option parsing
       const cli = new PhaseClock();
@@ -87,6 +89,7 @@ export function registerBuildCommands(program: Command, globals: Globals, setExi
           keepGoing: o.keepGoing === true,
           force: o.force === true,
           timeoutMs: parseDuration(o.timeout),
+          ...(o.ramUpper === 'auto' ? {} : { ramUpperBytes: parseSize(o.ramUpper) }),
           signal: abort.signal,
           // a one-node build returns once its layer is published, not after deleting its scratch
           discard: 'detach',
