@@ -42,6 +42,8 @@ interface Current {
 export interface ObjectSink {
   write(path: string, data: Uint8Array): void;
   pump(): Promise<void>;
+  /** Takes the verified object in memory instead (copying `data` at once); false: write it. */
+  keep?(digest: Digest, data: Uint8Array): boolean;
 }
 
 /**
@@ -80,6 +82,7 @@ export class TempNames {
 
   /** Writes verified bytes under the object's final name (synchronously: see SYNC_WRITE_BYTES). */
   publishSync(digest: Digest, data: Uint8Array): void {
+    if (this.privateDest && this.sink?.keep?.(digest, data) === true) return;
     const dest = this.final(digest);
     if (this.privateDest) {
       if (this.sink !== undefined) this.sink.write(dest, data);
@@ -93,6 +96,7 @@ export class TempNames {
 
   /** Writes verified bytes under the object's final name. */
   async publish(digest: Digest, data: Uint8Array): Promise<void> {
+    if (this.privateDest && this.sink?.keep?.(digest, data) === true) return;
     const dest = this.final(digest);
     if (this.privateDest) {
       if (this.sink !== undefined) this.sink.write(dest, data);

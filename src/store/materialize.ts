@@ -41,7 +41,13 @@ export interface MaterializeOptions {
    * copied. `hexes` lists them; the lay-out consumes each once (removing it). While they are still being
    * fetched, `ready` says when one is there (undefined: now).
    */
-  staging?: { path: (hex: string) => string; hexes: Set<string>; ready?: (hex: string) => Promise<void> | undefined };
+  staging?: {
+    path: (hex: string) => string;
+    hexes: Set<string>;
+    ready?: (hex: string) => Promise<void> | undefined;
+    /** The bytes of an arrived object held in memory (once), if it was not written to `path`. */
+    take?: (hex: string) => Buffer | undefined;
+  };
   /**
    * Contents that occur more than once in the manifest. Only for these does the lay-out
    * remember where it put them (memory per repeated content, not per file); when unknown, all are.
@@ -258,10 +264,17 @@ class LinkPool {
     }
     this.prepare();
     if (this.staged.delete(hex)) {
-      // fetched for this lay-out: becomes a pool inode where it lies
-      const src = this.opts.staging!.path(hex);
-      writeMeta(this.fs, src, m, false);
-      this.fs.publish(rel, src, m.xattrs === undefined ? this.store.poolPrimary(hex) : this.store.poolVariant(hex, metaKey(m)));
+      const pool = m.xattrs === undefined ? this.store.poolPrimary(hex) : this.store.poolVariant(hex, metaKey(m));
+      const data = this.opts.staging!.take?.(hex);
+      if (data !== undefined) {
+        // fetched for this lay-out and still in memory: written into the tree, then pooled
+        this.fs.file(rel, m, pool, data);
+      } else {
+        // fetched for this lay-out onto disk: becomes a pool inode where it lies
+        const src = this.opts.staging!.path(hex);
+        writeMeta(this.fs, src, m, false);
+        this.fs.publish(rel, src, pool);
+      }
       if (remember) this.fresh.add(hex);
     } else if (this.fresh.has(hex)) {
       // first laid out by this run, whose pool inode holds another metadata: a copy of ours

@@ -77,6 +77,22 @@ describe('layers stack and deduplicate in the registry', () => {
     expect(p2.layerDirs).toEqual(p1.layerDirs);
   });
 
+  it.each([
+    ['in memory', undefined],
+    ['on disk', 0],
+  ])('the pulled layer itself reproduces the tree, xattrs included, when fetched objects wait %s', async (_how, heldBytes) => {
+    const reg = new LocalRegistry(join(work, 'edge', 'registry'));
+    const store = new StorePaths(join(work, 'edge', `store-held-${String(heldBytes)}`));
+    const { layerDirs } = await pullEnv(reg, store, 'rt/edge', heldBytes === undefined ? {} : { heldBytes });
+    const got = snapshotTree(layerDirs[0]!);
+    const want = snapshotTree(join(work, 'edge-src'));
+    // the root directory is the layer's own (owner root, 0755), not the captured one's
+    delete got['.'];
+    delete want['.'];
+    expect(got).toEqual(want);
+    expect(got['cap-bin']?.xattrs?.['security.capability']).toBeDefined();
+  });
+
   it('lays a layer out with owners shifted by an id base', async () => {
     const reg = new LocalRegistry(join(work, 'edge', 'registry'));
     const store = new StorePaths(join(work, 'edge', 'store-shift'));
