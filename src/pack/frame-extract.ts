@@ -11,6 +11,7 @@ import { digestHex, sha256, type Digest } from '../cas/digest.js';
 import { DigestMismatchError } from '../errors.js';
 import { CorruptPackError } from './errors.js';
 import type { PackIndexEntry } from './pack-index.js';
+import type { DecodedFrame } from './decode-pool.js';
 import { BoundedFrameDecoder } from './zstd-bounded.js';
 
 /** Objects up to this size are collected in memory and written with one call. */
@@ -130,6 +131,8 @@ export class FrameExtractor {
   private cur: Current | null = null;
   private readonly writes: Promise<void>[] = [];
   private decodedElsewhere = false;
+  /** sha256 (hex) of each wanted object, in order, when the decoder computed them. */
+  private digests: string[] | undefined;
 
   /** `wanted` must be sorted by offset and lie inside the frame (validated by the caller). */
   constructor(
@@ -155,11 +158,12 @@ export class FrameExtractor {
    * Feeds the whole frame, already decoded elsewhere with the same bounds (DecodePool); a
    * rejection of that decoding is reported like one of this extractor's own.
    */
-  async pushDecoded(decoded: Promise<Buffer>): Promise<void> {
+  async pushDecoded(decoded: Promise<DecodedFrame>): Promise<void> {
     this.decodedElsewhere = true;
     try {
-      const raw = await decoded;
+      const { data: raw, digests } = await decoded;
       if (raw.length !== this.frame.rawLength) throw new Error(`decodes to ${raw.length} bytes, stated ${this.frame.rawLength}`);
+      if (digests.length === this.wanted.length) this.digests = digests;
       await this.take(raw);
     } catch (e) {
       throw await this.failed(e);
@@ -210,8 +214,9 @@ export class FrameExtractor {
           p = p.subarray(skip);
           continue;
         }
-        if (w.size <= SYNC_WRITE_BYTES && p.length >= w.size) {
-          // Fast path: the whole object is in this piece; hash and write it straight from the view.
+        if (p.length >= w.size && (w.size <= SYNC_WRITE_BYTES || (this.digests !== undefined && this.temps.sink !== undefined))) {
+          // Fast path: the whole object is in this piece; hash (unless done) and hand it over or
+          // write it straight from the view.
           this.writeWhole(w, p.subarray(0, w.size));
           this.next++;
           this.pos += w.size;
@@ -235,7 +240,7 @@ export class FrameExtractor {
   }
 
   private writeWhole(w: PackIndexEntry, data: Buffer): void {
-    const actual = sha256(data);
+    const actual: Digest = this.digests !== undefined ? `sha256:${this.digests[this.next]!}` : sha256(data);
     if (actual !== w.digest) throw new DigestMismatchError(`object ${w.digest} in pack ${this.pack}`, w.digest, actual);
     this.temps.publishSync(w.digest, data);
     this.onObject(w);

@@ -11,7 +11,7 @@ import { CorruptPackError } from './errors.js';
 import { FrameExtractor, nameSome, TempNames, type FrameRef, type ObjectSink } from './frame-extract.js';
 import { isValidatedEntry, PackIndexEntrySchema, TAR_BLOCK, type PackIndexEntry } from './pack-index.js';
 import { MAX_BUFFERED_RANGE_BYTES, MERGE_GAP_BYTES } from './settings.js';
-import { DecodePool, MAX_POOLED_FRAME_BYTES } from './decode-pool.js';
+import { DecodePool, MAX_POOLED_FRAME_BYTES, type DecodedFrame } from './decode-pool.js';
 
 /** Compressed bytes to decode below which a fetch decodes on its own thread. */
 const POOL_DECODE_MIN_BYTES = 4 << 20;
@@ -127,7 +127,7 @@ interface FrameJob {
   /** Its compressed bytes, when decoded here. */
   compressed?: Uint8Array;
   /** Its decoding in the worker, when decoded there. */
-  decoded?: Promise<Buffer>;
+  decoded?: Promise<DecodedFrame>;
 }
 
 /**
@@ -171,7 +171,7 @@ async function extractInOrder(
         const start = f.frame.offset - r.offset;
         const compressed = buf.subarray(start, start + f.frame.length);
         if (decoder !== undefined && f.frame.rawLength <= MAX_POOLED_FRAME_BYTES) {
-          const decoded = decoder.decode(compressed, f.frame.rawLength);
+          const decoded = decoder.decode(compressed, f.frame.rawLength, f.wanted.map((w): [number, number] => [w.offset, w.size]));
           decoded.catch(() => undefined); // reported by the extractor in turn
           await jobs.put({ f, decoded }, f.frame.rawLength);
         } else {
@@ -194,6 +194,8 @@ async function extractInOrder(
       if (job.decoded !== undefined) await x.pushDecoded(job.decoded);
       else await x.push(job.compressed!);
       await x.end();
+      // every object is copied or written by now: the frame's memory can serve another
+      if (job.decoded !== undefined) decoder!.release((await job.decoded).data);
       jobs.done(job.f.frame.rawLength);
       await temps.sink?.pump();
     }
