@@ -9,8 +9,15 @@
  * process streams every file-system call of a lay-out while node parses the manifest in parallel
  * (two cores instead of one). Records are applied strictly in order.
  *
- * Usage: fsmeta [DIR]   relative paths are resolved against DIR (the tree being laid out).
+ * Usage: fsmeta [DIR [--pipe]]   relative paths are resolved against DIR (the tree being laid out).
+ * With --pipe, records come through a pipe of its own instead of stdin: it prints the pipe's
+ * write end's fd number on stdout; the caller opens /proc/<pid>/fd/<n> for writing and sends
+ * an H record first, upon which the helper closes its own write end (so the caller's end of
+ * stream is its end of input). Node gives a child's stdin as a socket, whose small kernel
+ * buffer made node and the helper take turns instead of working at once (measured); a pipe
+ * holds up to 4 MiB here.
  * Records (fields NUL-terminated, paths are raw bytes, numbers decimal):
+ *   H path                         handshake of --pipe (path ignored)
  *   O path uid gid                 lchown
  *   M path mode                    chmod (octal digits)
  *   T path sec nsec                utimensat, atime = mtime, never follows symlinks
@@ -219,13 +226,27 @@ int main(int argc, char **argv) {
   FILE *in = stdin;
   char *op;
   if (argc > 1 && chdir(argv[1]) != 0) fail("chdir", argv[1]);
-  /* a larger pipe means fewer hand-offs between node and this process; best effort */
-  fcntl(0, F_SETPIPE_SZ, 1 << 20);
+  int write_end = -1;
+  if (argc > 2 && strcmp(argv[2], "--pipe") == 0) {
+    int p[2];
+    if (pipe(p) != 0 || dup2(p[0], 0) != 0) fail("pipe", "");
+    close(p[0]);
+    write_end = p[1];
+    printf("%d\n", write_end);
+    fflush(stdout);
+  }
+  /* a larger pipe means fewer hand-offs between node and this process; best effort (above
+     pipe-max-size only with CAP_SYS_RESOURCE) */
+  if (fcntl(0, F_SETPIPE_SZ, 4 << 20) < 0) fcntl(0, F_SETPIPE_SZ, 1 << 20);
   static char inbuf[1 << 20];
   setvbuf(in, inbuf, _IOFBF, sizeof inbuf);
   while ((op = field(in)) != NULL) {
     char *path = arg(in);
     switch (op[0]) {
+    case 'H':
+      if (write_end >= 0) close(write_end);
+      write_end = -1;
+      break;
     case 'O': {
       char *u = arg(in), *g = arg(in);
       if (lchown(path, (uid_t)strtoul(u, NULL, 10), (gid_t)strtoul(g, NULL, 10)) != 0) fail("chown", path);

@@ -3,6 +3,9 @@
  * first use (util/native.ts).
  */
 import { type ChildProcess, spawn } from 'node:child_process';
+import { openSync } from 'node:fs';
+import { Socket } from 'node:net';
+import type { Writable } from 'node:stream';
 import { MinisandboxError } from '../errors.js';
 import { nativeHelper } from '../util/native.js';
 
@@ -60,11 +63,15 @@ export class FsmetaStream {
   private exitCode: number | null | undefined;
   private closed = false;
 
-  private constructor(private readonly child: ChildProcess) {
+  private constructor(
+    private readonly child: ChildProcess,
+    /** Where records go: a pipe of the helper's own (see native/fsmeta.c --pipe), or its stdin. */
+    private readonly input: Writable,
+  ) {
     child.stderr!.on('data', (d: Buffer) => {
       if (this.stderr.length < 4096) this.stderr += d.toString();
     });
-    child.stdin!.on('error', () => {
+    input.on('error', () => {
       // reported through the exit code and stderr
     });
     this.exited = new Promise((resolve, reject) => {
@@ -79,7 +86,20 @@ export class FsmetaStream {
 
   static async start(cwd: string): Promise<FsmetaStream> {
     const helper = await fsmetaPath();
-    return new FsmetaStream(spawn(helper, [cwd], { stdio: ['pipe', 'ignore', 'pipe'] }));
+    const child = spawn(helper, [cwd, '--pipe'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let input: Writable;
+    try {
+      input = await openPipe(child);
+    } catch {
+      // no /proc to open the helper's pipe through: its stdin (a socket) works, more slowly
+      child.kill('SIGKILL');
+      const plain = spawn(helper, [cwd], { stdio: ['pipe', 'ignore', 'pipe'] });
+      return new FsmetaStream(plain, plain.stdin!);
+    }
+    const stream = new FsmetaStream(child, input);
+    stream.field('H');
+    stream.field('');
+    return stream;
   }
 
   private room(n: number): void {
@@ -189,13 +209,13 @@ export class FsmetaStream {
   async pump(): Promise<void> {
     if (this.exitCode !== undefined) throw this.failure();
     if (this.pos >= PIECE_BYTES) this.flush();
-    if (this.child.stdin!.writableLength > QUEUED_BYTES) await this.send();
+    if (this.input.writableLength > QUEUED_BYTES) await this.send();
   }
 
   private async send(): Promise<void> {
     if (this.exitCode !== undefined || this.closed) throw this.failure();
     this.flush();
-    const stdin = this.child.stdin!;
+    const stdin = this.input;
     // Node queues what the pipe cannot take yet: wait only once a few pieces are queued, so
     // that the helper always has work and node is not woken for every piece.
     if (stdin.writableLength > QUEUED_BYTES) {
@@ -223,7 +243,7 @@ export class FsmetaStream {
     const piece = full.subarray(0, this.pos);
     this.buf = this.spares.pop() ?? Buffer.allocUnsafeSlow(PIECE_BYTES * 2);
     this.pos = 0;
-    this.child.stdin!.write(piece, () => {
+    this.input.write(piece, () => {
       if (this.spares.length < SPARE_PIECES && full.length === PIECE_BYTES * 2) this.spares.push(full);
     });
   }
@@ -232,7 +252,7 @@ export class FsmetaStream {
   async close(): Promise<void> {
     await this.send();
     this.closed = true;
-    this.child.stdin!.end();
+    this.input.end();
     const code = await this.exited;
     if (code !== 0) throw this.failure();
   }
@@ -240,6 +260,7 @@ export class FsmetaStream {
   /** Stops the helper after an error elsewhere, so nothing runs on behind the caller's back. */
   async abort(): Promise<void> {
     if (this.exitCode === undefined) this.child.kill('SIGKILL');
+    this.input.destroy();
     await this.exited.catch(() => undefined);
   }
 
@@ -247,4 +268,26 @@ export class FsmetaStream {
     const err = this.stderr.trim() || `fsmeta exited with ${String(this.exitCode)}`;
     return new MinisandboxError('FS_METADATA', err, { hint: 'check free space and permissions of the store directory' });
   }
+}
+
+/** The write end of the pipe a `--pipe` helper made, opened through /proc (see native/fsmeta.c). */
+async function openPipe(child: ChildProcess): Promise<Writable> {
+  const line = await new Promise<string>((resolve, reject) => {
+    let got = '';
+    const onData = (d: Buffer): void => {
+      got += d.toString();
+      const nl = got.indexOf('\n');
+      if (nl < 0) return;
+      child.stdout!.off('data', onData);
+      resolve(got.slice(0, nl));
+    };
+    child.stdout!.on('data', onData);
+    child.once('error', reject);
+    child.once('close', () => reject(new Error('fsmeta exited before its pipe was ready')));
+  });
+  if (!/^\d+$/.test(line) || child.pid === undefined) throw new Error(`fsmeta: unexpected pipe line ${JSON.stringify(line)}`);
+  child.stdout!.resume();
+  // O_CLOEXEC (libuv's default): no other child may hold this end, or the helper never sees the end
+  const fd = openSync(`/proc/${child.pid}/fd/${line}`, 'w');
+  return new Socket({ fd, readable: false, writable: true });
 }
