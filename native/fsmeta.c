@@ -32,6 +32,9 @@
  *                                  follow the field (verified objects the fetch hands over)
  *   P path src pool                link src to path, then publish src as pool: rename without
  *                                  replacing (a racing publisher's inode wins; ours is dropped)
+ *   A path length <bytes>          append the bytes to path, creating it (mode 0600) if needed:
+ *                                  a large object arriving piece by piece
+ *   R path dest                    rename path to dest (a large object once verified)
  *   F path uid gid mode sec nsec pool nx [name hexvalue]*nx length <bytes>
  *                                  a whole file in one record: create path holding the bytes,
  *                                  fchown, fchmod, fsetxattr each, futimens (in that order, as
@@ -314,6 +317,20 @@ int main(int argc, char **argv) {
       if (fd < 0) fail("create", path);
       if (write_all(fd, data, len) != 0) fail("write", path);
       if (close(fd) != 0) fail("write", path);
+      break;
+    }
+    case 'A': {
+      size_t len = (size_t)strtoull(arg(in), NULL, 10);
+      char *data = payload(in, len);
+      int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
+      if (fd < 0) fail("create", path);
+      if (write_all(fd, data, len) != 0) fail("write", path);
+      if (close(fd) != 0) fail("write", path);
+      break;
+    }
+    case 'R': {
+      char *dest = arg(in);
+      if (rename(path, dest) != 0) fail("rename", path);
       break;
     }
     case 'F':

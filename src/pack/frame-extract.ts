@@ -33,6 +33,8 @@ interface Current {
   got: number;
   pieces: Buffer[] | null;
   fh: FileHandle | null;
+  /** Written through the sink (ObjectSink.append) rather than `fh`. */
+  viaSink: boolean;
   tmp: string;
 }
 
@@ -43,6 +45,12 @@ interface Current {
 export interface ObjectSink {
   write(path: string, data: Uint8Array): void;
   pump(): Promise<void>;
+  /**
+   * With `rename`: large objects are written piece by piece through these too (to a temporary
+   * name, renamed once verified), so this thread never waits for their writes.
+   */
+  append?(path: string, data: Uint8Array): void;
+  rename?(path: string, dest: string): void;
   /** Takes the verified object in memory instead (copying `data` at once); false: write it. */
   keep?(digest: Digest, data: Uint8Array): boolean;
 }
@@ -231,7 +239,10 @@ export class FrameExtractor {
       const data = p.subarray(0, n);
       c.hash.update(data);
       if (c.pieces) c.pieces.push(Buffer.from(data));
-      else await writeAll(c.fh!, data);
+      else if (c.viaSink) {
+        this.temps.sink!.append!(c.tmp, data);
+        await this.temps.sink!.pump();
+      } else await writeAll(c.fh!, data);
       c.got += n;
       this.pos += n;
       p = p.subarray(n);
@@ -250,7 +261,9 @@ export class FrameExtractor {
     this.next++;
     const small = w.size <= SMALL_OBJECT_BYTES;
     const tmp = this.temps.next(w.digest);
-    this.cur = { entry: w, hash: createHash('sha256'), got: 0, pieces: small ? [] : null, fh: small ? null : await open(tmp, 'wx'), tmp };
+    const sink = this.temps.privateDest ? this.temps.sink : undefined;
+    const viaSink = !small && sink?.append !== undefined && sink.rename !== undefined;
+    this.cur = { entry: w, hash: createHash('sha256'), got: 0, pieces: small ? [] : null, fh: small || viaSink ? null : await open(tmp, 'wx'), viaSink, tmp };
     if (w.size === 0) await this.complete();
   }
 
@@ -279,6 +292,9 @@ export class FrameExtractor {
       write.catch(() => undefined); // awaited in end() or failed()
       this.writes.push(write);
       if (this.writes.length >= WRITES_IN_FLIGHT) await Promise.all(this.writes.splice(0));
+    } else if (c.viaSink) {
+      this.temps.sink!.rename!(c.tmp, dest);
+      this.onObject(c.entry);
     } else {
       await rename(c.tmp, dest);
       this.onObject(c.entry);

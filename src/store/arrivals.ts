@@ -64,7 +64,7 @@ export class Arrivals {
    * the object the lay-out waits for); false: the caller writes it to disk instead.
    */
   hold(hex: string, data: Uint8Array): boolean {
-    if (this.failure !== undefined || this.held.has(hex)) return false;
+    if (this.budget === 0 || this.failure !== undefined || this.held.has(hex)) return false;
     // bytes this object makes count: its own buffer, a new slab, or the current one if it held none
     const fresh = data.length > SLAB_BYTES / 4 ? data.length : this.slab.room < data.length ? SLAB_BYTES : this.slab.refs === 0 ? this.slab.size : 0;
     if (this.heldBytes + fresh > this.budget && !this.waiting.has(hex)) return false;

@@ -177,6 +177,23 @@ export class FsmetaStream {
     if (this.pos >= PIECE_BYTES) this.flush();
   }
 
+  /** Appends `data` to `path`, creating it (copied now: the caller may reuse its buffer). */
+  append(path: string, data: Uint8Array): void {
+    this.field('A');
+    this.field(path);
+    this.field(String(data.length));
+    this.room(data.length);
+    this.buf.set(data, this.pos);
+    this.pos += data.length;
+    if (this.pos >= PIECE_BYTES) this.flush();
+  }
+
+  rename(path: string, dest: string): void {
+    this.field('R');
+    this.field(path);
+    this.field(dest);
+  }
+
   /** Links `src` to `path`, then moves `src` to `pool` unless something is already there. */
   publish(path: Path, src: Path, pool: Path): void {
     this.field('P');

@@ -179,6 +179,8 @@ async function fetchForLayOut(
   const sink: ObjectSink = {
     keep: (d, data) => arrivals.hold(digestHex(d), data),
     write: (path, data) => stream.write(path, data),
+    append: (path, data) => stream.append(path, data),
+    rename: (path, dest) => stream.rename(path, dest),
     pump: async () => {
       await stream.pump();
       await arrivals.room();
