@@ -36,10 +36,11 @@ export interface MaterializeOptions {
   /** Xattr namespace overlayfs reads opaque/whiteout marks from: `user` when mounted with userxattr. */
   overlayXattrNs: 'user' | 'trusted';
   /**
-   * Objects fetched for this lay-out into a directory private to it (`path` names them): each
-   * becomes its first pool inode where it lies (metadata set, then moved into the pool), never
-   * copied. `hexes` lists them; the lay-out consumes each once (removing it). While they are still being
-   * fetched, `ready` says when one is there (undefined: now).
+   * Objects fetched for this lay-out, into a directory private to it (`path` names them) or held
+   * in memory (`take`): one on disk becomes its first pool inode where it lies (metadata set, then
+   * moved into the pool), never copied; one in memory is written straight into the tree and
+   * linked into the pool. `hexes` lists them; the lay-out consumes each once (removing it). While
+   * they are still being fetched, `ready` says when one is there (undefined: now).
    */
   staging?: {
     path: (hex: string) => string;
