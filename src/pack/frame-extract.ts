@@ -11,6 +11,7 @@ import { digestHex, sha256, type Digest } from '../cas/digest.js';
 import { DigestMismatchError } from '../errors.js';
 import { CorruptPackError } from './errors.js';
 import type { PackIndexEntry } from './pack-index.js';
+import type { DecodedFrame } from './decode-pool.js';
 import { BoundedFrameDecoder } from './zstd-bounded.js';
 
 /** Objects up to this size are collected in memory and written with one call. */
@@ -32,6 +33,8 @@ interface Current {
   got: number;
   pieces: Buffer[] | null;
   fh: FileHandle | null;
+  /** Written through the sink (ObjectSink.append) rather than `fh`. */
+  viaSink: boolean;
   tmp: string;
 }
 
@@ -42,6 +45,14 @@ interface Current {
 export interface ObjectSink {
   write(path: string, data: Uint8Array): void;
   pump(): Promise<void>;
+  /**
+   * With `rename`: large objects are written piece by piece through these too (to a temporary
+   * name, renamed once verified), so this thread never waits for their writes.
+   */
+  append?(path: string, data: Uint8Array): void;
+  rename?(path: string, dest: string): void;
+  /** Takes the verified object in memory instead (copying `data` at once); false: write it. */
+  keep?(digest: Digest, data: Uint8Array): boolean;
 }
 
 /**
@@ -80,6 +91,7 @@ export class TempNames {
 
   /** Writes verified bytes under the object's final name (synchronously: see SYNC_WRITE_BYTES). */
   publishSync(digest: Digest, data: Uint8Array): void {
+    if (this.privateDest && this.sink?.keep?.(digest, data) === true) return;
     const dest = this.final(digest);
     if (this.privateDest) {
       if (this.sink !== undefined) this.sink.write(dest, data);
@@ -93,6 +105,7 @@ export class TempNames {
 
   /** Writes verified bytes under the object's final name. */
   async publish(digest: Digest, data: Uint8Array): Promise<void> {
+    if (this.privateDest && this.sink?.keep?.(digest, data) === true) return;
     const dest = this.final(digest);
     if (this.privateDest) {
       if (this.sink !== undefined) this.sink.write(dest, data);
@@ -126,6 +139,8 @@ export class FrameExtractor {
   private cur: Current | null = null;
   private readonly writes: Promise<void>[] = [];
   private decodedElsewhere = false;
+  /** sha256 (hex) of each wanted object, in order, when the decoder computed them. */
+  private digests: string[] | undefined;
 
   /** `wanted` must be sorted by offset and lie inside the frame (validated by the caller). */
   constructor(
@@ -151,11 +166,12 @@ export class FrameExtractor {
    * Feeds the whole frame, already decoded elsewhere with the same bounds (DecodePool); a
    * rejection of that decoding is reported like one of this extractor's own.
    */
-  async pushDecoded(decoded: Promise<Buffer>): Promise<void> {
+  async pushDecoded(decoded: Promise<DecodedFrame>): Promise<void> {
     this.decodedElsewhere = true;
     try {
-      const raw = await decoded;
+      const { data: raw, digests } = await decoded;
       if (raw.length !== this.frame.rawLength) throw new Error(`decodes to ${raw.length} bytes, stated ${this.frame.rawLength}`);
+      if (digests.length === this.wanted.length) this.digests = digests;
       await this.take(raw);
     } catch (e) {
       throw await this.failed(e);
@@ -206,8 +222,9 @@ export class FrameExtractor {
           p = p.subarray(skip);
           continue;
         }
-        if (w.size <= SYNC_WRITE_BYTES && p.length >= w.size) {
-          // Fast path: the whole object is in this piece; hash and write it straight from the view.
+        if (p.length >= w.size && (w.size <= SYNC_WRITE_BYTES || (this.digests !== undefined && this.temps.sink !== undefined))) {
+          // Fast path: the whole object is in this piece; hash (unless done) and hand it over or
+          // write it straight from the view.
           this.writeWhole(w, p.subarray(0, w.size));
           this.next++;
           this.pos += w.size;
@@ -222,7 +239,10 @@ export class FrameExtractor {
       const data = p.subarray(0, n);
       c.hash.update(data);
       if (c.pieces) c.pieces.push(Buffer.from(data));
-      else await writeAll(c.fh!, data);
+      else if (c.viaSink) {
+        this.temps.sink!.append!(c.tmp, data);
+        await this.temps.sink!.pump();
+      } else await writeAll(c.fh!, data);
       c.got += n;
       this.pos += n;
       p = p.subarray(n);
@@ -231,7 +251,7 @@ export class FrameExtractor {
   }
 
   private writeWhole(w: PackIndexEntry, data: Buffer): void {
-    const actual = sha256(data);
+    const actual: Digest = this.digests !== undefined ? `sha256:${this.digests[this.next]!}` : sha256(data);
     if (actual !== w.digest) throw new DigestMismatchError(`object ${w.digest} in pack ${this.pack}`, w.digest, actual);
     this.temps.publishSync(w.digest, data);
     this.onObject(w);
@@ -241,7 +261,9 @@ export class FrameExtractor {
     this.next++;
     const small = w.size <= SMALL_OBJECT_BYTES;
     const tmp = this.temps.next(w.digest);
-    this.cur = { entry: w, hash: createHash('sha256'), got: 0, pieces: small ? [] : null, fh: small ? null : await open(tmp, 'wx'), tmp };
+    const sink = this.temps.privateDest ? this.temps.sink : undefined;
+    const viaSink = !small && sink?.append !== undefined && sink.rename !== undefined;
+    this.cur = { entry: w, hash: createHash('sha256'), got: 0, pieces: small ? [] : null, fh: small || viaSink ? null : await open(tmp, 'wx'), viaSink, tmp };
     if (w.size === 0) await this.complete();
   }
 
@@ -270,6 +292,9 @@ export class FrameExtractor {
       write.catch(() => undefined); // awaited in end() or failed()
       this.writes.push(write);
       if (this.writes.length >= WRITES_IN_FLIGHT) await Promise.all(this.writes.splice(0));
+    } else if (c.viaSink) {
+      this.temps.sink!.rename!(c.tmp, dest);
+      this.onObject(c.entry);
     } else {
       await rename(c.tmp, dest);
       this.onObject(c.entry);

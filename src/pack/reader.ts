@@ -11,14 +11,17 @@ import { CorruptPackError } from './errors.js';
 import { FrameExtractor, nameSome, TempNames, type FrameRef, type ObjectSink } from './frame-extract.js';
 import { isValidatedEntry, PackIndexEntrySchema, TAR_BLOCK, type PackIndexEntry } from './pack-index.js';
 import { MAX_BUFFERED_RANGE_BYTES, MERGE_GAP_BYTES } from './settings.js';
-import { runPool } from '../util/pool.js';
-import { DecodePool, MAX_POOLED_FRAME_BYTES } from './decode-pool.js';
+import { DecodePool, MAX_POOLED_FRAME_BYTES, type DecodedFrame } from './decode-pool.js';
 
 /** Compressed bytes to decode below which a fetch decodes on its own thread. */
 const POOL_DECODE_MIN_BYTES = 4 << 20;
+/** Decoded bytes the worker may run ahead of the extraction (frames are at most 4 MiB but for large objects). */
+const DECODE_AHEAD_BYTES = 32 << 20;
 
 export { parsePackIndex, type PackIndex, type PackIndexEntry } from './pack-index.js';
 export { privateObjectPath } from './frame-extract.js';
+export { DecodePool } from './decode-pool.js';
+export type { ObjectSink } from './frame-extract.js';
 
 export interface FetchProgress {
   objects: number;
@@ -44,6 +47,8 @@ export interface FetchOptions {
   sink?: ObjectSink;
   /** Where frames are decoded: a worker thread, inline, or (default) a worker when there is enough to decode. */
   decoder?: 'auto' | 'worker' | 'inline';
+  /** A decoding worker shared by several fetches (the caller closes it); used unless `decoder` is 'inline'. */
+  decodePool?: DecodePool;
   /** Called once an object is verified and under its final name (a consumer may start using it). */
   onObject?: (digest: Digest) => void;
 }
@@ -103,19 +108,176 @@ export async function fetchObjects(
   // A worker pays off once there is more than a little to decode (it takes tens of ms to start).
   const pooled = ranges.filter((r) => !r.streamed).reduce((n, r) => n + r.length, 0);
   const mode = opts.decoder ?? 'auto';
-  const decoder = mode === 'worker' || (mode === 'auto' && pooled >= POOL_DECODE_MIN_BYTES) ? new DecodePool() : undefined;
+  const useWorker = mode === 'worker' || (mode === 'auto' && (opts.decodePool !== undefined || pooled >= POOL_DECODE_MIN_BYTES));
+  const decoder = useWorker ? (opts.decodePool ?? new DecodePool()) : undefined;
   try {
-    await runPool(ranges, opts.concurrency ?? 4, async (r) => {
-      result.fetchedBytes += r.length;
-      if (r.streamed) await fetchStreamed(registry, pack, r, temps, onObject);
-      else await fetchBuffered(registry, pack, r, temps, onObject, decoder);
-    });
+    for (const r of ranges) result.fetchedBytes += r.length;
+    await extractInOrder(registry, pack, ranges, temps, onObject, decoder, opts.concurrency ?? 4);
   } finally {
-    await decoder?.close();
+    if (decoder !== opts.decodePool) await decoder?.close();
   }
   result.objects = progress.objects;
   result.bytes = progress.bytes;
   return result;
+}
+
+/** One frame on its way from a range read to the extractor. */
+interface FrameJob {
+  f: FrameWork;
+  /** Its compressed bytes, when decoded here. */
+  compressed?: Uint8Array;
+  /** Its decoding in the worker, when decoded there. */
+  decoded?: Promise<DecodedFrame>;
+}
+
+/**
+ * Reads ranges `concurrency` at a time but extracts frames strictly in pack order, which is the
+ * manifest's order of first use: objects then reach a lay-out running alongside in the order it
+ * needs them, instead of four reads' objects interleaved (which left it waiting for one while
+ * the others piled up). The worker decodes up to DECODE_AHEAD_BYTES ahead of the extraction.
+ */
+async function extractInOrder(
+  registry: Registry,
+  pack: Digest,
+  ranges: RangeWork[],
+  temps: TempNames,
+  onObject: (e: PackIndexEntry) => void,
+  decoder: DecodePool | undefined,
+  concurrency: number,
+): Promise<void> {
+  const reads = new Map<number, Promise<Buffer>>();
+  let issued = 0;
+  const readAhead = (upTo: number): void => {
+    for (; issued < ranges.length && issued <= upTo; issued++) {
+      const r = ranges[issued]!;
+      if (r.streamed) continue; // opened when its turn comes: streaming it needs no buffer
+      const read = readRange(registry, pack, r);
+      read.catch(() => undefined); // awaited in turn, or dropped after an earlier failure
+      reads.set(issued, read);
+    }
+  };
+  const jobs = new BoundedQueue<FrameJob | RangeWork>(DECODE_AHEAD_BYTES);
+  const produce = async (): Promise<void> => {
+    for (let i = 0; i < ranges.length && !jobs.stopped; i++) {
+      readAhead(i + concurrency - 1);
+      const r = ranges[i]!;
+      if (r.streamed) {
+        await jobs.put(r, 0);
+        continue;
+      }
+      const buf = await reads.get(i)!;
+      reads.delete(i);
+      for (const f of r.frames) {
+        const start = f.frame.offset - r.offset;
+        const compressed = buf.subarray(start, start + f.frame.length);
+        if (decoder !== undefined && f.frame.rawLength <= MAX_POOLED_FRAME_BYTES) {
+          const decoded = decoder.decode(compressed, f.frame.rawLength, f.wanted.map((w): [number, number] => [w.offset, w.size]));
+          decoded.catch(() => undefined); // reported by the extractor in turn
+          await jobs.put({ f, decoded }, f.frame.rawLength);
+        } else {
+          await jobs.put({ f, compressed }, f.frame.rawLength);
+        }
+      }
+    }
+  };
+  const producing = produce().then(
+    () => jobs.end(),
+    (e: unknown) => jobs.fail(e),
+  );
+  try {
+    for (let job = await jobs.take(); job !== undefined; job = await jobs.take()) {
+      if ('streamed' in job) {
+        await fetchStreamed(registry, pack, job, temps, onObject);
+        continue;
+      }
+      const x = new FrameExtractor(pack, job.f.frame, job.f.wanted, temps, onObject);
+      if (job.decoded !== undefined) await x.pushDecoded(job.decoded);
+      else await x.push(job.compressed!);
+      await x.end();
+      // every object is copied or written by now: the frame's memory can serve another
+      if (job.decoded !== undefined) decoder!.release((await job.decoded).data);
+      jobs.done(job.f.frame.rawLength);
+      await temps.sink?.pump();
+    }
+  } finally {
+    jobs.stop();
+    await producing;
+  }
+}
+
+/** Reads one buffered range whole; a short read names the objects it loses. */
+async function readRange(registry: Registry, pack: Digest, r: RangeWork): Promise<Buffer> {
+  const buf = await registry.getBlobRange(pack, r.offset, r.length);
+  if (buf.length !== r.length) {
+    const lost = r.frames.filter((f) => f.frame.offset + f.frame.length > r.offset + buf.length).flatMap((f) => f.wanted.map((w) => w.digest));
+    throw new CorruptPackError(`pack ${pack}: read of ${r.length} bytes at ${r.offset} returned ${buf.length} (truncated pack?); objects not extracted: ${nameSome(lost)}`);
+  }
+  return buf;
+}
+
+/**
+ * A queue between one producer and one consumer, holding items of up to about `bound` bytes:
+ * `put` waits while more is queued or being consumed (an item alone always goes through).
+ */
+class BoundedQueue<T> {
+  private readonly items: T[] = [];
+  private bytes = 0;
+  private ended = false;
+  private failure: { error: unknown } | undefined;
+  stopped = false;
+  private wakeTaker: (() => void) | undefined;
+  private wakePutter: (() => void) | undefined;
+
+  constructor(private readonly bound: number) {}
+
+  async put(item: T, size: number): Promise<void> {
+    while (this.bytes > 0 && this.bytes + size > this.bound && !this.stopped) await new Promise<void>((r) => (this.wakePutter = r));
+    if (this.stopped) return;
+    this.items.push(item);
+    this.bytes += size;
+    this.wake('taker');
+  }
+
+  /** The next item, undefined at the end; throws the producer's failure in turn. */
+  async take(): Promise<T | undefined> {
+    for (;;) {
+      const item = this.items.shift();
+      if (item !== undefined) return item;
+      if (this.failure !== undefined) throw this.failure.error;
+      if (this.ended) return undefined;
+      await new Promise<void>((r) => (this.wakeTaker = r));
+    }
+  }
+
+  /** An item taken earlier is consumed: its bytes no longer count. */
+  done(size: number): void {
+    this.bytes -= size;
+    this.wake('putter');
+  }
+
+  end(): void {
+    this.ended = true;
+    this.wake('taker');
+  }
+
+  fail(error: unknown): void {
+    this.failure = { error };
+    this.wake('taker');
+  }
+
+  /** The consumer is gone: the producer's puts return at once and it stops. */
+  stop(): void {
+    this.stopped = true;
+    this.items.length = 0;
+    this.wake('putter');
+  }
+
+  private wake(who: 'taker' | 'putter'): void {
+    const w = who === 'taker' ? this.wakeTaker : this.wakePutter;
+    if (who === 'taker') this.wakeTaker = undefined;
+    else this.wakePutter = undefined;
+    w?.();
+  }
 }
 
 function dedupe(entries: PackIndexEntry[]): PackIndexEntry[] {
@@ -188,23 +350,6 @@ function planRanges(frames: FrameWork[]): RangeWork[] {
     }
   }
   return ranges;
-}
-
-async function fetchBuffered(registry: Registry, pack: Digest, r: RangeWork, temps: TempNames, onObject: (e: PackIndexEntry) => void, decoder?: DecodePool): Promise<void> {
-  const buf = await registry.getBlobRange(pack, r.offset, r.length);
-  if (buf.length !== r.length) {
-    const lost = r.frames.filter((f) => f.frame.offset + f.frame.length > r.offset + buf.length).flatMap((f) => f.wanted.map((w) => w.digest));
-    throw new CorruptPackError(`pack ${pack}: read of ${r.length} bytes at ${r.offset} returned ${buf.length} (truncated pack?); objects not extracted: ${nameSome(lost)}`);
-  }
-  for (const f of r.frames) {
-    const x = new FrameExtractor(pack, f.frame, f.wanted, temps, onObject);
-    const start = f.frame.offset - r.offset;
-    const compressed = buf.subarray(start, start + f.frame.length);
-    if (decoder !== undefined && f.frame.rawLength <= MAX_POOLED_FRAME_BYTES) await x.pushDecoded(decoder.decode(compressed, f.frame.rawLength));
-    else await x.push(compressed);
-    await x.end();
-    await temps.sink?.pump();
-  }
 }
 
 async function fetchStreamed(registry: Registry, pack: Digest, r: RangeWork, temps: TempNames, onObject: (e: PackIndexEntry) => void): Promise<void> {

@@ -2,11 +2,79 @@
  * Objects arriving while a lay-out already runs: the fetch reports each one once it is verified
  * and in place, the lay-out waits only for the one it needs next. Packs hold contents in
  * manifest order of first use, so the lay-out trails the fetch closely and the two overlap.
+ *
+ * Small verified objects can wait here in memory instead of in a staging file, so the lay-out
+ * writes each straight into the tree with its metadata in one helper record (no file written,
+ * looked up again by path four times and renamed). The memory is bounded by a budget; past it
+ * objects go to disk (`hold` says no), and the fetch is held back (`room`) only while the
+ * lay-out has work in memory, so the two can never wait for each other.
  */
+/**
+ * Held objects are copied into slabs of this size (larger ones get their own): one allocation
+ * per slab instead of one per object, which showed in profiles as allocation and GC time.
+ */
+const SLAB_BYTES = 1 << 20;
+const SPARE_SLABS = 16;
+
+/**
+ * Memory shared by held objects. A slab counts against the budget whole while any of its
+ * objects is held, so objects consumed out of order cannot pin more memory than the budget.
+ */
+class Slab {
+  readonly buf: Buffer;
+  private used = 0;
+  refs = 0;
+
+  constructor(readonly size: number) {
+    this.buf = Buffer.allocUnsafeSlow(size);
+  }
+
+  get room(): number {
+    return this.size - this.used;
+  }
+
+  reset(): this {
+    this.used = 0;
+    return this;
+  }
+
+  copy(data: Uint8Array): Buffer {
+    const view = this.buf.subarray(this.used, this.used + data.length);
+    view.set(data);
+    this.used += data.length;
+    return view;
+  }
+}
+
 export class Arrivals {
   private readonly arrived = new Set<string>();
+  private readonly held = new Map<string, { data: Buffer; slab: Slab }>();
+  private slab = new Slab(0);
+  private readonly spares: Slab[] = [];
+  private heldBytes = 0;
   private readonly waiting = new Map<string, Array<{ resolve: () => void; reject: (e: unknown) => void }>>();
+  private roomWaiters: Array<() => void> = [];
   private failure: { error: unknown } | undefined;
+
+  /** `budget`: bytes of object contents this may hold in memory (0: none, all go to disk). */
+  constructor(private readonly budget = 0) {}
+
+  /**
+   * Keeps a copy of a verified object's bytes for the lay-out if the budget allows (always for
+   * the object the lay-out waits for); false: the caller writes it to disk instead.
+   */
+  hold(hex: string, data: Uint8Array): boolean {
+    if (this.budget === 0 || this.failure !== undefined || this.held.has(hex)) return false;
+    // bytes this object makes count: its own buffer, a new slab, or the current one if it held none
+    const fresh = data.length > SLAB_BYTES / 4 ? data.length : this.slab.room < data.length ? SLAB_BYTES : this.slab.refs === 0 ? this.slab.size : 0;
+    if (this.heldBytes + fresh > this.budget && !this.waiting.has(hex)) return false;
+    let slab = this.slab;
+    if (data.length > SLAB_BYTES / 4) slab = new Slab(data.length);
+    else if (slab.room < data.length) slab = this.slab = this.spares.pop() ?? new Slab(SLAB_BYTES);
+    this.held.set(hex, { data: slab.copy(data), slab });
+    if (slab.refs++ === 0) this.heldBytes += slab.size;
+    return true;
+  }
 
   arrive(hex: string): void {
     this.arrived.add(hex);
@@ -16,11 +84,12 @@ export class Arrivals {
     for (const w of ws) w.resolve();
   }
 
-  /** The fetch failed or ended: whoever still waits learns why. */
+  /** The fetch failed or ended: whoever still waits learns why (what arrived stays to be taken). */
   fail(error: unknown): void {
     this.failure = { error };
     for (const ws of this.waiting.values()) for (const w of ws) w.reject(error);
     this.waiting.clear();
+    this.wakeRoom();
   }
 
   /**
@@ -31,10 +100,46 @@ export class Arrivals {
   wait(hex: string): Promise<void> | undefined {
     if (this.arrived.delete(hex)) return undefined;
     if (this.failure !== undefined) return Promise.reject(this.failure.error);
-    return new Promise((resolve, reject) => {
+    const p = new Promise<void>((resolve, reject) => {
       const ws = this.waiting.get(hex);
       if (ws === undefined) this.waiting.set(hex, [{ resolve, reject }]);
       else ws.push({ resolve, reject });
     });
+    // the lay-out is stalled on the fetch: the fetch must not stall on the lay-out
+    this.wakeRoom();
+    return p;
+  }
+
+  /** An arrived object's bytes if they were held in memory (once); undefined: it is on disk. */
+  take(hex: string): Buffer | undefined {
+    const h = this.held.get(hex);
+    if (h === undefined) return undefined;
+    this.held.delete(hex);
+    // the caller copies the bytes at once (into the helper's records), so a slab no object
+    // still needs no longer counts, even before the garbage collector frees it
+    if (--h.slab.refs === 0) {
+      this.heldBytes -= h.slab.size;
+      // reused rather than left to the garbage collector: fresh memory costs page faults
+      if (h.slab !== this.slab && h.slab.size === SLAB_BYTES && this.spares.length < SPARE_SLABS) this.spares.push(h.slab.reset());
+      if (this.heldBytes <= this.budget / 4) this.wakeRoom();
+    }
+    return h.data;
+  }
+
+  /**
+   * Resolves once the fetch may go on: at once unless half the budget is held while the lay-out
+   * is busy with it (it then frees it, or waits for an object and wakes this). The other half
+   * takes what fetches already under way bring.
+   */
+  room(): Promise<void> | undefined {
+    if (this.heldBytes <= this.budget / 2 || this.waiting.size > 0 || this.failure !== undefined) return undefined;
+    return new Promise((resolve) => this.roomWaiters.push(resolve));
+  }
+
+  private wakeRoom(): void {
+    if (this.roomWaiters.length === 0) return;
+    const ws = this.roomWaiters;
+    this.roomWaiters = [];
+    for (const w of ws) w();
   }
 }

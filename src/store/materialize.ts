@@ -37,12 +37,19 @@ export interface MaterializeOptions {
   /** Xattr namespace overlayfs reads opaque/whiteout marks from: `user` when mounted with userxattr. */
   overlayXattrNs: 'user' | 'trusted';
   /**
-   * Objects fetched for this lay-out into a directory private to it (`path` names them): each
-   * becomes its first pool inode where it lies (metadata set, then moved into the pool), never
-   * copied. `hexes` lists them; the lay-out consumes each once (removing it). While they are still being
-   * fetched, `ready` says when one is there (undefined: now).
+   * Objects fetched for this lay-out, into a directory private to it (`path` names them) or held
+   * in memory (`take`): one on disk becomes its first pool inode where it lies (metadata set, then
+   * moved into the pool), never copied; one in memory is written straight into the tree and
+   * linked into the pool. `hexes` lists them; the lay-out consumes each once (removing it). While
+   * they are still being fetched, `ready` says when one is there (undefined: now).
    */
-  staging?: { path: (hex: string) => string; hexes: Set<string>; ready?: (hex: string) => Promise<void> | undefined };
+  staging?: {
+    path: (hex: string) => string;
+    hexes: Set<string>;
+    ready?: (hex: string) => Promise<void> | undefined;
+    /** The bytes of an arrived object held in memory (once), if it was not written to `path`. */
+    take?: (hex: string) => Buffer | undefined;
+  };
   /**
    * Contents that occur more than once in the manifest. Only for these does the lay-out
    * remember where it put them (memory per repeated content, not per file); when unknown, all are.
@@ -259,10 +266,17 @@ class LinkPool {
     }
     this.prepare();
     if (this.staged.delete(hex)) {
-      // fetched for this lay-out: becomes a pool inode where it lies
-      const src = this.opts.staging!.path(hex);
-      writeMeta(this.fs, src, m, false);
-      this.fs.publish(rel, src, m.xattrs === undefined ? this.store.poolPrimary(hex) : this.store.poolVariant(hex, metaKey(m)));
+      const pool = m.xattrs === undefined ? this.store.poolPrimary(hex) : this.store.poolVariant(hex, metaKey(m));
+      const data = this.opts.staging!.take?.(hex);
+      if (data !== undefined) {
+        // fetched for this lay-out and still in memory: written into the tree, then pooled
+        this.fs.file(rel, m, pool, data);
+      } else {
+        // fetched for this lay-out onto disk: becomes a pool inode where it lies
+        const src = this.opts.staging!.path(hex);
+        writeMeta(this.fs, src, m, false);
+        this.fs.publish(rel, src, pool);
+      }
       if (remember) this.fresh.add(hex);
     } else if (this.fresh.has(hex)) {
       // first laid out by this run, whose pool inode holds another metadata: a copy of ours

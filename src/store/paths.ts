@@ -33,6 +33,7 @@ export class StorePaths {
   readonly root: string;
   constructor(root: string) {
     this.root = resolve(root);
+    this.linksDir = join(this.root, 'links');
   }
   object(d: Digest): string {
     return join(this.root, 'objects', digestHex(d));
@@ -42,15 +43,14 @@ export class StorePaths {
   }
   /** The pool inode named by content alone: present means the store holds this content. */
   poolPrimary(hex: string): string {
-    return join(this.root, 'links', hex);
+    // concatenated, not joined: a name per file of a lay-out, and `hex` is 64 hex digits
+    return `${this.linksDir}/${hex}`;
   }
   /** The pool inode for a content with one exact metadata (`key` hashes it). */
   poolVariant(hex: string, key: string): string {
-    return join(this.root, 'links', `${hex}.${key}`);
+    return `${this.linksDir}/${hex}.${key}`;
   }
-  get linksDir(): string {
-    return join(this.root, 'links');
-  }
+  readonly linksDir: string;
   layer(d: Digest, idShift: number): string {
     return join(this.root, 'layers', layerDirName(d, idShift));
   }

@@ -11,7 +11,7 @@ import { Readable } from 'node:stream';
 import { InvalidInputError } from '../errors.js';
 import { readManifest } from '../layer/capture.js';
 import type { EnvConfig, LayerRef } from '../layer/env.js';
-import { fetchObjects, privateObjectPath } from '../pack/reader.js';
+import { DecodePool, fetchObjects, privateObjectPath, type ObjectSink } from '../pack/reader.js';
 import type { PackIndexEntry } from '../pack/pack-index.js';
 import type { Registry } from '../registry/registry.js';
 import { canonicalJson } from '../layer/manifest.js';
@@ -27,9 +27,19 @@ import type { StorePaths } from './paths.js';
 import { resolveEnv } from './push.js';
 import { decompressVerified, MAX_MANIFEST_BYTES } from './zstdfile.js';
 
+/**
+ * Bytes of fetched small objects that may wait in memory for the lay-out (which then writes each
+ * into the tree in one go); the rest wait on disk.
+ */
+const HELD_BYTES = 64 << 20;
+/** Object bytes to fetch from which decoding runs in a worker thread (see pack/reader.ts). */
+const POOL_MIN_BYTES = 8 << 20;
+
 export interface PullOptions {
   idShift?: number;
   concurrency?: number;
+  /** Bytes of fetched objects that may wait in memory for the lay-out (default 64 MiB; 0: all wait on disk). */
+  heldBytes?: number;
   onProgress?: (p: { layer: Digest; phase: 'manifest' | 'fetch' | 'layout' | 'cached'; objects?: number; bytes?: number }) => void;
 }
 
@@ -73,21 +83,28 @@ export async function ensureLayer(reg: Registry, store: StorePaths, layer: Layer
     // Fetched objects wait in a directory of this pull's own until lay-out moves them into the pool.
     const staging = join(store.tmpDir, `stage-${process.pid}-${randomBytes(6).toString('hex')}`);
     const expected = new Set<string>();
-    const arrivals = new Arrivals();
+    const arrivals = new Arrivals(opts.heldBytes ?? HELD_BYTES);
     let fetching: Promise<void> = Promise.resolve();
     let byPack = new Map<Digest, PackIndexEntry[]>();
     try {
       if (missing.size > 0) {
         opts.onProgress?.({ layer: layer.digest, phase: 'fetch', objects: missing.size });
-        byPack = new Map<Digest, PackIndexEntry[]>();
+        // Packs in the order the lay-out first needs them (a layer lists them by digest): it then
+        // trails the fetch instead of waiting for a later pack while earlier ones pile up.
+        const firstUse: Array<[Digest, PackIndexEntry[], number]> = [];
         for (const ref of layer.packs) {
           const index = await loadPackIndex(reg, store, ref);
           const wanted = index.entries.filter((e) => missing.has(e.digest));
-          for (const e of wanted) missing.delete(e.digest);
-          if (wanted.length > 0) byPack.set(ref.pack, wanted);
+          let first = Infinity;
+          for (const e of wanted) {
+            first = Math.min(first, missing.get(e.digest)!);
+            missing.delete(e.digest);
+          }
+          if (wanted.length > 0) firstUse.push([ref.pack, wanted, first]);
         }
+        byPack = new Map(firstUse.sort((a, b) => a[2] - b[2]).map(([pack, wanted]) => [pack, wanted]));
         if (missing.size > 0) {
-          const first = missing.values().next().value;
+          const first = missing.keys().next().value;
           throw new InvalidInputError(`layer ${layer.digest} references object ${first} that none of its packs holds (${missing.size} missing)`, 'the environment was pushed incompletely or the registry lost packs; run `minisandbox verify`');
         }
         await mkdir(staging, { recursive: true });
@@ -105,18 +122,10 @@ export async function ensureLayer(reg: Registry, store: StorePaths, layer: Layer
       try {
         if (expected.size > 0) {
           // The lay-out starts at once and waits per object, so fetching and laying out overlap.
-          fetching = (async () => {
-            for (const [pack, entries] of byPack) {
-              await fetchObjects(reg, pack, entries, staging, {
-                concurrency: opts.concurrency ?? 4,
-                privateDest: true,
-                sink: stream,
-                onObject: (d) => arrivals.arrive(digestHex(d)),
-              });
-              fetchedObjects += entries.length;
-              fetchedBytes += entries.reduce((s, e) => s + e.size, 0);
-            }
-          })();
+          fetching = fetchForLayOut(reg, byPack, staging, stream, arrivals, opts.concurrency ?? 4, (n, bytes) => {
+            fetchedObjects += n;
+            fetchedBytes += bytes;
+          });
           fetching.then(
             () => arrivals.fail(new Error(`layer ${layer.digest}: the fetch ended without an object the lay-out needs`)),
             (e: unknown) => arrivals.fail(e),
@@ -127,7 +136,7 @@ export async function ensureLayer(reg: Registry, store: StorePaths, layer: Layer
           share: true,
           whiteouts: process.getuid?.() === 0 ? 'chardev' : 'xattr',
           overlayXattrNs: 'user',
-          staging: { path: (hex) => privateObjectPath(staging, hex), hexes: expected, ready: (hex) => arrivals.wait(hex) },
+          staging: { path: (hex) => privateObjectPath(staging, hex), hexes: expected, ready: (hex) => arrivals.wait(hex), take: (hex) => arrivals.take(hex) },
           repeated,
           stream,
         });
@@ -138,6 +147,7 @@ export async function ensureLayer(reg: Registry, store: StorePaths, layer: Layer
         // Stop the helper first: the fetch's next hand-off to it then fails fast instead of
         // downloading the rest of the packs for a lay-out that already failed.
         await stream.abort();
+        arrivals.fail(e); // a fetch held back for room goes on, and fails at its next hand-off
         await fetching.catch(() => undefined);
         await removeOwnedTree(owners, tmp);
         throw e;
@@ -150,6 +160,48 @@ export async function ensureLayer(reg: Registry, store: StorePaths, layer: Layer
   });
   if (result === null) opts.onProgress?.({ layer: layer.digest, phase: 'cached' });
   return { dir, fetchedObjects, fetchedBytes };
+}
+
+/**
+ * Fetches the objects a lay-out waits for, pack after pack in the order it needs them: small
+ * ones are handed to it in memory (`arrivals`), the others written to `staging` by the helper.
+ */
+async function fetchForLayOut(
+  reg: Registry,
+  byPack: Map<Digest, PackIndexEntry[]>,
+  staging: string,
+  stream: FsmetaStream,
+  arrivals: Arrivals,
+  concurrency: number,
+  onPack: (objects: number, bytes: number) => void,
+): Promise<void> {
+  // one decoding worker for every pack: starting one costs tens of ms (more under load)
+  const total = [...byPack.values()].reduce((n, es) => es.reduce((m, e) => m + e.size, n), 0);
+  const decodePool = total >= POOL_MIN_BYTES ? new DecodePool() : undefined;
+  const sink: ObjectSink = {
+    keep: (d, data) => arrivals.hold(digestHex(d), data),
+    write: (path, data) => stream.write(path, data),
+    append: (path, data) => stream.append(path, data),
+    rename: (path, dest) => stream.rename(path, dest),
+    pump: async () => {
+      await stream.pump();
+      await arrivals.room();
+    },
+  };
+  try {
+    for (const [pack, entries] of byPack) {
+      await fetchObjects(reg, pack, entries, staging, {
+        concurrency,
+        privateDest: true,
+        sink,
+        onObject: (d) => arrivals.arrive(digestHex(d)),
+        ...(decodePool === undefined ? {} : { decodePool }),
+      });
+      onPack(entries.length, entries.reduce((n, e) => n + e.size, 0));
+    }
+  } finally {
+    await decodePool?.close();
+  }
 }
 
 /** The verified, uncompressed manifest of a layer, fetched once per store. */
@@ -171,16 +223,17 @@ export async function ensureManifest(reg: Registry, store: StorePaths, layer: La
   return path;
 }
 
-/** Contents the store's pool lacks (sync: one tiny call per content, where a thread-pool round trip each costs more than the call). */
-function missingObjects(store: StorePaths, contents: Set<string>): Set<Digest> {
-  const missing = new Set<Digest>();
+/**
+ * Contents the store's pool lacks, each with its rank in the manifest's order of first use (sync:
+ * one tiny call per content, where a thread-pool round trip each costs more than the call).
+ */
+function missingObjects(store: StorePaths, contents: Set<string>): Map<Digest, number> {
+  const missing = new Map<Digest, number>();
   const empty = !lstatSync(store.linksDir, { throwIfNoEntry: false })?.isDirectory();
+  let rank = 0;
   for (const hex of contents) {
-    if (empty) {
-      missing.add(`sha256:${hex}`);
-      continue;
-    }
-    if (!lstatSync(store.poolPrimary(hex), { throwIfNoEntry: false })?.isFile()) missing.add(`sha256:${hex}`);
+    if (empty || !lstatSync(store.poolPrimary(hex), { throwIfNoEntry: false })?.isFile()) missing.set(`sha256:${hex}`, rank);
+    rank++;
   }
   return missing;
 }

@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -75,6 +75,41 @@ describe('layers stack and deduplicate in the registry', () => {
     const p2 = await pullEnv(reg, store, 'd/stacked');
     expect(p2.fetchedObjects).toBe(0);
     expect(p2.layerDirs).toEqual(p1.layerDirs);
+  });
+
+  it.each([
+    ['in memory', undefined],
+    ['on disk', 0],
+  ])('the pulled layer itself reproduces the tree, xattrs included, when fetched objects wait %s', async (_how, heldBytes) => {
+    const reg = new LocalRegistry(join(work, 'edge', 'registry'));
+    const store = new StorePaths(join(work, 'edge', `store-held-${String(heldBytes)}`));
+    const { layerDirs } = await pullEnv(reg, store, 'rt/edge', heldBytes === undefined ? {} : { heldBytes });
+    const got = snapshotTree(layerDirs[0]!);
+    const want = snapshotTree(join(work, 'edge-src'));
+    // the root directory is the layer's own (owner root, 0755), not the captured one's
+    delete got['.'];
+    delete want['.'];
+    expect(got).toEqual(want);
+    expect(got['cap-bin']?.xattrs?.['security.capability']).toBeDefined();
+  });
+
+  it('a large object (a frame of its own, decoded as a stream) is written through the helper and laid out whole', async () => {
+    const src = join(work, 'large-src');
+    mkdirSync(src, { recursive: true });
+    // over the 32 MiB a frame may have to be decoded whole, and varied enough to be checked
+    const big = Buffer.alloc(40 << 20);
+    for (let i = 0; i < big.length; i += 4096) big.writeUInt32LE(i, i);
+    writeFileSync(join(src, 'big.bin'), big);
+    writeFileSync(join(src, 'small.txt'), 'next to it\n');
+    const reg = new LocalRegistry(join(work, 'large', 'registry'));
+    await pushTree(reg, new StorePaths(join(work, 'large', 'store-push')), src, { tag: 'rt/large' });
+    const { layerDirs } = await pullEnv(reg, new StorePaths(join(work, 'large', 'store-pull')), 'rt/large');
+    const got = snapshotTree(layerDirs[0]!, { xattrs: false });
+    const want = snapshotTree(src, { xattrs: false });
+    delete got['.'];
+    delete want['.'];
+    expect(got).toEqual(want);
+    expect(got['big.bin']?.size).toBe(40 << 20);
   });
 
   it('lays a layer out with owners shifted by an id base', async () => {
