@@ -3,7 +3,9 @@ import type { Command } from 'commander';
 import { MinisandboxError } from '../errors.js';
 import { openSandbox, reapStale } from '../runtime/open.js';
 import { attach } from '../runtime/shell.js';
-import type { CommandOutcome } from '../sandbox/index.js';
+import { type CommandOutcome, probeHost } from '../sandbox/index.js';
+import { currentUser } from '../sandbox/subid.js';
+import { nativeHelper } from '../util/native.js';
 import { type GlobalOptions, makeContext, parseDuration, parseEnvPairs, parseSize } from './context.js';
 
 type Globals = () => GlobalOptions;
@@ -117,5 +119,24 @@ export function registerSandboxCommands(program: Command, globals: Globals, setE
       } finally {
         await sb.destroy();
       }
+    });
+
+  program
+    .command('check')
+    .description("check that this host can run sandboxes (tools, subordinate ids, user namespaces) and compile the native helpers; exit 4 with what to fix")
+    .action(async () => {
+      const ctx = makeContext(globals());
+      const host = await probeHost();
+      const fsmeta = await nativeHelper('fsmeta');
+      const r = { user: currentUser().name, isRoot: host.isRoot, idMap: host.idMap, tools: host.tools, fsmeta, store: ctx.store.root };
+      ctx.out.result(r, () =>
+        [
+          `user ${r.user}${r.isRoot ? ' (root)' : ''}: sandboxes map ids 0..${host.idMap.count - 1} to ${host.idMap.uidStart}.. (uids) and ${host.idMap.gidStart}.. (gids)`,
+          `launcher ${host.tools.launcher}`,
+          `fsmeta   ${fsmeta}`,
+          `store    ${r.store}`,
+          'ok',
+        ].join('\n'),
+      );
     });
 }

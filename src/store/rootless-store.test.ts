@@ -13,6 +13,7 @@ import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureSubidRange, resolveIdMap } from '../sandbox/subid.js';
+import { nativeHelper } from '../util/native.js';
 
 const run = promisify(execFile);
 const CLI = resolve('bin/minisandbox');
@@ -23,7 +24,7 @@ let uid: number;
 
 async function asUser(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   try {
-    const r = await run('runuser', ['-u', USER, '--', 'env', `HOME=${work}`, `PATH=${process.env.PATH ?? '/usr/bin:/bin'}`, CLI, '--registry', join(work, 'reg'), '--store', join(work, 'store'), ...args], {
+    const r = await run('runuser', ['-u', USER, '--', 'env', `HOME=${join(work, 'mine')}`, `PATH=${process.env.PATH ?? '/usr/bin:/bin'}`, CLI, '--registry', join(work, 'reg'), '--store', join(work, 'store'), ...args], {
       cwd: work,
       timeout: 120_000,
     });
@@ -41,6 +42,9 @@ beforeAll(async () => {
   // useradd may already have allocated a range (SUB_UID_* in login.defs); otherwise add one.
   await ensureSubidRange({ user: USER, start: 400_000, count: 65536 });
   START = (await resolveIdMap({ user: { name: USER, uid } })).uidStart;
+  // compiled by root, as bin/setup does (`minisandbox check`), so the user finds them
+  await nativeHelper('fsmeta');
+  await nativeHelper('sandbox-launch');
   work = await mkdtemp(join(tmpdir(), 'msb-rootless-store-'));
   chmodSync(work, 0o755);
   const tree = join(work, 'tree');
