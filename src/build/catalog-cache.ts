@@ -12,8 +12,8 @@ import { type ObjectCatalog, loadPackIndex } from '../store/catalog.js';
 import type { StorePaths } from '../store/paths.js';
 
 export class CatalogCache {
-  private readonly catalog: ObjectCatalog = new Map();
-  private readonly loaded = new Set<Digest>();
+  private catalog: ObjectCatalog = new Map();
+  private loaded = new Set<Digest>();
   private last: Promise<unknown> = Promise.resolve();
 
   constructor(
@@ -44,9 +44,10 @@ export class CatalogCache {
     for await (const ref of this.reg.listPacks()) listed.push(ref);
     const present = new Set(listed.map((r) => r.pack));
     if ([...this.loaded].some((p) => !present.has(p))) {
-      // a registry gc removed a pack: start over rather than offer objects only it held
-      this.catalog.clear();
-      this.loaded.clear();
+      // A registry gc removed (or condemned) a pack: start over rather than offer objects only it
+      // held. New maps, not cleared ones: a push still running keeps the catalog it was given.
+      this.catalog = new Map();
+      this.loaded = new Set();
     }
     for (const ref of listed) {
       if (this.loaded.has(ref.pack)) continue;
