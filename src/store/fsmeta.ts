@@ -181,17 +181,18 @@ export class FsmetaStream {
   write(path: string, data: Uint8Array): void {
     this.field('W');
     this.field(path);
-    this.field(String(data.length));
-    this.room(data.length);
-    this.buf.set(data, this.pos);
-    this.pos += data.length;
-    if (this.pos >= PIECE_BYTES) this.flush();
+    this.payload(data);
   }
 
   /** Appends `data` to `path`, creating it (copied now: the caller may reuse its buffer). */
   append(path: string, data: Uint8Array): void {
     this.field('A');
     this.field(path);
+    this.payload(data);
+  }
+
+  /** A length field and the bytes after it, ending a record. */
+  private payload(data: Uint8Array): void {
     this.field(String(data.length));
     this.room(data.length);
     this.buf.set(data, this.pos);
@@ -227,11 +228,7 @@ export class FsmetaStream {
       this.field(name);
       this.field(Buffer.from(value, 'base64').toString('hex'));
     }
-    this.field(String(data.length));
-    this.room(data.length);
-    this.buf.set(data, this.pos);
-    this.pos += data.length;
-    if (this.pos >= PIECE_BYTES) this.flush();
+    this.payload(data);
   }
 
   /** Hands what has collected to the helper, waiting while its pipe is full. */
