@@ -7,6 +7,7 @@
  *   blobs/sha256/<hex>       immutable content-addressed blobs (packs, indexes, manifests, env configs)
  *   packs/<pack hex>         the pack catalog: body is the digest of the pack's index blob
  *   refs/<name>              mutable tag -> digest (body: the digest and a newline)
+ *   gc/state.json            gc's record of the blobs it condemned (registry/gc.ts)
  */
 import type { Readable } from 'node:stream';
 import { z } from 'zod';
