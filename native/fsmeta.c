@@ -156,6 +156,16 @@ static int hexval(char c) {
   return -1;
 }
 
+/* W and A: the record's bytes written to path, opened with `flags` (creating it, mode 0600). */
+static void write_record(FILE *in, const char *path, int flags) {
+  size_t len = (size_t)strtoull(arg(in), NULL, 10);
+  char *data = payload(in, len);
+  int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | flags, 0600);
+  if (fd < 0) fail("create", path);
+  if (write_all(fd, data, len) != 0) fail("write", path);
+  if (close(fd) != 0) fail("write", path);
+}
+
 /* A hex field decoded into a fresh buffer (the caller frees it). */
 static unsigned char *unhex(const char *hex, size_t *len) {
   *len = strlen(hex) / 2;
@@ -310,24 +320,12 @@ int main(int argc, char **argv) {
       if (fd < 0 || close(fd) != 0) fail("create", path);
       break;
     }
-    case 'W': {
-      size_t len = (size_t)strtoull(arg(in), NULL, 10);
-      char *data = payload(in, len);
-      int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-      if (fd < 0) fail("create", path);
-      if (write_all(fd, data, len) != 0) fail("write", path);
-      if (close(fd) != 0) fail("write", path);
+    case 'W':
+      write_record(in, path, O_EXCL);
       break;
-    }
-    case 'A': {
-      size_t len = (size_t)strtoull(arg(in), NULL, 10);
-      char *data = payload(in, len);
-      int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
-      if (fd < 0) fail("create", path);
-      if (write_all(fd, data, len) != 0) fail("write", path);
-      if (close(fd) != 0) fail("write", path);
+    case 'A':
+      write_record(in, path, O_APPEND | O_NOFOLLOW);
       break;
-    }
     case 'R': {
       char *dest = arg(in);
       if (rename(path, dest) != 0) fail("rename", path);

@@ -129,7 +129,7 @@ export class FsmetaStream {
     this.buf[this.pos++] = 0;
   }
 
-  private rec(op: string, path: Path, ...fields: string[]): void {
+  private rec(op: string, path: Path, ...fields: Path[]): void {
     this.field(op);
     this.field(path);
     for (const f of fields) this.field(f);
@@ -159,35 +159,26 @@ export class FsmetaStream {
     this.rec('D', path, mode.toString(8));
   }
   symlink(path: Path, target: Buffer): void {
-    this.field('S');
-    this.field(path);
-    this.field(target);
+    this.rec('S', path, target);
   }
   link(path: Path, src: Path): void {
-    this.field('L');
-    this.field(path);
-    this.field(src);
+    this.rec('L', path, src);
   }
   copy(path: Path, src: Path): void {
-    this.field('C');
-    this.field(path);
-    this.field(src);
+    this.rec('C', path, src);
   }
   createEmpty(path: Path): void {
-    this.field('E');
-    this.field(path);
+    this.rec('E', path);
   }
   /** Creates `path` holding `data` (copied now: the caller may reuse its buffer). */
   write(path: string, data: Uint8Array): void {
-    this.field('W');
-    this.field(path);
+    this.rec('W', path);
     this.payload(data);
   }
 
   /** Appends `data` to `path`, creating it (copied now: the caller may reuse its buffer). */
   append(path: string, data: Uint8Array): void {
-    this.field('A');
-    this.field(path);
+    this.rec('A', path);
     this.payload(data);
   }
 
@@ -201,17 +192,12 @@ export class FsmetaStream {
   }
 
   rename(path: string, dest: string): void {
-    this.field('R');
-    this.field(path);
-    this.field(dest);
+    this.rec('R', path, dest);
   }
 
   /** Links `src` to `path`, then moves `src` to `pool` unless something is already there. */
   publish(path: Path, src: Path, pool: Path): void {
-    this.field('P');
-    this.field(path);
-    this.field(src);
-    this.field(pool);
+    this.rec('P', path, src, pool);
   }
 
   /**
