@@ -15,14 +15,15 @@ import { mkdir, rename } from 'node:fs/promises';
 import { join } from 'node:path';
 import { removeTree } from '../sandbox/state.js';
 import type { IdMap } from '../sandbox/subid.js';
+import { asSubordinateRoot } from '../sandbox/userns.js';
 
 export type DiscardMode = 'wait' | 'detach';
 
 /**
- * Removes `$1`; where this user cannot (files owned by subordinate ids, rootless), removes its
- * `upper` from a user namespace mapping those ids to root first, as the sandbox's own teardown does.
+ * Removes `$1`; where this user cannot (files owned by subordinate ids, rootless), runs the rest
+ * of the arguments: the same removal through the user namespace of sandbox/userns.ts.
  */
-const DETACHED_RM = 'rm -rf -- "$1" 2>/dev/null || { unshare --user --map-users="$2,0,$4" --map-groups="$3,0,$4" --setuid 0 --setgid 0 -- rm -rf -- "$1/upper"; rm -rf -- "$1"; }';
+const DETACHED_RM = 'rm -rf -- "$1" 2>/dev/null || { shift; exec "$@"; }';
 
 export class Discarder {
   private readonly pending = new Set<Promise<void>>();
@@ -40,8 +41,7 @@ export class Discarder {
   async moveAside(upperDir: string): Promise<string | null> {
     const trash = join(this.tmpDir, `trash-${process.pid}-${randomBytes(6).toString('hex')}`);
     try {
-      // searchable by others, like the sandbox dir: a rootless removal walks in as a subordinate id
-      await mkdir(trash, { recursive: true, mode: 0o711 });
+      await mkdir(trash, { recursive: true });
       await rename(upperDir, join(trash, 'upper'));
       return trash;
     } catch {
@@ -53,10 +53,12 @@ export class Discarder {
   /** Deletes a trash dir from `moveAside` in the background; call once its sandbox is destroyed. */
   remove(trash: string, idMap: IdMap): void {
     if (this.mode === 'detach') {
-      const child = spawn('/bin/sh', ['-c', DETACHED_RM, 'msb-discard', trash, String(idMap.uidStart), String(idMap.gidStart), String(idMap.count)], { detached: true, stdio: 'ignore' });
       // a failed spawn leaves the dir for gc, which sweeps old tmp/ entries
-      child.on('error', () => undefined);
-      child.unref();
+      void asSubordinateRoot(idMap, ['rm', '-rf', '--', trash]).then((fallback) => {
+        const child = spawn('/bin/sh', ['-c', DETACHED_RM, 'msb-discard', trash, ...fallback], { detached: true, stdio: 'ignore' });
+        child.on('error', () => undefined);
+        child.unref();
+      }, () => undefined);
       return;
     }
     const p: Promise<void> = removeTree(trash, idMap)

@@ -3,9 +3,8 @@
  * store's gc treats a live sandbox's lowerDirs as leased, and a restarted runtime reaps what a dead
  * one left behind.
  */
-import { spawn } from 'node:child_process';
 import { mkdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { readFile, readdir, rm, stat } from 'node:fs/promises';
+import { readFile, readdir, stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { z } from 'zod';
 import { InvalidInputError } from '../errors.js';
@@ -13,6 +12,7 @@ import { isErrno } from '../util/fs.js';
 import { removeCgroup, unthrottle } from './cgroup.js';
 import { sameProcessAlive, trySignal } from './proc.js';
 import { IdMapSchema, type IdMap } from './subid.js';
+import { removeTreeAs } from './userns.js';
 
 export const SANDBOX_ID_RE = /^[a-z0-9][a-z0-9-]{0,63}$/;
 
@@ -139,22 +139,19 @@ async function waitGone(pid: number, start: string | undefined): Promise<void> {
 
 /**
  * Removes a sandbox directory. A disk upper dir holds files owned by subordinate ids that a
- * rootless owner cannot delete directly; those go through a throwaway user namespace.
+ * rootless owner cannot delete directly (see userns.ts). `small`: a tmpfs sandbox's few empty
+ * dirs, removed without a turn of the event loop.
  */
 export async function removeTree(dir: string, idMap: IdMap | undefined, opts: { small?: boolean } = {}): Promise<void> {
-  try {
-    if (opts.small === true) rmSync(dir, { recursive: true, force: true, maxRetries: 3 });
-    else await rm(dir, { recursive: true, force: true, maxRetries: 3 });
-    return;
-  } catch (e) {
-    if (idMap === undefined || !(isErrno(e, 'EACCES') || isErrno(e, 'EPERM'))) throw e;
+  if (opts.small === true) {
+    try {
+      rmSync(dir, { recursive: true, force: true, maxRetries: 3 });
+      return;
+    } catch (e) {
+      if (idMap === undefined || !(isErrno(e, 'EACCES') || isErrno(e, 'EPERM'))) throw e;
+    }
   }
-  await new Promise<void>((resolve, reject) => {
-    const p = spawn('unshare', ['--user', `--map-users=${idMap.uidStart},0,${idMap.count}`, `--map-groups=${idMap.gidStart},0,${idMap.count}`, '--setuid', '0', '--setgid', '0', '--', 'rm', '-rf', '--', join(dir, 'upper')], { stdio: 'ignore' });
-    p.on('error', reject);
-    p.on('exit', () => resolve());
-  });
-  await rm(dir, { recursive: true, force: true });
+  await removeTreeAs(idMap, dir);
 }
 
 export function makeStateDir(stateDir: string): void {

@@ -1,17 +1,14 @@
 /**
  * Who may give laid-out files their owners. Root chowns to any id directly. An unprivileged user
  * cannot chown at all, yet a layer laid out for its rootless sandboxes must be owned by its
- * subordinate ids (base + in-sandbox id, see DESIGN.md): so its lay-out helper, and the removal of
- * such trees, run as root of a user namespace that maps the subordinate range at 0 and the user's
- * own ids at COUNT (native/sandbox-launch.c `userns`), where chown to in-sandbox ids is allowed and
- * the store's own directories stay writable.
+ * subordinate ids (base + in-sandbox id, see DESIGN.md): so its lay-out helper, and the removal and
+ * reading of such trees, run as root of the user namespace of sandbox/userns.ts, where chown to
+ * in-sandbox ids is allowed and the store's own directories stay writable.
  */
 import { spawn } from 'node:child_process';
-import { rm } from 'node:fs/promises';
 import { HostCapabilityError, InvalidInputError } from '../errors.js';
 import { type IdMap, resolveIdMap } from '../sandbox/subid.js';
-import { isErrno } from '../util/fs.js';
-import { nativeHelper } from '../util/native.js';
+import { asSubordinateRoot, removeTreeAs } from '../sandbox/userns.js';
 
 /**
  * direct: chown to the ids given (root). subordinate: through the user namespace described above.
@@ -64,28 +61,12 @@ export function inUserNamespace(owners: Owners): boolean {
 
 /** `argv` as it must be spawned to act with these owners' rights. */
 export async function commandAs(owners: Owners, argv: readonly string[]): Promise<string[]> {
-  if (owners.kind === 'direct' || owners.idMap === undefined) return [...argv];
-  const { uidStart, gidStart, count } = owners.idMap;
-  return [await nativeHelper('sandbox-launch'), 'userns', '--uid-map', `${uidStart}:${count}`, '--gid-map', `${gidStart}:${count}`, '--', ...argv];
+  return owners.kind === 'direct' || owners.idMap === undefined ? [...argv] : asSubordinateRoot(owners.idMap, argv);
 }
 
 /** Removes a tree that may hold files owned by the subordinate ids. */
-export async function removeOwnedTree(owners: Owners, path: string): Promise<void> {
-  try {
-    await rm(path, { recursive: true, force: true, maxRetries: 3 });
-    return;
-  } catch (e) {
-    if (!inUserNamespace(owners) || !(isErrno(e, 'EACCES') || isErrno(e, 'EPERM'))) throw e;
-  }
-  const [cmd, ...args] = await commandAs(owners, ['rm', '-rf', '--', path]);
-  const stderr = await new Promise<string>((resolve, reject) => {
-    let err = '';
-    const p = spawn(cmd!, args, { stdio: ['ignore', 'ignore', 'pipe'] });
-    p.stderr.on('data', (d: Buffer) => void (err.length < 4096 && (err += d.toString())));
-    p.on('error', reject);
-    p.on('close', (code) => (code === 0 ? resolve('') : resolve(err.trim() || `exit ${String(code)}`)));
-  });
-  if (stderr !== '') throw new HostCapabilityError(`cannot remove ${path}: ${stderr}`, 'check the subordinate id ranges of this user (/etc/subuid, /etc/subgid)');
+export function removeOwnedTree(owners: Owners, path: string): Promise<void> {
+  return removeTreeAs(owners.kind === 'direct' ? undefined : owners.idMap, path);
 }
 
 /**
