@@ -199,7 +199,7 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
     .command('gc')
     .description('remove from store and registry what no ref (and no live sandbox) reaches')
     .option('--dry-run', 'say what would be removed')
-    .option('--grace <duration>', 'keep anything younger than this', '1h')
+    .option('--grace <duration>', 'keep anything younger than this; in the registry, also how long unreached blobs stay condemned before a gc deletes them', '1h')
     .option('--store-only', 'leave the registry alone')
     .option('--registry-only', 'leave the store alone')
     .action(async (o: { dryRun?: boolean; grace: string; storeOnly?: boolean; registryOnly?: boolean }) => {
