@@ -74,7 +74,12 @@ afterAll(async () => {
 });
 
 describe('an unprivileged user', () => {
-  it('pulls, runs, exports, verifies and garbage-collects layers owned by its subordinate ids', async () => {
+  it('checks its host, pulls, runs, exports, verifies and garbage-collects layers owned by its subordinate ids', async () => {
+    // `check` sees the user's own range and the helpers root compiled
+    const check = await asUser(['--json', 'check']);
+    expect(check.code, check.stderr).toBe(0);
+    expect(JSON.parse(check.stdout)).toMatchObject({ user: USER, isRoot: false, idMap: { uidStart: START, gidStart: START } });
+
     const pulled = await asUser(['pull', 'rl/tree']);
     expect(pulled.code, pulled.stderr).toBe(0);
     const layers = readdirSync(join(work, 'store/layers')).filter((n) => !n.startsWith('.') && !n.endsWith('.lock'));
