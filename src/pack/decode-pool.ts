@@ -10,16 +10,21 @@ import { createRequire } from 'node:module';
 import { Worker } from 'node:worker_threads';
 
 // Eval'd CommonJS so the worker needs no separate file (and works under tsx, vitest and tsc output alike).
+// Frames travel in shared memory slots, each sent once and named by number afterwards (see
+// DecodePool), so no message moves or copies a buffer.
 const WORKER_SOURCE = `
 const { parentPort, workerData } = require('node:worker_threads');
 const crypto = require('node:crypto');
 const b = require(workerData.binding);
 const sha256 = typeof crypto.hash === 'function' ? (d) => crypto.hash('sha256', d, 'hex') : (d) => crypto.createHash('sha256').update(d).digest('hex');
-function decode(input, rawLength, spare) {
-  const dctx = new b.DCtx();
+const inputs = new Map();
+const outputs = new Map();
+const dctx = new b.DCtx();
+function decode(input, rawLength, outSlot) {
   // one byte of room past the stated length, so a frame that decodes longer is caught
-  // room for a little more than a typical frame, so that the buffer can serve the next ones
-  const out = Buffer.from(spare !== undefined && spare.byteLength >= rawLength + 1 ? spare : new ArrayBuffer(Math.max(rawLength + 1, 5 << 20)), 0, rawLength + 1);
+  const out = Buffer.from(outSlot, 0, rawLength + 1);
+  // one context for every frame: a frame that failed half-way must not leave state behind
+  dctx.reset(b.ResetDirective.sessionOnly);
   let src = input;
   let produced = 0;
   for (;;) {
@@ -34,14 +39,16 @@ function decode(input, rawLength, spare) {
   if (produced !== rawLength) throw new Error('decodes to ' + produced + ' bytes, stated ' + rawLength);
   return out;
 }
-parentPort.on('message', ({ id, buffer, length, rawLength, spans, spare }) => {
+parentPort.on('message', ({ id, input, inputSab, length, output, outputSab, rawLength, spans }) => {
+  if (inputSab !== undefined) inputs.set(input, inputSab);
+  if (outputSab !== undefined) outputs.set(output, outputSab);
   try {
-    const out = decode(new Uint8Array(buffer, 0, length), rawLength, spare);
+    const out = decode(new Uint8Array(inputs.get(input), 0, length), rawLength, outputs.get(output));
     // the digests of the objects the caller wants, so that its thread only compares them
     const digests = spans.map(([offset, size]) => sha256(out.subarray(offset, offset + size)));
-    parentPort.postMessage({ id, out: out.buffer, length: rawLength, digests, input: buffer }, [out.buffer, buffer]);
+    parentPort.postMessage({ id, digests });
   } catch (e) {
-    parentPort.postMessage({ id, error: String((e && e.message) || e), input: buffer }, [buffer]);
+    parentPort.postMessage({ id, error: String((e && e.message) || e) });
   }
 });
 `;
@@ -51,11 +58,8 @@ export const MAX_POOLED_FRAME_BYTES = 32 << 20;
 
 interface Reply {
   id: number;
-  out?: ArrayBuffer;
-  length?: number;
   digests?: string[];
   error?: string;
-  input: ArrayBuffer;
 }
 
 /** A decoded frame and the sha256 (hex) of each span asked for, in order. */
@@ -64,18 +68,60 @@ export interface DecodedFrame {
   digests: string[];
 }
 
-/** Spare buffers kept for reuse, each way: enough for the frames in flight. */
-const SPARES = 8;
+/** Slot sizes: most frames are at most 4 MiB (FRAME_TARGET_BYTES) decoded, less compressed. */
+const MIN_SLOT_BYTES = (4 << 20) + 4096;
+/** Slots beyond this many are dropped once free (a run of unusually large frames). */
+const KEPT_SLOTS = 24;
+
+/**
+ * Memory shared with the worker: a slot is sent to it once and named by number afterwards.
+ * Buffers moved (transferred) with each message counted as fresh external memory on every
+ * arrival, which set off a full garbage collection every few frames (measured: 56 in a
+ * 1.2 GiB pull); fresh memory per frame also cost page faults.
+ */
+class Slots {
+  private readonly all: Array<{ sab: SharedArrayBuffer; busy: boolean; sent: boolean }> = [];
+
+  /** A free slot of at least `size` bytes: its number, memory, and whether the worker knows it. */
+  take(size: number): { n: number; sab: SharedArrayBuffer; fresh: boolean } {
+    let n = this.all.findIndex((s) => !s.busy && s.sab.byteLength >= size);
+    if (n < 0) {
+      n = this.all.findIndex((s) => s.sab.byteLength === 0);
+      const slot = { sab: new SharedArrayBuffer(Math.max(size, MIN_SLOT_BYTES)), busy: false, sent: false };
+      if (n < 0) n = this.all.push(slot) - 1;
+      else this.all[n] = slot;
+    }
+    const s = this.all[n]!;
+    s.busy = true;
+    const fresh = !s.sent;
+    s.sent = true;
+    return { n, sab: s.sab, fresh };
+  }
+
+  memory(n: number): SharedArrayBuffer {
+    return this.all[n]!.sab;
+  }
+
+  /** The slot holding `buffer`, if any. */
+  find(buffer: ArrayBufferLike): number {
+    return this.all.findIndex((s) => s.sab === buffer);
+  }
+
+  give(n: number): void {
+    const s = this.all[n]!;
+    s.busy = false;
+    // beyond the kept number, a freed slot's memory goes (its number is reused, sent again)
+    if (n >= KEPT_SLOTS) this.all[n] = { sab: new SharedArrayBuffer(0), busy: false, sent: false };
+  }
+}
 
 export class DecodePool {
   private readonly worker: Worker;
-  private readonly pending = new Map<number, { resolve: (d: DecodedFrame) => void; reject: (e: Error) => void }>();
+  private readonly pending = new Map<number, { input: number; output: number; length: number; resolve: (d: DecodedFrame) => void; reject: (e: Error) => void }>();
   private nextId = 0;
   private failure: Error | null = null;
-  // Buffers travel to the worker and back instead of being allocated per frame: fresh memory
-  // for every 4 MiB frame cost page faults and garbage collections (measured).
-  private readonly spareInputs: ArrayBuffer[] = [];
-  private readonly spareOutputs: ArrayBuffer[] = [];
+  private readonly inputs = new Slots();
+  private readonly outputs = new Slots();
 
   constructor() {
     const binding = createRequire(import.meta.url).resolve('zstd-napi/binding.js');
@@ -86,27 +132,34 @@ export class DecodePool {
 
   /**
    * The decoded bytes of one complete zstd frame that must decode to exactly `rawLength` bytes,
-   * and the digests of `spans` ([offset, size] inside it). Give the data back with `release`
-   * once nothing refers to it any more.
+   * and the digests of `spans` ([offset, size] inside it). `frame` is copied at once. Give the
+   * data back with `release` once nothing refers to it any more.
    */
   decode(frame: Uint8Array, rawLength: number, spans: Array<[number, number]> = []): Promise<DecodedFrame> {
     if (this.failure) return Promise.reject(this.failure);
     const id = this.nextId++;
-    // a copy that owns its memory, so it can move to the worker without detaching anything else
-    const reuse = this.takeSpare(this.spareInputs, frame.length);
-    const buffer = reuse ?? new ArrayBuffer(Math.max(frame.length, 1 << 20));
-    new Uint8Array(buffer, 0, frame.length).set(frame);
-    const spare = this.takeSpare(this.spareOutputs, rawLength + 1);
-    const transfer = spare === undefined ? [buffer] : [buffer, spare];
+    const input = this.inputs.take(frame.length);
+    new Uint8Array(input.sab, 0, frame.length).set(frame);
+    const output = this.outputs.take(rawLength + 1);
     return new Promise<DecodedFrame>((resolve, reject) => {
-      this.pending.set(id, { resolve, reject });
-      this.worker.postMessage({ id, buffer, length: frame.length, rawLength, spans, spare }, transfer);
+      this.pending.set(id, { input: input.n, output: output.n, length: rawLength, resolve, reject });
+      this.worker.postMessage({
+        id,
+        input: input.n,
+        length: frame.length,
+        output: output.n,
+        rawLength,
+        spans,
+        ...(input.fresh ? { inputSab: input.sab } : {}),
+        ...(output.fresh ? { outputSab: output.sab } : {}),
+      });
     });
   }
 
   /** Takes back the memory of a decoded frame for later frames (its data must not be used after). */
   release(data: Buffer): void {
-    if (this.spareOutputs.length < SPARES && data.byteOffset === 0) this.spareOutputs.push(data.buffer as ArrayBuffer);
+    const n = this.outputs.find(data.buffer);
+    if (n >= 0) this.outputs.give(n);
   }
 
   async close(): Promise<void> {
@@ -114,18 +167,15 @@ export class DecodePool {
     this.fail(new Error('the frame decoder was closed'));
   }
 
-  private takeSpare(list: ArrayBuffer[], size: number): ArrayBuffer | undefined {
-    const i = list.findIndex((b) => b.byteLength >= size);
-    return i < 0 ? undefined : list.splice(i, 1)[0];
-  }
-
   private onReply(m: Reply): void {
-    if (this.spareInputs.length < SPARES) this.spareInputs.push(m.input);
     const p = this.pending.get(m.id);
     if (!p) return;
     this.pending.delete(m.id);
-    if (m.error !== undefined || m.out === undefined || m.length === undefined || m.digests === undefined) p.reject(new Error(m.error ?? 'no output'));
-    else p.resolve({ data: Buffer.from(m.out, 0, m.length), digests: m.digests });
+    this.inputs.give(p.input);
+    if (m.error !== undefined || m.digests === undefined) {
+      this.outputs.give(p.output);
+      p.reject(new Error(m.error ?? 'no output'));
+    } else p.resolve({ data: Buffer.from(this.outputs.memory(p.output), 0, p.length), digests: m.digests });
   }
 
   private fail(e: Error): void {

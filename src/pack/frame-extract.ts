@@ -133,7 +133,8 @@ export function privateObjectPath(destDir: string, hex: string): string {
 }
 
 export class FrameExtractor {
-  private readonly decoder: BoundedFrameDecoder;
+  /** Made on first use: a frame decoded elsewhere needs none (each holds a 1 MiB buffer). */
+  private streamDecoder: BoundedFrameDecoder | undefined;
   private pos = 0;
   private next = 0;
   private cur: Current | null = null;
@@ -150,7 +151,11 @@ export class FrameExtractor {
     private readonly temps: TempNames,
     private readonly onObject: (e: PackIndexEntry) => void,
   ) {
-    this.decoder = new BoundedFrameDecoder(frame.rawLength, () => `pack ${pack} frame at ${frame.offset}`);
+  }
+
+  private get decoder(): BoundedFrameDecoder {
+    this.streamDecoder ??= new BoundedFrameDecoder(this.frame.rawLength, () => `pack ${this.pack} frame at ${this.frame.offset}`);
+    return this.streamDecoder;
   }
 
   /** Feeds compressed bytes of this frame, in order. */

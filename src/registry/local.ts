@@ -69,7 +69,7 @@ export class LocalRegistry implements Registry {
     }
   }
 
-  async getBlobRange(digest: Digest, offset: number, length: number): Promise<Buffer> {
+  async getBlobRange(digest: Digest, offset: number, length: number, into?: Buffer): Promise<Buffer> {
     let fh;
     try {
       fh = await open(this.blobPath(digest), 'r');
@@ -78,7 +78,7 @@ export class LocalRegistry implements Registry {
       throw e;
     }
     try {
-      const buf = Buffer.allocUnsafe(length);
+      const buf = into !== undefined && into.length >= length ? into.subarray(0, length) : Buffer.allocUnsafe(length);
       let got = 0;
       while (got < length) {
         const { bytesRead } = await fh.read(buf, got, length - got, offset + got);

@@ -33,8 +33,12 @@ export interface Registry {
   statBlob(digest: Digest): Promise<BlobStat | null>;
   /** Whole blob into memory: only for small blobs (manifests, indexes, configs). Not verified here. */
   getBlob(digest: Digest): Promise<Buffer>;
-  /** Bytes [offset, offset+length) of a blob; backends with range reads fetch only those. */
-  getBlobRange(digest: Digest, offset: number, length: number): Promise<Buffer>;
+  /**
+   * Bytes [offset, offset+length) of a blob; backends with range reads fetch only those. `into`
+   * (at least `length` bytes) is memory the caller reuses across reads: a backend that reads
+   * into a buffer returns a view of it, others ignore it.
+   */
+  getBlobRange(digest: Digest, offset: number, length: number, into?: Buffer): Promise<Buffer>;
   /** Streaming read of a whole blob, or of `length` bytes from `offset` (multi-GB pack frames). */
   openBlob(digest: Digest, range?: { offset: number; length: number }): Promise<Readable>;
   /**

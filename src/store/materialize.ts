@@ -147,6 +147,9 @@ async function layOut(store: StorePaths, entries: AsyncIterable<Entry>, fs: Fsme
     if (++n % PUMP_EVERY === 0) {
       await fs.pump();
       await new Promise((r) => setImmediate(r));
+    } else if (fs.backlogged) {
+      // big files between pumps: queued pieces past the spares would each be fresh memory
+      await fs.pump();
     }
   }
   for (let i = dirMeta.length - 1; i >= 0; i--) {

@@ -11,7 +11,7 @@ import { Readable } from 'node:stream';
 import { InvalidInputError } from '../errors.js';
 import { readManifest } from '../layer/capture.js';
 import type { EnvConfig, LayerRef } from '../layer/env.js';
-import { DecodePool, fetchObjects, privateObjectPath, type ObjectSink } from '../pack/reader.js';
+import { DecodePool, fetchObjects, privateObjectPath, ReadBuffers, type ObjectSink } from '../pack/reader.js';
 import type { PackIndexEntry } from '../pack/pack-index.js';
 import type { Registry } from '../registry/registry.js';
 import { canonicalJson } from '../layer/manifest.js';
@@ -188,10 +188,12 @@ async function fetchForLayOut(
       await arrivals.room();
     },
   };
+  const readBuffers = new ReadBuffers(concurrency + 1);
   try {
     for (const [pack, entries] of byPack) {
       await fetchObjects(reg, pack, entries, staging, {
         concurrency,
+        readBuffers,
         privateDest: true,
         sink,
         onObject: (d) => arrivals.arrive(digestHex(d)),

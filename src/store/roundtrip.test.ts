@@ -112,6 +112,28 @@ describe('layers stack and deduplicate in the registry', () => {
     expect(got['big.bin']?.size).toBe(40 << 20);
   });
 
+  it('objects of a few MiB held in memory span the helper record pieces and land whole', async () => {
+    const src = join(work, 'mid-src');
+    mkdirSync(src, { recursive: true });
+    // several objects larger than one 512 KiB record piece and than a quarter slab, up to a
+    // whole 4 MiB slab, with small ones between: each must be copied across pieces exactly
+    const sizes = [(3 << 20) / 2, 3 << 20, (4 << 20) - 1, 700 << 10, 5000, (5 << 20) / 2, 3 << 20];
+    sizes.forEach((size, k) => {
+      const data = Buffer.alloc(size);
+      for (let i = 0; i + 4 <= size; i += 4) data.writeUInt32LE((i * 2654435761 + k) >>> 0, i);
+      writeFileSync(join(src, `f${k}.bin`), data);
+    });
+    const reg = new LocalRegistry(join(work, 'mid', 'registry'));
+    await pushTree(reg, new StorePaths(join(work, 'mid', 'store-push')), src, { tag: 'rt/mid' });
+    const { layerDirs } = await pullEnv(reg, new StorePaths(join(work, 'mid', 'store-pull')), 'rt/mid');
+    const got = snapshotTree(layerDirs[0]!, { xattrs: false });
+    const want = snapshotTree(src, { xattrs: false });
+    delete got['.'];
+    delete want['.'];
+    expect(got).toEqual(want);
+    expect(got['f2.bin']?.size).toBe((4 << 20) - 1);
+  });
+
   it('lays a layer out with owners shifted by an id base', async () => {
     const reg = new LocalRegistry(join(work, 'edge', 'registry'));
     const store = new StorePaths(join(work, 'edge', 'store-shift'));
