@@ -14,6 +14,11 @@
  * A real tree, this checkout's node_modules, is measured too. BENCH_ONLY=pull measures only
  * pull vs zstd -d | tar -x on both trees (skips the import timing, registry bytes and RSS parts).
  *
+ * As root with mkfs.ext4 and loop devices, each pull and each tar -x writes into a freshly made
+ * ext4 file system of its own (BENCH_FRESH_FS=0 turns this off): on the shared disk, whatever a
+ * run deletes slows the next runs' file creation for minutes (ext4 skips recently deleted inode
+ * slots, and the scan showed in profiles), which moved tar's own time by 2x from run to run.
+ *
  *   npx tsx bench/store.ts
  *   BENCH_ONLY=import npx tsx bench/store.ts   # tree A's import time and peak RSS only
  */
@@ -98,6 +103,25 @@ function median(xs: number[]): number {
   return s[Math.floor(s.length / 2)]!;
 }
 
+/** Whether measured outputs go to fresh file systems (see the header). */
+const FRESH_FS =
+  process.env.BENCH_FRESH_FS !== '0' &&
+  process.getuid?.() === 0 &&
+  spawnSync('sh', ['-c', 'command -v mkfs.ext4 && command -v losetup && losetup -f'], { stdio: 'ignore' }).status === 0;
+
+/** Makes `dir` the root of a new, empty ext4 file system (a loop-mounted image next to it); returns its removal. */
+function freshFs(dir: string, bytes: number): () => void {
+  mkdirSync(dir, { recursive: true });
+  if (!FRESH_FS) return () => undefined;
+  const image = `${dir}.img`;
+  // room for the tree twice (store pool and tree share inodes, but staging and slack need space)
+  const size = Math.ceil((bytes * 2 + 2 * 1024 ** 3) / 1048576);
+  execFileSync('sh', ['-c', `truncate -s ${size}M ${image} && mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0,nodiscard ${image} && mount -o loop ${image} ${dir}`]);
+  return () => {
+    execFileSync('sh', ['-c', `umount ${dir} && rm -f ${image}`]);
+  };
+}
+
 function dropCaches(): void {
   spawnSync('sh', ['-c', 'sync; echo 3 > /proc/sys/vm/drop_caches'], { stdio: 'ignore' });
 }
@@ -121,19 +145,41 @@ async function measureTree(label: string, tree: string, bytes: number, work: str
     dropCaches();
     imp.push((await timeAsync(() => pushTree(reg, new StorePaths(join(dir, 'push-store')), tree, { tag: 'bench/t' }))).ms);
     if (ONLY_PULL) await rm(join(dir, 'push-store'), { recursive: true, force: true });
-    mkdirSync(join(dir, 'untar'));
-    dropCaches();
-    untar.push(time(() => execFileSync('sh', ['-c', `zstd -q -d -c ${dir}/tree.tar.zst | tar -C ${dir}/untar -xf -`])).ms);
-    const store = new StorePaths(join(dir, 'store'));
-    dropCaches();
-    pull.push((await timeAsync(() => pullEnv(reg, store, 'bench/t'))).ms);
-    again.push((await timeAsync(() => pullEnv(reg, store, 'bench/t'))).ms);
+    // alternate which side goes first, so neither always runs on a machine the other just loaded
+    const untarOnce = (): void => {
+      const unmount = freshFs(join(dir, 'untar'), bytes);
+      try {
+        dropCaches();
+        untar.push(time(() => execFileSync('sh', ['-c', `zstd -q -d -c ${dir}/tree.tar.zst | tar -C ${dir}/untar -xf -`])).ms);
+      } finally {
+        unmount();
+      }
+    };
+    const pullOnce = async (): Promise<void> => {
+      const unmount = freshFs(join(dir, 'store'), bytes);
+      try {
+        const store = new StorePaths(join(dir, 'store'));
+        dropCaches();
+        pull.push((await timeAsync(() => pullEnv(reg, store, 'bench/t'))).ms);
+        again.push((await timeAsync(() => pullEnv(reg, store, 'bench/t'))).ms);
+      } finally {
+        unmount();
+      }
+    };
+    if (r % 2 === 0) {
+      untarOnce();
+      await pullOnce();
+    } else {
+      await pullOnce();
+      untarOnce();
+    }
     await rm(dir, { recursive: true, force: true });
   }
   const mbps = (ms: number): string => `${((bytes / 1048576) / (ms / 1000)).toFixed(0)} MiB/s`;
   console.log(`\n## ${label}: ${mib(bytes)} (tar.zst ${mib(tarBytes)}), medians of ${REPEATS}`);
   if (!ONLY_PULL) console.log(`import  ${median(imp).toFixed(0)} ms (${mbps(median(imp))})  vs tar|zstd -3 -T0 ${median(tarz).toFixed(0)} ms (${mbps(median(tarz))})  throughput ratio ${(median(tarz) / median(imp)).toFixed(2)}`);
-  console.log(`pull    ${median(pull).toFixed(0)} ms  vs zstd -d|tar -x ${median(untar).toFixed(0)} ms  speed ratio ${(median(untar) / median(pull)).toFixed(2)}`);
+  console.log(`pull    ${median(pull).toFixed(0)} ms  vs zstd -d|tar -x ${median(untar).toFixed(0)} ms  speed ratio ${(median(untar) / median(pull)).toFixed(2)}${FRESH_FS ? '  (each onto a fresh ext4)' : ''}`);
+  console.log(`each run: pull ${pull.map((x) => x.toFixed(0)).join(' ')} ms, tar -x ${untar.map((x) => x.toFixed(0)).join(' ')} ms; per-run ratios ${pull.map((p, i) => (untar[i]! / p).toFixed(2)).join(' ')}`);
   console.log(`second pull of a present environment: ${median(again).toFixed(1)} ms`);
 }
 

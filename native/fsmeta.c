@@ -41,7 +41,9 @@
  *                                  O M X T do), then link it as pool unless pool is empty or
  *                                  exists (a racing publisher's inode wins; ours stays in the
  *                                  tree). One open file instead of a path lookup per call: about
- *                                  half the system calls of W + O M T + P.
+ *                                  half the system calls of W + O M T + P. A file owned by the
+ *                                  helper's own ids is created with its mode instead of chown
+ *                                  and chmod (two calls fewer: about 10% of a lay-out, measured).
  * On the first failure it prints "fsmeta: <op> <path>: <error>" to stderr and exits 1.
  */
 #define _GNU_SOURCE
@@ -200,7 +202,11 @@ static void whole_file(FILE *in, const char *field_path) {
   ts[0].tv_nsec = ts[1].tv_nsec = strtol(arg(in), NULL, 10);
   char *pool = strdup(arg(in));
   long nx = strtol(arg(in), NULL, 10);
-  int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  /* Owned by this process already (the usual root-owned file, or ids kept): created with its
+     mode, under umask 0, and neither chown nor chmod is needed. The tree is private (0700)
+     until its directories get their modes at the end, so no one sees the file early. */
+  int own = (uid == geteuid() || uid == (uid_t)-1) && (gid == getegid() || gid == (gid_t)-1);
+  int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, own ? (mode & 07777) : 0600);
   if (fd < 0) fail("create", path);
   /* xattrs come before the data in the record but are set after owner and mode, as O M X T do */
   char **names = NULL;
@@ -219,8 +225,8 @@ static void whole_file(FILE *in, const char *field_path) {
   size_t len = (size_t)strtoull(arg(in), NULL, 10);
   char *data = payload(in, len);
   if (write_all(fd, data, len) != 0) fail("write", path);
-  if (fchown(fd, uid, gid) != 0) fail("chown", path);
-  if (fchmod(fd, mode) != 0) fail("chmod", path);
+  if (!own && fchown(fd, uid, gid) != 0) fail("chown", path);
+  if (!own && fchmod(fd, mode) != 0) fail("chmod", path);
   for (long i = 0; i < nx; i++) {
     if (fsetxattr(fd, names[i], vals[i], lens[i], 0) != 0) fail("setxattr", path);
     free(names[i]);
@@ -239,6 +245,8 @@ int main(int argc, char **argv) {
   FILE *in = stdin;
   char *op;
   if (argc > 1 && chdir(argv[1]) != 0) fail("chdir", argv[1]);
+  /* modes given are exact: F creates files with theirs; everything else is chmod-ed later */
+  umask(0);
   int write_end = -1;
   if (argc > 2 && strcmp(argv[2], "--pipe") == 0) {
     int p[2];
