@@ -48,4 +48,26 @@ describe('the decoding worker', () => {
     expect(new Set(out.map((o) => o.data.buffer)).size).toBe(3);
     for (const o of out) pool.release(o.data);
   });
+
+  it('a retained frame keeps its memory until the pin is dropped, even after release', async () => {
+    const a = frameOf(1 << 20, 7);
+    const first = await pool.decode(a.frame, a.raw.length);
+    const unpin = first.retain();
+    pool.release(first.data);
+    // while pinned, later frames get other memory and the bytes stay as decoded
+    const b = frameOf(1 << 20, 8);
+    const second = await pool.decode(b.frame, b.raw.length);
+    expect(second.data.buffer).not.toBe(first.data.buffer);
+    expect(first.data.equals(a.raw)).toBe(true);
+    pool.release(second.data);
+    unpin();
+    unpin(); // idempotent: a second call must not free memory someone else holds
+    const c = frameOf(1 << 20, 9);
+    const third = await pool.decode(c.frame, c.raw.length);
+    const fourth = await pool.decode(c.frame, c.raw.length);
+    // the two free slots serve the next two frames; the once-pinned one is among them
+    expect([third.data.buffer, fourth.data.buffer]).toContain(first.data.buffer);
+    pool.release(third.data);
+    pool.release(fourth.data);
+  });
 });

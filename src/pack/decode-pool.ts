@@ -66,12 +66,17 @@ interface Reply {
 export interface DecodedFrame {
   data: Buffer;
   digests: string[];
+  /**
+   * Keeps the frame's memory from serving another frame until the function returned is called
+   * (once), beyond `release`: a consumer may then keep views of it instead of copies.
+   */
+  retain: () => () => void;
 }
 
 /** Slot sizes: most frames are at most 4 MiB (FRAME_TARGET_BYTES) decoded, less compressed. */
 const MIN_SLOT_BYTES = (4 << 20) + 4096;
-/** Slots beyond this many are dropped once free (a run of unusually large frames). */
-const KEPT_SLOTS = 24;
+/** Slots beyond this many are dropped once free: frames decoded ahead plus those held for a lay-out. */
+const KEPT_SLOTS = 32;
 
 /**
  * Memory shared with the worker: a slot is sent to it once and named by number afterwards.
@@ -80,22 +85,27 @@ const KEPT_SLOTS = 24;
  * 1.2 GiB pull); fresh memory per frame also cost page faults.
  */
 class Slots {
-  private readonly all: Array<{ sab: SharedArrayBuffer; busy: boolean; sent: boolean }> = [];
+  /** `refs`: holders of the slot (0: free). */
+  private readonly all: Array<{ sab: SharedArrayBuffer; refs: number; sent: boolean }> = [];
 
   /** A free slot of at least `size` bytes: its number, memory, and whether the worker knows it. */
   take(size: number): { n: number; sab: SharedArrayBuffer; fresh: boolean } {
-    let n = this.all.findIndex((s) => !s.busy && s.sab.byteLength >= size);
+    let n = this.all.findIndex((s) => s.refs === 0 && s.sab.byteLength >= size);
     if (n < 0) {
       n = this.all.findIndex((s) => s.sab.byteLength === 0);
-      const slot = { sab: new SharedArrayBuffer(Math.max(size, MIN_SLOT_BYTES)), busy: false, sent: false };
+      const slot = { sab: new SharedArrayBuffer(Math.max(size, MIN_SLOT_BYTES)), refs: 0, sent: false };
       if (n < 0) n = this.all.push(slot) - 1;
       else this.all[n] = slot;
     }
     const s = this.all[n]!;
-    s.busy = true;
+    s.refs = 1;
     const fresh = !s.sent;
     s.sent = true;
     return { n, sab: s.sab, fresh };
+  }
+
+  retain(n: number): void {
+    this.all[n]!.refs++;
   }
 
   memory(n: number): SharedArrayBuffer {
@@ -109,9 +119,9 @@ class Slots {
 
   give(n: number): void {
     const s = this.all[n]!;
-    s.busy = false;
+    if (--s.refs > 0) return;
     // beyond the kept number, a freed slot's memory goes (its number is reused, sent again)
-    if (n >= KEPT_SLOTS) this.all[n] = { sab: new SharedArrayBuffer(0), busy: false, sent: false };
+    if (n >= KEPT_SLOTS) this.all[n] = { sab: new SharedArrayBuffer(0), refs: 0, sent: false };
   }
 }
 
@@ -175,7 +185,17 @@ export class DecodePool {
     if (m.error !== undefined || m.digests === undefined) {
       this.outputs.give(p.output);
       p.reject(new Error(m.error ?? 'no output'));
-    } else p.resolve({ data: Buffer.from(this.outputs.memory(p.output), 0, p.length), digests: m.digests });
+    } else p.resolve({ data: Buffer.from(this.outputs.memory(p.output), 0, p.length), digests: m.digests, retain: () => this.pin(p.output) });
+  }
+
+  private pin(n: number): () => void {
+    this.outputs.retain(n);
+    let done = false;
+    return () => {
+      if (done) return;
+      done = true;
+      this.outputs.give(n);
+    };
   }
 
   private fail(e: Error): void {

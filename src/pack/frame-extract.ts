@@ -51,8 +51,12 @@ export interface ObjectSink {
    */
   append?(path: string, data: Uint8Array): void;
   rename?(path: string, dest: string): void;
-  /** Takes the verified object in memory instead (copying `data` at once); false: write it. */
-  keep?(digest: Digest, data: Uint8Array): boolean;
+  /**
+   * Takes the verified object in memory instead (copying `data` at once); false: write it.
+   * With `retain`, it may keep `data` itself: retain() keeps its memory valid until the
+   * function it returns is called.
+   */
+  keep?(digest: Digest, data: Buffer, retain?: () => () => void): boolean;
 }
 
 /**
@@ -90,8 +94,8 @@ export class TempNames {
   }
 
   /** Writes verified bytes under the object's final name (synchronously: see SYNC_WRITE_BYTES). */
-  publishSync(digest: Digest, data: Uint8Array): void {
-    if (this.privateDest && this.sink?.keep?.(digest, data) === true) return;
+  publishSync(digest: Digest, data: Buffer, retain?: () => () => void): void {
+    if (this.privateDest && this.sink?.keep?.(digest, data, retain) === true) return;
     const dest = this.final(digest);
     if (this.privateDest) {
       if (this.sink !== undefined) this.sink.write(dest, data);
@@ -104,7 +108,7 @@ export class TempNames {
   }
 
   /** Writes verified bytes under the object's final name. */
-  async publish(digest: Digest, data: Uint8Array): Promise<void> {
+  async publish(digest: Digest, data: Buffer): Promise<void> {
     if (this.privateDest && this.sink?.keep?.(digest, data) === true) return;
     const dest = this.final(digest);
     if (this.privateDest) {
@@ -142,6 +146,8 @@ export class FrameExtractor {
   private decodedElsewhere = false;
   /** sha256 (hex) of each wanted object, in order, when the decoder computed them. */
   private digests: string[] | undefined;
+  /** Keeps the decoded frame's memory valid for a consumer of views of it (see DecodedFrame). */
+  private retain: (() => () => void) | undefined;
 
   /** `wanted` must be sorted by offset and lie inside the frame (validated by the caller). */
   constructor(
@@ -174,7 +180,8 @@ export class FrameExtractor {
   async pushDecoded(decoded: Promise<DecodedFrame>): Promise<void> {
     this.decodedElsewhere = true;
     try {
-      const { data: raw, digests } = await decoded;
+      const { data: raw, digests, retain } = await decoded;
+      this.retain = retain;
       if (raw.length !== this.frame.rawLength) throw new Error(`decodes to ${raw.length} bytes, stated ${this.frame.rawLength}`);
       if (digests.length === this.wanted.length) this.digests = digests;
       await this.take(raw);
@@ -258,7 +265,7 @@ export class FrameExtractor {
   private writeWhole(w: PackIndexEntry, data: Buffer): void {
     const actual: Digest = this.digests !== undefined ? `sha256:${this.digests[this.next]!}` : sha256(data);
     if (actual !== w.digest) throw new DigestMismatchError(`object ${w.digest} in pack ${this.pack}`, w.digest, actual);
-    this.temps.publishSync(w.digest, data);
+    this.temps.publishSync(w.digest, data, this.retain);
     this.onObject(w);
   }
 

@@ -332,7 +332,7 @@ function dedupe(entries: PackIndexEntry[]): PackIndexEntry[] {
 async function writeEmpty(pack: Digest, e: PackIndexEntry, temps: TempNames, onObject: (e: PackIndexEntry) => void): Promise<void> {
   const actual = sha256(new Uint8Array(0));
   if (actual !== e.digest) throw new DigestMismatchError(`object ${e.digest} in pack ${pack}`, e.digest, actual);
-  await temps.publish(e.digest, new Uint8Array(0));
+  await temps.publish(e.digest, Buffer.alloc(0));
   onObject(e);
 }
 

@@ -179,7 +179,7 @@ async function fetchForLayOut(
   const total = [...byPack.values()].reduce((n, es) => es.reduce((m, e) => m + e.size, n), 0);
   const decodePool = total >= POOL_MIN_BYTES ? new DecodePool() : undefined;
   const sink: ObjectSink = {
-    keep: (d, data) => arrivals.hold(digestHex(d), data),
+    keep: (d, data, retain) => arrivals.hold(digestHex(d), data, retain),
     write: (path, data) => stream.write(path, data),
     append: (path, data) => stream.append(path, data),
     rename: (path, dest) => stream.rename(path, dest),
