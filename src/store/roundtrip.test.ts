@@ -23,6 +23,19 @@ async function roundTrip(src: string, name: string): Promise<string> {
   return out;
 }
 
+/** Pushes `src`, pulls it into an empty store, checks the laid-out layer equals it (xattrs aside); returns the layer's snapshot. */
+async function pulledLayerMatches(src: string, name: string): Promise<ReturnType<typeof snapshotTree>> {
+  const reg = new LocalRegistry(join(work, name, 'registry'));
+  await pushTree(reg, new StorePaths(join(work, name, 'store-push')), src, { tag: `rt/${name}` });
+  const { layerDirs } = await pullEnv(reg, new StorePaths(join(work, name, 'store-pull')), `rt/${name}`);
+  const got = snapshotTree(layerDirs[0]!, { xattrs: false });
+  const want = snapshotTree(src, { xattrs: false });
+  delete got['.'];
+  delete want['.'];
+  expect(got).toEqual(want);
+  return got;
+}
+
 describe('capture -> push -> pull into an empty store -> export reproduces the tree', () => {
   it('on hand-made edge cases: types, modes, owners, ns mtimes, links, xattrs, odd names', async () => {
     const src = join(work, 'edge-src');
@@ -101,14 +114,7 @@ describe('layers stack and deduplicate in the registry', () => {
     for (let i = 0; i < big.length; i += 4096) big.writeUInt32LE(i, i);
     writeFileSync(join(src, 'big.bin'), big);
     writeFileSync(join(src, 'small.txt'), 'next to it\n');
-    const reg = new LocalRegistry(join(work, 'large', 'registry'));
-    await pushTree(reg, new StorePaths(join(work, 'large', 'store-push')), src, { tag: 'rt/large' });
-    const { layerDirs } = await pullEnv(reg, new StorePaths(join(work, 'large', 'store-pull')), 'rt/large');
-    const got = snapshotTree(layerDirs[0]!, { xattrs: false });
-    const want = snapshotTree(src, { xattrs: false });
-    delete got['.'];
-    delete want['.'];
-    expect(got).toEqual(want);
+    const got = await pulledLayerMatches(src, 'large');
     expect(got['big.bin']?.size).toBe(40 << 20);
   });
 
@@ -123,14 +129,7 @@ describe('layers stack and deduplicate in the registry', () => {
       for (let i = 0; i + 4 <= size; i += 4) data.writeUInt32LE((i * 2654435761 + k) >>> 0, i);
       writeFileSync(join(src, `f${k}.bin`), data);
     });
-    const reg = new LocalRegistry(join(work, 'mid', 'registry'));
-    await pushTree(reg, new StorePaths(join(work, 'mid', 'store-push')), src, { tag: 'rt/mid' });
-    const { layerDirs } = await pullEnv(reg, new StorePaths(join(work, 'mid', 'store-pull')), 'rt/mid');
-    const got = snapshotTree(layerDirs[0]!, { xattrs: false });
-    const want = snapshotTree(src, { xattrs: false });
-    delete got['.'];
-    delete want['.'];
-    expect(got).toEqual(want);
+    const got = await pulledLayerMatches(src, 'mid');
     expect(got['f2.bin']?.size).toBe((4 << 20) - 1);
   });
 
