@@ -132,7 +132,7 @@ interface FrameJob {
   /** Its decoding in the worker, when decoded there. */
   decoded?: Promise<DecodedFrame>;
   /** The read buffer `compressed` lies in, reused once its last such frame is extracted. */
-  held?: { buf: Buffer; frames: number };
+  held?: { buf: Buffer | undefined; frames: number };
 }
 
 /**
@@ -172,13 +172,14 @@ async function extractInOrder(
   concurrency: number,
   buffers: ReadBuffers,
 ): Promise<void> {
-  const reads = new Map<number, { read: Promise<Buffer>; into: Buffer }>();
+  const reads = new Map<number, { read: Promise<Buffer>; into: Buffer | undefined }>();
   let issued = 0;
   const readAhead = (upTo: number): void => {
     for (; issued < ranges.length && issued <= upTo; issued++) {
       const r = ranges[issued]!;
       if (r.streamed) continue; // opened when its turn comes: streaming it needs no buffer
-      const into = buffers.take(r.length);
+      // a backend that returns buffers of its own (S3) would leave these unused
+      const into = registry.readsIntoBuffers === true ? buffers.take(r.length) : undefined;
       const read = readRange(registry, pack, r, into);
       read.catch(() => undefined); // awaited in turn, or dropped after an earlier failure
       reads.set(issued, { read, into });
@@ -210,7 +211,7 @@ async function extractInOrder(
           await jobs.put({ f, compressed, held }, f.frame.rawLength);
         }
       }
-      if (held.frames === 0) buffers.give(into);
+      if (held.frames === 0 && into !== undefined) buffers.give(into);
     }
   };
   const producing = produce().then(
@@ -229,7 +230,7 @@ async function extractInOrder(
       await x.end();
       // every object is copied or written by now: the frame's memory can serve another
       if (job.decoded !== undefined) decoder!.release((await job.decoded).data);
-      if (job.held !== undefined && --job.held.frames === 0) buffers.give(job.held.buf);
+      if (job.held !== undefined && --job.held.frames === 0 && job.held.buf !== undefined) buffers.give(job.held.buf);
       jobs.done(job.f.frame.rawLength);
       await temps.sink?.pump();
     }
@@ -240,7 +241,7 @@ async function extractInOrder(
 }
 
 /** Reads one buffered range whole; a short read names the objects it loses. */
-async function readRange(registry: Registry, pack: Digest, r: RangeWork, into: Buffer): Promise<Buffer> {
+async function readRange(registry: Registry, pack: Digest, r: RangeWork, into: Buffer | undefined): Promise<Buffer> {
   const buf = await registry.getBlobRange(pack, r.offset, r.length, into);
   if (buf.length !== r.length) {
     const lost = r.frames.filter((f) => f.frame.offset + f.frame.length > r.offset + buf.length).flatMap((f) => f.wanted.map((w) => w.digest));

@@ -69,6 +69,8 @@ export class LocalRegistry implements Registry {
     }
   }
 
+  readonly readsIntoBuffers = true;
+
   async getBlobRange(digest: Digest, offset: number, length: number, into?: Buffer): Promise<Buffer> {
     let fh;
     try {

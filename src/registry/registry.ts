@@ -39,6 +39,8 @@ export interface Registry {
    * into a buffer returns a view of it, others ignore it.
    */
   getBlobRange(digest: Digest, offset: number, length: number, into?: Buffer): Promise<Buffer>;
+  /** Whether getBlobRange reads into a given buffer (else callers need not offer one). */
+  readonly readsIntoBuffers?: boolean;
   /** Streaming read of a whole blob, or of `length` bytes from `offset` (multi-GB pack frames). */
   openBlob(digest: Digest, range?: { offset: number; length: number }): Promise<Readable>;
   /**
