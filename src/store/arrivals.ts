@@ -10,8 +10,9 @@
  * lay-out has work in memory, so the two can never wait for each other.
  */
 /**
- * Held objects are copied into slabs of this size (larger ones get their own): one allocation
- * per slab instead of one per object, which showed in profiles as allocation and GC time.
+ * Held objects that are not views of a decoded frame are copied into slabs of this size (one
+ * over a quarter slab gets a slab of its own): one allocation per slab instead of one per
+ * object, which showed in profiles as allocation and GC time.
  */
 const SLAB_BYTES = 4 << 20;
 /** All the slabs a 64 MiB budget holds: fresh ones per object burst were churn (measured). */
@@ -97,7 +98,7 @@ export class Arrivals {
     if (own) slab = data.length <= SLAB_BYTES ? (this.spares.pop()?.reset() ?? new Slab(SLAB_BYTES)) : new Slab(data.length);
     else if (slab.room < data.length) {
       // a full slab whose objects were all taken already is free again
-      if (slab.refs === 0 && slab.size === SLAB_BYTES && this.spares.length < SPARE_SLABS) this.spares.push(slab.reset());
+      if (slab.refs === 0) this.spare(slab);
       slab = this.slab = this.spares.pop() ?? new Slab(SLAB_BYTES);
     }
     this.held.set(hex, { data: slab.copy(data), owner: slab });
@@ -120,6 +121,11 @@ export class Arrivals {
     this.held.set(hex, { data, owner: frame });
     if (frame.refs++ === 0) this.heldBytes += frame.size;
     return true;
+  }
+
+  /** Keeps a slab no object needs for later ones: fresh memory costs page faults. */
+  private spare(slab: Slab): void {
+    if (slab.size === SLAB_BYTES && this.spares.length < SPARE_SLABS) this.spares.push(slab.reset());
   }
 
   arrive(hex: string): void {
@@ -169,9 +175,8 @@ export class Arrivals {
       if (o instanceof Frame) {
         this.frames.delete(o.key);
         o.release();
-      } else if (o !== this.slab && o.size === SLAB_BYTES && o instanceof Slab && this.spares.length < SPARE_SLABS) {
-        // reused rather than left to the garbage collector: fresh memory costs page faults
-        this.spares.push(o.reset());
+      } else if (o instanceof Slab && o !== this.slab) {
+        this.spare(o);
       }
       if (this.heldBytes <= this.budget / 4) this.wakeRoom();
     }
