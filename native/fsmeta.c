@@ -44,10 +44,24 @@
  *                                  half the system calls of W + O M T + P. A file owned by the
  *                                  helper's own ids is created with its mode instead of chown
  *                                  and chmod (two calls fewer: about 10% of a lay-out, measured).
+ * With frames built in (-DFSMETA_PACKS; see the section below):
+ *   Q dir budget                   where objects that do not wait in memory go (dir/<hex[0:2]>/<hex>),
+ *                                  and how many decoded bytes may wait in memory
+ *   Z id rawlen n [hex offset size]*n src offset length [<bytes>]
+ *                                  a pack frame holding n wanted objects (sorted by offset, each
+ *                                  at offset in the decoded frame), decoded on another thread to
+ *                                  exactly rawlen bytes, each object's sha256 checked: its
+ *                                  compressed bytes are `length` bytes of file src at offset, or
+ *                                  follow the field when src is empty. A failure prints
+ *                                  "fsmeta: frame <id>: <why>" and ends the process.
+ *   G path uid gid mode sec nsec pool nx [name hexvalue]*nx hex
+ *                                  F with the bytes of object hex from an earlier Z (waiting for
+ *                                  its decoding if needed); each object is placed once.
  * On the first failure it prints "fsmeta: <op> <path>: <error>" to stderr and exits 1.
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -181,65 +195,605 @@ static unsigned char *unhex(const char *hex, size_t *len) {
   return val;
 }
 
+/* The metadata fields of an F or G record after its path: see the header. */
+struct meta {
+  uid_t uid;
+  gid_t gid;
+  mode_t mode;
+  struct timespec ts[2];
+  char *pool;
+  long nx;
+  char **names;
+  unsigned char **vals;
+  size_t *lens;
+  /* owned by this process already (the usual root-owned file, or ids kept): no chown needed */
+  int own;
+};
+
+static void read_meta(FILE *in, struct meta *m) {
+  m->uid = (uid_t)strtoul(arg(in), NULL, 10);
+  m->gid = (gid_t)strtoul(arg(in), NULL, 10);
+  m->mode = (mode_t)strtoul(arg(in), NULL, 8);
+  m->ts[0].tv_sec = m->ts[1].tv_sec = (time_t)strtoll(arg(in), NULL, 10);
+  m->ts[0].tv_nsec = m->ts[1].tv_nsec = strtol(arg(in), NULL, 10);
+  m->pool = strdup(arg(in));
+  m->nx = strtol(arg(in), NULL, 10);
+  m->names = NULL;
+  m->vals = NULL;
+  m->lens = NULL;
+  if (m->nx > 0) {
+    m->names = calloc((size_t)m->nx, sizeof *m->names);
+    m->vals = calloc((size_t)m->nx, sizeof *m->vals);
+    m->lens = calloc((size_t)m->nx, sizeof *m->lens);
+    if (!m->names || !m->vals || !m->lens) { fprintf(stderr, "fsmeta: out of memory\n"); exit(1); }
+    for (long i = 0; i < m->nx; i++) {
+      m->names[i] = strdup(arg(in));
+      m->vals[i] = unhex(arg(in), &m->lens[i]);
+    }
+  }
+  m->own = (m->uid == geteuid() || m->uid == (uid_t)-1) && (m->gid == getegid() || m->gid == (gid_t)-1);
+}
+
+static void free_meta(struct meta *m) {
+  for (long i = 0; i < m->nx; i++) {
+    free(m->names[i]);
+    free(m->vals[i]);
+  }
+  free(m->names);
+  free(m->vals);
+  free(m->lens);
+  free(m->pool);
+}
+
+/* Owner, mode, xattrs and times of an open file, in the order O M X T apply them. */
+static void set_meta(int fd, const struct meta *m, const char *path, int chmod_needed) {
+  if (!m->own && fchown(fd, m->uid, m->gid) != 0) fail("chown", path);
+  if (chmod_needed && fchmod(fd, m->mode) != 0) fail("chmod", path);
+  for (long i = 0; i < m->nx; i++)
+    if (fsetxattr(fd, m->names[i], m->vals[i], m->lens[i], 0) != 0) fail("setxattr", path);
+  if (futimens(fd, m->ts) != 0) fail("utimensat", path);
+}
+
+/* Creates path holding `data`, with its metadata, and links it as the pool name (see F). */
+static void create_file(const char *path, const struct meta *m, const char *data, size_t len) {
+  /* Owned by this process: created with its mode, under umask 0, and neither chown nor chmod is
+     needed. The tree is private (0700) until its directories get their modes at the end, so no
+     one sees the file early. */
+  int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, m->own ? (m->mode & 07777) : 0600);
+  if (fd < 0) fail("create", path);
+  if (write_all(fd, data, len) != 0) fail("write", path);
+  set_meta(fd, m, path, !m->own);
+  if (close(fd) != 0) fail("write", path);
+  if (m->pool[0] != '\0' && link(path, m->pool) != 0 && errno != EEXIST) fail("publish", m->pool);
+}
+
 /* The F record after its path: see the header. */
 static void whole_file(FILE *in, const char *field_path) {
   /* field() reuses 8 buffers: this record has more fields than that after its path */
-  static char *path;
-  static size_t path_cap;
-  size_t plen = strlen(field_path) + 1;
-  if (plen > path_cap) {
-    free(path);
-    path_cap = plen * 2;
-    path = malloc(path_cap);
-    if (!path) { fprintf(stderr, "fsmeta: out of memory\n"); exit(1); }
+  char *path = strdup(field_path);
+  struct meta m;
+  read_meta(in, &m);
+  size_t len = (size_t)strtoull(arg(in), NULL, 10);
+  create_file(path, &m, payload(in, len), len);
+  free_meta(&m);
+  free(path);
+}
+
+#ifdef FSMETA_PACKS
+/*
+ * Frames (built with -DFSMETA_PACKS, libzstd and libcrypto): a pull hands over the compressed
+ * pack frames holding the objects it needs (Z records) instead of their decoded bytes. A second
+ * thread decodes each one and checks the sha256 of each wanted object, while this thread goes
+ * on creating files; a G record then places a verified object like F places its bytes. Decoding
+ * and hashing in node cost about as much CPU as the whole lay-out here (measured), on a machine
+ * whose two cores node and this helper already share.
+ *
+ * Memory is bounded: decoded frames wait for their G records up to the budget Q gives, frames
+ * whose bytes came in records wait for decoding up to QUEUE_BUDGET compressed bytes. Past the
+ * budget the decoder waits while this thread has other work; once this thread waits for it (an
+ * object it needs is not decoded yet, or the queue is full), the decoder writes the objects of
+ * the next frame to the spill directory instead (Q), so the two never wait for each other.
+ * A frame larger than MAX_HELD_FRAME (a large object's own) is read from its file and decoded as
+ * a stream straight into the spill directory.
+ */
+#include <pthread.h>
+#include <zstd.h>
+#include <openssl/evp.h>
+
+/* Frames decoded whole in memory are at most this big (the packer's are 4 MiB). A larger frame
+   (a large object's own) is decoded as a stream from its file straight into the spill directory. */
+#define MAX_HELD_FRAME ((size_t)16 << 20)
+#define STREAM_CHUNK ((size_t)1 << 20)
+#define MAX_FRAME_OBJECTS ((size_t)1 << 20)
+#define QUEUE_BUDGET ((size_t)16 << 20)
+/* Buffers kept for reuse: memory touched for the first time cost more than the decoding on
+   these VMs while the lay-out fills the page cache (measured). */
+#define KEPT_BUFFERS 32
+#define MIN_BUFFER ((size_t)(4 << 20) + (64 << 10))
+
+enum { PENDING, READY, SPILLED };
+
+struct frame;
+
+/* An object of a frame sent with Z, from then until a G record places it. */
+struct obj {
+  unsigned char digest[32];
+  char hex[65];
+  struct frame *frame; /* while READY: the frame whose decoded bytes hold it */
+  size_t off, size;
+  int state;
+  struct obj *next; /* hash chain */
+};
+
+struct frame {
+  char *id; /* node's name for the frame, in error messages */
+  char *src; /* a file to read the compressed bytes from (at src_off), instead of the record */
+  off_t src_off;
+  unsigned char *comp, *raw;
+  size_t comp_cap, comp_len, raw_cap, raw_len;
+  size_t nobj;
+  struct obj **objs;
+  size_t refs; /* READY objects still in `raw` */
+  struct frame *next; /* decode queue */
+};
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+/* decoder: work queued, memory freed, or this thread waits; this thread: an object decoded;
+   this thread: room in the queue */
+static pthread_cond_t cv_work = PTHREAD_COND_INITIALIZER, cv_ready = PTHREAD_COND_INITIALIZER, cv_room = PTHREAD_COND_INITIALIZER;
+static struct frame *q_head, *q_tail;
+static size_t q_bytes, held;
+static int main_waits, input_done, decoder_started;
+static pthread_t decoder_thread;
+static struct obj **table;
+static size_t table_cap, table_count;
+static char *spill_dir;
+/* decoded bytes of frames waiting for their G records (Q sets it) */
+static size_t held_budget = (size_t)64 << 20;
+static struct { unsigned char *p; size_t cap; } spare[KEPT_BUFFERS];
+static int n_spare;
+
+static void *xmalloc(size_t n) {
+  void *p = malloc(n);
+  if (!p) { fprintf(stderr, "fsmeta: out of memory\n"); exit(1); }
+  return p;
+}
+
+/* A failure of the decoder ends the process at once: the pull is lost either way. */
+static void frame_fail(const struct frame *f, const char *what) {
+  fprintf(stderr, "fsmeta: frame %s: %s\n", f->id, what);
+  fflush(stderr);
+  _exit(1);
+}
+
+static size_t slot(const unsigned char *d) {
+  size_t h;
+  memcpy(&h, d, sizeof h);
+  return h & (table_cap - 1);
+}
+
+static struct obj *lookup(const unsigned char *d) {
+  if (table_cap == 0) return NULL;
+  for (struct obj *o = table[slot(d)]; o; o = o->next)
+    if (memcmp(o->digest, d, 32) == 0) return o;
+  return NULL;
+}
+
+static void insert(struct obj *o) {
+  if (table_count * 2 >= table_cap) {
+    size_t old_cap = table_cap;
+    struct obj **old = table;
+    table_cap = old_cap ? old_cap * 2 : 4096;
+    table = calloc(table_cap, sizeof *table);
+    if (!table) { fprintf(stderr, "fsmeta: out of memory\n"); exit(1); }
+    for (size_t i = 0; i < old_cap; i++)
+      for (struct obj *p = old[i], *n; p; p = n) {
+        n = p->next;
+        p->next = table[slot(p->digest)];
+        table[slot(p->digest)] = p;
+      }
+    free(old);
   }
-  memcpy(path, field_path, plen);
-  uid_t uid = (uid_t)strtoul(arg(in), NULL, 10);
-  gid_t gid = (gid_t)strtoul(arg(in), NULL, 10);
-  mode_t mode = (mode_t)strtoul(arg(in), NULL, 8);
-  struct timespec ts[2];
-  ts[0].tv_sec = ts[1].tv_sec = (time_t)strtoll(arg(in), NULL, 10);
-  ts[0].tv_nsec = ts[1].tv_nsec = strtol(arg(in), NULL, 10);
-  char *pool = strdup(arg(in));
-  long nx = strtol(arg(in), NULL, 10);
-  /* Owned by this process already (the usual root-owned file, or ids kept): created with its
-     mode, under umask 0, and neither chown nor chmod is needed. The tree is private (0700)
-     until its directories get their modes at the end, so no one sees the file early. */
-  int own = (uid == geteuid() || uid == (uid_t)-1) && (gid == getegid() || gid == (gid_t)-1);
-  int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, own ? (mode & 07777) : 0600);
-  if (fd < 0) fail("create", path);
-  /* xattrs come before the data in the record but are set after owner and mode, as O M X T do */
-  char **names = NULL;
-  unsigned char **vals = NULL;
-  size_t *lens = NULL;
-  if (nx > 0) {
-    names = calloc((size_t)nx, sizeof *names);
-    vals = calloc((size_t)nx, sizeof *vals);
-    lens = calloc((size_t)nx, sizeof *lens);
-    if (!names || !vals || !lens) { fprintf(stderr, "fsmeta: out of memory\n"); exit(1); }
-    for (long i = 0; i < nx; i++) {
-      names[i] = strdup(arg(in));
-      vals[i] = unhex(arg(in), &lens[i]);
+  o->next = table[slot(o->digest)];
+  table[slot(o->digest)] = o;
+  table_count++;
+}
+
+static void remove_obj(struct obj *o) {
+  struct obj **p = &table[slot(o->digest)];
+  while (*p != o) p = &(*p)->next;
+  *p = o->next;
+  table_count--;
+}
+
+/* Under mu. */
+static unsigned char *take_buffer(size_t need, size_t *cap) {
+  for (int i = 0; i < n_spare; i++) {
+    if (spare[i].cap >= need) {
+      unsigned char *p = spare[i].p;
+      *cap = spare[i].cap;
+      spare[i] = spare[--n_spare];
+      return p;
     }
   }
-  size_t len = (size_t)strtoull(arg(in), NULL, 10);
-  char *data = payload(in, len);
-  if (write_all(fd, data, len) != 0) fail("write", path);
-  if (!own && fchown(fd, uid, gid) != 0) fail("chown", path);
-  if (!own && fchmod(fd, mode) != 0) fail("chmod", path);
-  for (long i = 0; i < nx; i++) {
-    if (fsetxattr(fd, names[i], vals[i], lens[i], 0) != 0) fail("setxattr", path);
-    free(names[i]);
-    free(vals[i]);
-  }
-  free(names);
-  free(vals);
-  free(lens);
-  if (futimens(fd, ts) != 0) fail("utimensat", path);
-  if (close(fd) != 0) fail("write", path);
-  if (pool[0] != '\0' && link(path, pool) != 0 && errno != EEXIST) fail("publish", pool);
-  free(pool);
+  *cap = need > MIN_BUFFER ? need : MIN_BUFFER;
+  return xmalloc(*cap);
 }
+
+/* Under mu. Only standard-size buffers are kept: one larger frame must not pin its size. */
+static void give_buffer(unsigned char *p, size_t cap) {
+  if (cap == MIN_BUFFER && n_spare < KEPT_BUFFERS) {
+    spare[n_spare].p = p;
+    spare[n_spare].cap = cap;
+    n_spare++;
+  } else {
+    free(p);
+  }
+}
+
+static int parse_digest(const char *hex, unsigned char *d) {
+  if (strlen(hex) != 64) return -1;
+  for (int i = 0; i < 32; i++) {
+    int hi = hexval(hex[2 * i]), lo = hexval(hex[2 * i + 1]);
+    if (hi < 0 || lo < 0) return -1;
+    d[i] = (unsigned char)(hi * 16 + lo);
+  }
+  return 0;
+}
+
+static void spill_path(char *out, size_t cap, const struct obj *o) {
+  snprintf(out, cap, "%s/%.2s/%s", spill_dir, o->hex, o->hex);
+}
+
+/* The open file of a frame's source (the file of the last frame stays open). */
+static int source_fd(const struct frame *f) {
+  static char *open_src;
+  static int fd = -1;
+  if (open_src == NULL || strcmp(open_src, f->src) != 0) {
+    if (fd >= 0) close(fd);
+    free(open_src);
+    open_src = strdup(f->src);
+    fd = open(f->src, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      char msg[512];
+      snprintf(msg, sizeof msg, "cannot open %s: %s", f->src, strerror(errno));
+      frame_fail(f, msg);
+    }
+  }
+  return fd;
+}
+
+/* Reads `len` compressed bytes of a frame from `at` into `buf`; a short read is a truncated pack. */
+static void read_source(const struct frame *f, unsigned char *buf, size_t len, off_t at) {
+  int fd = source_fd(f);
+  for (size_t got = 0; got < len;) {
+    ssize_t n = pread(fd, buf + got, len - got, at + (off_t)got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      char msg[512];
+      snprintf(msg, sizeof msg, "read of %zu bytes at %lld returned %zu (truncated pack?)%s%s", len, (long long)at, got, n < 0 ? ": " : "", n < 0 ? strerror(errno) : "");
+      frame_fail(f, msg);
+    }
+    got += (size_t)n;
+  }
+}
+
+static void digest_mismatch(const struct frame *f, const struct obj *o, const unsigned char *md) {
+  char actual[65], msg[512];
+  for (int k = 0; k < 32; k++) snprintf(actual + 2 * k, 3, "%02x", md[k]);
+  snprintf(msg, sizeof msg, "object %s has digest %s", o->hex, actual);
+  frame_fail(f, msg);
+}
+
+static void decode_frame(ZSTD_DCtx *dctx, EVP_MD_CTX *ctx, const EVP_MD *sha, struct frame *f) {
+  char msg[512];
+  size_t r = ZSTD_decompressDCtx(dctx, f->raw, f->raw_len, f->comp, f->comp_len);
+  if (ZSTD_isError(r)) {
+    snprintf(msg, sizeof msg, "does not decode: %s", ZSTD_getErrorName(r));
+    frame_fail(f, msg);
+  }
+  if (r != f->raw_len) {
+    snprintf(msg, sizeof msg, "decodes to %zu bytes, stated %zu", r, f->raw_len);
+    frame_fail(f, msg);
+  }
+  for (size_t i = 0; i < f->nobj; i++) {
+    struct obj *o = f->objs[i];
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int mdlen = 0;
+    if (EVP_DigestInit_ex(ctx, sha, NULL) != 1 || EVP_DigestUpdate(ctx, f->raw + o->off, o->size) != 1 || EVP_DigestFinal_ex(ctx, md, &mdlen) != 1 || mdlen != 32)
+      frame_fail(f, "sha256 failed");
+    if (memcmp(md, o->digest, 32) != 0) digest_mismatch(f, o, md);
+  }
+}
+
+/* A new file in the spill directory for an object, in its subdirectory. */
+static int open_spill(const struct frame *f, const struct obj *o) {
+  char path[PATH_MAX];
+  if (spill_dir == NULL) frame_fail(f, "no spill directory (Q record) for objects that do not stay in memory");
+  snprintf(path, sizeof path, "%s/%.2s", spill_dir, o->hex);
+  if (mkdir(path, 0700) != 0 && errno != EEXIST) fail("mkdir", path);
+  spill_path(path, sizeof path, o);
+  int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) fail("create", path);
+  return fd;
+}
+
+/* Where a streamed frame's decoded bytes are: the next wanted object, and its file while open. */
+struct route {
+  size_t pos, next;
+  int fd;
+};
+
+/* Hashes and writes the wanted objects' bytes among `n` decoded bytes, skipping the others. */
+static void route_bytes(const struct frame *f, struct route *r, EVP_MD_CTX *ctx, const EVP_MD *sha, const unsigned char *p, size_t n) {
+  while (r->next < f->nobj) {
+    struct obj *o = f->objs[r->next];
+    if (r->pos < o->off) {
+      size_t skip = o->off - r->pos < n ? o->off - r->pos : n;
+      r->pos += skip;
+      p += skip;
+      n -= skip;
+      if (r->pos < o->off) return;
+    }
+    if (r->fd < 0) {
+      r->fd = open_spill(f, o);
+      if (EVP_DigestInit_ex(ctx, sha, NULL) != 1) frame_fail(f, "sha256 failed");
+    }
+    size_t left = o->off + o->size - r->pos;
+    size_t take = left < n ? left : n;
+    if (take > 0) {
+      if (EVP_DigestUpdate(ctx, p, take) != 1) frame_fail(f, "sha256 failed");
+      if (write_all(r->fd, (const char *)p, take) != 0) fail("write", o->hex);
+      r->pos += take;
+      p += take;
+      n -= take;
+    }
+    if (r->pos < o->off + o->size) return;
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int mdlen = 0;
+    if (EVP_DigestFinal_ex(ctx, md, &mdlen) != 1 || mdlen != 32) frame_fail(f, "sha256 failed");
+    if (memcmp(md, o->digest, 32) != 0) digest_mismatch(f, o, md);
+    if (close(r->fd) != 0) fail("write", o->hex);
+    r->fd = -1;
+    r->next++;
+  }
+  r->pos += n; /* after the last wanted object */
+}
+
+/*
+ * Decodes a frame too large to hold (a large object's own) from its file in pieces, writing its
+ * objects to the spill directory as they stream by: memory stays a few MiB whatever its size.
+ * The output is bounded by the stated length, as for frames decoded whole.
+ */
+static void stream_frame(ZSTD_DCtx *dctx, EVP_MD_CTX *ctx, const EVP_MD *sha, struct frame *f) {
+  static unsigned char *inbuf, *outbuf;
+  if (inbuf == NULL) {
+    inbuf = xmalloc(STREAM_CHUNK);
+    outbuf = xmalloc(STREAM_CHUNK);
+  }
+  char msg[512];
+  struct route r = { 0, 0, -1 };
+  ZSTD_DCtx_reset(dctx, ZSTD_reset_session_only);
+  ZSTD_inBuffer in = { inbuf, 0, 0 };
+  size_t done = 0;
+  for (;;) {
+    if (in.pos == in.size && done < f->comp_len) {
+      size_t n = f->comp_len - done < STREAM_CHUNK ? f->comp_len - done : STREAM_CHUNK;
+      read_source(f, inbuf, n, f->src_off + (off_t)done);
+      done += n;
+      in.size = n;
+      in.pos = 0;
+    }
+    ZSTD_outBuffer out = { outbuf, STREAM_CHUNK, 0 };
+    size_t ret = ZSTD_decompressStream(dctx, &out, &in);
+    if (ZSTD_isError(ret)) {
+      snprintf(msg, sizeof msg, "does not decode: %s", ZSTD_getErrorName(ret));
+      frame_fail(f, msg);
+    }
+    if (out.pos > f->raw_len - r.pos) {
+      snprintf(msg, sizeof msg, "decodes to more than the stated %zu bytes", f->raw_len);
+      frame_fail(f, msg);
+    }
+    route_bytes(f, &r, ctx, sha, outbuf, out.pos);
+    if (in.pos == in.size && done == f->comp_len) {
+      if (ret == 0) break; /* the last zstd frame is complete and flushed */
+      /* no input left: the decoder still holds output (it filled the buffer), or wants more */
+      if (out.pos < out.size) frame_fail(f, "ends inside a zstd frame (truncated)");
+    }
+  }
+  if (r.pos != f->raw_len) {
+    snprintf(msg, sizeof msg, "decodes to %zu bytes, stated %zu", r.pos, f->raw_len);
+    frame_fail(f, msg);
+  }
+  if (r.next < f->nobj) frame_fail(f, "ended before all its objects");
+}
+
+/* Writes a decoded frame's objects to the spill directory (past the memory budget). */
+static void spill_frame(struct frame *f) {
+  for (size_t i = 0; i < f->nobj; i++) {
+    struct obj *o = f->objs[i];
+    int fd = open_spill(f, o);
+    if (write_all(fd, (const char *)f->raw + o->off, o->size) != 0 || close(fd) != 0) fail("write", o->hex);
+  }
+}
+
+static void *decoder(void *unused) {
+  (void)unused;
+  ZSTD_DCtx *dctx = ZSTD_createDCtx();
+  EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+#if OPENSSL_VERSION_NUMBER >= 0x30000000L
+  EVP_MD *sha = EVP_MD_fetch(NULL, "SHA256", NULL);
+#else
+  const EVP_MD *sha = EVP_sha256();
+#endif
+  if (!dctx || !ctx || !sha) { fprintf(stderr, "fsmeta: cannot set up zstd or sha256\n"); _exit(1); }
+  pthread_mutex_lock(&mu);
+  for (;;) {
+    while (q_head == NULL && !input_done) pthread_cond_wait(&cv_work, &mu);
+    struct frame *f = q_head;
+    if (f == NULL) break;
+    int streamed = f->raw_len > MAX_HELD_FRAME;
+    while (!streamed && held > 0 && held + f->raw_len > held_budget && !main_waits) pthread_cond_wait(&cv_work, &mu);
+    q_head = f->next;
+    if (q_head == NULL) q_tail = NULL;
+    if (f->src == NULL) q_bytes -= f->comp_len;
+    pthread_cond_signal(&cv_room);
+    int spill = streamed || held + f->raw_len > held_budget;
+    if (!spill) held += f->raw_len;
+    if (!streamed) f->raw = take_buffer(f->raw_len, &f->raw_cap);
+    if (!streamed && f->src != NULL) f->comp = take_buffer(f->comp_len, &f->comp_cap);
+    pthread_mutex_unlock(&mu);
+
+    if (streamed) {
+      stream_frame(dctx, ctx, sha, f);
+    } else {
+      if (f->src != NULL) read_source(f, f->comp, f->comp_len, f->src_off);
+      decode_frame(dctx, ctx, sha, f);
+      if (spill) spill_frame(f);
+    }
+
+    pthread_mutex_lock(&mu);
+    if (f->comp != NULL) give_buffer(f->comp, f->comp_cap);
+    f->comp = NULL;
+    for (size_t i = 0; i < f->nobj; i++) {
+      f->objs[i]->state = spill ? SPILLED : READY;
+      f->objs[i]->frame = spill ? NULL : f;
+    }
+    free(f->objs);
+    f->objs = NULL;
+    f->refs = spill ? 0 : f->nobj;
+    if (f->refs == 0) {
+      if (!spill) held -= f->raw_len;
+      if (f->raw != NULL) give_buffer(f->raw, f->raw_cap);
+      free(f->id);
+      free(f->src);
+      free(f);
+    }
+    pthread_cond_broadcast(&cv_ready);
+  }
+  pthread_mutex_unlock(&mu);
+  ZSTD_freeDCtx(dctx);
+  EVP_MD_CTX_free(ctx);
+  return NULL;
+}
+
+/* Under mu: this thread waits on `cv`; the decoder must not wait for it meanwhile. */
+static void wait_main(pthread_cond_t *cv) {
+  main_waits = 1;
+  pthread_cond_signal(&cv_work);
+  pthread_cond_wait(cv, &mu);
+  main_waits = 0;
+}
+
+/* Z id rawlen nobj [hex offset size]*nobj src offset length [<bytes> when src is empty] */
+static void read_frame(FILE *in, const char *id) {
+  struct frame *f = calloc(1, sizeof *f);
+  if (!f) { fprintf(stderr, "fsmeta: out of memory\n"); exit(1); }
+  f->id = strdup(id);
+  f->raw_len = (size_t)strtoull(arg(in), NULL, 10);
+  f->nobj = (size_t)strtoull(arg(in), NULL, 10);
+  if (f->raw_len == 0 || f->nobj == 0 || f->nobj > MAX_FRAME_OBJECTS) frame_fail(f, "bad frame record");
+  f->objs = calloc(f->nobj, sizeof *f->objs);
+  if (!f->objs) { fprintf(stderr, "fsmeta: out of memory\n"); exit(1); }
+  for (size_t i = 0; i < f->nobj; i++) {
+    struct obj *o = calloc(1, sizeof *o);
+    if (!o) { fprintf(stderr, "fsmeta: out of memory\n"); exit(1); }
+    const char *hex = arg(in);
+    if (parse_digest(hex, o->digest) != 0) frame_fail(f, "bad object digest in frame record");
+    memcpy(o->hex, hex, 65);
+    o->off = (size_t)strtoull(arg(in), NULL, 10);
+    o->size = (size_t)strtoull(arg(in), NULL, 10);
+    if (o->size > f->raw_len || o->off > f->raw_len - o->size) frame_fail(f, "object past the end of its frame");
+    /* objects in offset order, apart (a streamed frame routes them in one pass) */
+    if (i > 0 && o->off < f->objs[i - 1]->off + f->objs[i - 1]->size) frame_fail(f, "objects out of order or overlapping");
+    o->state = PENDING;
+    f->objs[i] = o;
+  }
+  const char *src = arg(in);
+  f->src = src[0] == '\0' ? NULL : strdup(src);
+  f->src_off = (off_t)strtoull(arg(in), NULL, 10);
+  f->comp_len = (size_t)strtoull(arg(in), NULL, 10);
+  if (f->comp_len == 0 || (f->src == NULL && (f->raw_len > MAX_HELD_FRAME || f->comp_len > 2 * MAX_HELD_FRAME))) frame_fail(f, "bad frame length");
+  pthread_mutex_lock(&mu);
+  for (size_t i = 0; i < f->nobj; i++) {
+    if (lookup(f->objs[i]->digest) != NULL) frame_fail(f, "object sent twice");
+    insert(f->objs[i]);
+  }
+  if (f->src == NULL) {
+    /* bytes in the record: held in the queue (bounded) until the decoder takes them */
+    while (q_bytes > 0 && q_bytes + f->comp_len > QUEUE_BUDGET) wait_main(&cv_room);
+    f->comp = take_buffer(f->comp_len, &f->comp_cap);
+    pthread_mutex_unlock(&mu);
+    if (fread(f->comp, 1, f->comp_len, in) != f->comp_len) { fprintf(stderr, "fsmeta: truncated record\n"); exit(1); }
+    pthread_mutex_lock(&mu);
+  }
+  if (!decoder_started) {
+    if (pthread_create(&decoder_thread, NULL, decoder, NULL) != 0) { fprintf(stderr, "fsmeta: cannot start the decoding thread\n"); exit(1); }
+    decoder_started = 1;
+  }
+  if (q_tail) q_tail->next = f;
+  else q_head = f;
+  q_tail = f;
+  if (f->src == NULL) q_bytes += f->comp_len;
+  pthread_cond_signal(&cv_work);
+  pthread_mutex_unlock(&mu);
+}
+
+/* Gives the spilled object its metadata where it lies, links it at path, then publishes it. */
+static void adopt_file(const char *path, const struct meta *m, const char *src) {
+  int fd = open(src, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) fail("open", src);
+  set_meta(fd, m, src, 1);
+  if (close(fd) != 0) fail("close", src);
+  if (link(src, path) != 0) fail("link", path);
+  if (m->pool[0] == '\0' ? unlink(src) != 0 : publish(src, m->pool) != 0) fail("publish", m->pool);
+}
+
+/* G path uid gid mode sec nsec pool nx [name hexvalue]*nx hex */
+static void place_object(FILE *in, const char *field_path) {
+  char *path = strdup(field_path);
+  struct meta m;
+  read_meta(in, &m);
+  unsigned char d[32];
+  if (parse_digest(arg(in), d) != 0) { fprintf(stderr, "fsmeta: bad object digest for %s\n", path); exit(1); }
+  pthread_mutex_lock(&mu);
+  struct obj *o = lookup(d);
+  if (o == NULL) { fprintf(stderr, "fsmeta: object for %s was not sent in a frame\n", path); exit(1); }
+  while (o->state == PENDING) wait_main(&cv_ready);
+  remove_obj(o);
+  pthread_mutex_unlock(&mu);
+  if (o->state == READY) {
+    struct frame *f = o->frame;
+    create_file(path, &m, (const char *)f->raw + o->off, o->size);
+    pthread_mutex_lock(&mu);
+    if (--f->refs == 0) {
+      held -= f->raw_len;
+      give_buffer(f->raw, f->raw_cap);
+      free(f->id);
+      free(f);
+      pthread_cond_signal(&cv_work);
+    }
+    pthread_mutex_unlock(&mu);
+  } else {
+    char src[PATH_MAX];
+    spill_path(src, sizeof src, o);
+    adopt_file(path, &m, src);
+  }
+  free(o);
+  free_meta(&m);
+  free(path);
+}
+
+/* End of input: the decoder finishes (a failure in a frame no record used still fails). */
+static void end_frames(void) {
+  if (!decoder_started) return;
+  pthread_mutex_lock(&mu);
+  input_done = 1;
+  pthread_cond_signal(&cv_work);
+  pthread_mutex_unlock(&mu);
+  pthread_join(decoder_thread, NULL);
+}
+#endif /* FSMETA_PACKS */
 
 int main(int argc, char **argv) {
   FILE *in = stdin;
@@ -342,6 +896,18 @@ int main(int argc, char **argv) {
     case 'F':
       whole_file(in, path);
       break;
+#ifdef FSMETA_PACKS
+    case 'Q':
+      spill_dir = strdup(path);
+      held_budget = (size_t)strtoull(arg(in), NULL, 10);
+      break;
+    case 'Z':
+      read_frame(in, path);
+      break;
+    case 'G':
+      place_object(in, path);
+      break;
+#endif
     case 'P': {
       char *src = arg(in), *pool = arg(in);
       if (link(src, path) != 0) fail("link", path);
@@ -353,5 +919,8 @@ int main(int argc, char **argv) {
       return 1;
     }
   }
+#ifdef FSMETA_PACKS
+  end_frames();
+#endif
   return 0;
 }

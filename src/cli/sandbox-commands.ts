@@ -5,7 +5,7 @@ import { openSandbox, reapStale } from '../runtime/open.js';
 import { attach } from '../runtime/shell.js';
 import { type CommandOutcome, probeHost } from '../sandbox/index.js';
 import { currentUser } from '../sandbox/subid.js';
-import { nativeHelper } from '../util/native.js';
+import { fsmetaHelper } from '../store/fsmeta.js';
 import { type GlobalOptions, makeContext, parseDuration, parseEnvPairs, parseSize } from './context.js';
 
 type Globals = () => GlobalOptions;
@@ -127,13 +127,13 @@ export function registerSandboxCommands(program: Command, globals: Globals, setE
     .action(async () => {
       const ctx = makeContext(globals());
       const host = await probeHost();
-      const fsmeta = await nativeHelper('fsmeta');
-      const r = { user: currentUser().name, isRoot: host.isRoot, idMap: host.idMap, tools: host.tools, fsmeta, store: ctx.store.root };
+      const { path: fsmeta, has: fsmetaFrames } = await fsmetaHelper();
+      const r = { user: currentUser().name, isRoot: host.isRoot, idMap: host.idMap, tools: host.tools, fsmeta, fsmetaFrames, store: ctx.store.root };
       ctx.out.result(r, () =>
         [
           `user ${r.user}${r.isRoot ? ' (root)' : ''}: sandboxes map ids 0..${host.idMap.count - 1} to ${host.idMap.uidStart}.. (uids) and ${host.idMap.gidStart}.. (gids)`,
           `launcher ${host.tools.launcher}`,
-          `fsmeta   ${fsmeta}`,
+          `fsmeta   ${fsmeta}${fsmetaFrames ? '' : ' (without frame decoding: pulls decode in node, more slowly; apt-get install libzstd-dev libssl-dev)'}`,
           `store    ${r.store}`,
           'ok',
         ].join('\n'),

@@ -53,6 +53,19 @@ export interface FetchOptions {
   readBuffers?: ReadBuffers;
   /** Called once an object is verified and under its final name (a consumer may start using it). */
   onObject?: (digest: Digest) => void;
+  /**
+   * Takes the frames it accepts whole and compressed, in pack order, to decode and verify
+   * elsewhere (the lay-out's helper process); `take` copies the bytes at once. Their objects are
+   * reported to `onObject` when handed over, not yet verified: the taker answers for that.
+   */
+  frameSink?: FrameSink;
+}
+
+export interface FrameSink {
+  accepts(frame: FrameRef): boolean;
+  /** It reads the frames it accepts itself: they are handed over without their bytes. */
+  readonly reads?: boolean;
+  take(pack: Digest, frame: FrameRef, wanted: PackIndexEntry[], compressed: Uint8Array | undefined): void;
 }
 
 export interface FetchResult {
@@ -108,14 +121,15 @@ export async function fetchObjects(
   const ranges = planRanges(frameWork(pack, unique.filter((e) => e.size > 0)));
   const result: FetchResult = { objects: 0, bytes: 0, fetchedBytes: 0, reads: ranges.length };
   // A worker pays off once there is more than a little to decode (it takes tens of ms to start).
-  const pooled = ranges.filter((r) => !r.streamed).reduce((n, r) => n + r.length, 0);
+  const sink = opts.frameSink;
+  const pooled = ranges.filter((r) => !r.streamed).reduce((n, r) => n + r.frames.reduce((m, f) => (sink?.accepts(f.frame) === true ? m : m + f.frame.length), 0), 0);
   const mode = opts.decoder ?? 'auto';
   const useWorker = mode === 'worker' || (mode === 'auto' && (opts.decodePool !== undefined || pooled >= POOL_DECODE_MIN_BYTES));
   const decoder = useWorker ? (opts.decodePool ?? new DecodePool()) : undefined;
   try {
     for (const r of ranges) result.fetchedBytes += r.length;
     const concurrency = opts.concurrency ?? 4;
-    await extractInOrder(registry, pack, ranges, temps, onObject, decoder, concurrency, opts.readBuffers ?? new ReadBuffers(concurrency + 1));
+    await extractInOrder(registry, pack, ranges, temps, onObject, decoder, concurrency, opts.readBuffers ?? new ReadBuffers(concurrency + 1), sink);
   } finally {
     if (decoder !== opts.decodePool) await decoder?.close();
   }
@@ -133,6 +147,8 @@ interface FrameJob {
   decoded?: Promise<DecodedFrame>;
   /** The reused read buffer `compressed` lies in, given back once its last such frame is extracted. */
   lease?: { buf: Buffer; frames: number };
+  /** Handed to the frame sink instead of decoded here. */
+  sunk?: boolean;
 }
 
 /**
@@ -171,13 +187,14 @@ async function extractInOrder(
   decoder: DecodePool | undefined,
   concurrency: number,
   buffers: ReadBuffers,
+  sink: FrameSink | undefined,
 ): Promise<void> {
   const reads = new Map<number, { read: Promise<Buffer>; into: Buffer | undefined }>();
   let issued = 0;
   const readAhead = (upTo: number): void => {
     for (; issued < ranges.length && issued <= upTo; issued++) {
       const r = ranges[issued]!;
-      if (r.streamed) continue; // opened when its turn comes: streaming it needs no buffer
+      if (r.streamed || unread(r)) continue; // opened when its turn comes: streaming it needs no buffer
       // a backend that returns buffers of its own (S3) would leave these unused
       const into = registry.readsIntoBuffers === true ? buffers.take(r.length) : undefined;
       const read = readRange(registry, pack, r, into);
@@ -186,11 +203,18 @@ async function extractInOrder(
     }
   };
   const jobs = new BoundedQueue<FrameJob | RangeWork>(DECODE_AHEAD_BYTES);
-  const pooled = (f: FrameWork): boolean => decoder !== undefined && f.frame.rawLength <= MAX_POOLED_FRAME_BYTES;
+  const sunk = (f: FrameWork): boolean => sink?.accepts(f.frame) === true;
+  const pooled = (f: FrameWork): boolean => decoder !== undefined && f.frame.rawLength <= MAX_POOLED_FRAME_BYTES && !sunk(f);
+  // ranges whose frames all go to a sink that reads them itself are not read here
+  const unread = (r: RangeWork): boolean => sink?.reads === true && r.frames.every(sunk);
   const produce = async (): Promise<void> => {
     for (let i = 0; i < ranges.length && !jobs.stopped; i++) {
       readAhead(i + concurrency - 1);
       const r = ranges[i]!;
+      if (unread(r)) {
+        for (const f of r.frames) await jobs.put({ f, sunk: true }, 0);
+        continue;
+      }
       if (r.streamed) {
         await jobs.put(r, 0);
         continue;
@@ -208,7 +232,7 @@ async function extractInOrder(
           decoded.catch(() => undefined); // reported by the extractor in turn
           await jobs.put({ f, decoded }, f.frame.rawLength);
         } else {
-          await jobs.put({ f, compressed, lease }, f.frame.rawLength);
+          await jobs.put({ f, compressed, lease, sunk: sunk(f) }, f.frame.rawLength);
         }
       }
       if (lease?.frames === 0) buffers.give(lease.buf);
@@ -224,10 +248,15 @@ async function extractInOrder(
         await fetchStreamed(registry, pack, job, temps, onObject);
         continue;
       }
-      const x = new FrameExtractor(pack, job.f.frame, job.f.wanted, temps, onObject);
-      if (job.decoded !== undefined) await x.pushDecoded(job.decoded);
-      else await x.push(job.compressed!);
-      await x.end();
+      if (job.sunk === true) {
+        sink!.take(pack, job.f.frame, job.f.wanted, job.compressed);
+        for (const w of job.f.wanted) onObject(w);
+      } else {
+        const x = new FrameExtractor(pack, job.f.frame, job.f.wanted, temps, onObject);
+        if (job.decoded !== undefined) await x.pushDecoded(job.decoded);
+        else await x.push(job.compressed!);
+        await x.end();
+      }
       // every object is copied or written by now: the frame's memory can serve another
       if (job.decoded !== undefined) decoder!.release((await job.decoded).data);
       if (job.lease !== undefined && --job.lease.frames === 0) buffers.give(job.lease.buf);

@@ -71,6 +71,11 @@ export class LocalRegistry implements Registry {
 
   readonly readsIntoBuffers = true;
 
+  async localFile(digest: Digest): Promise<string> {
+    if ((await this.statBlob(digest)) === null) throw new NotFoundError(`blob ${digest} in registry ${this.url}`);
+    return this.blobPath(digest);
+  }
+
   async getBlobRange(digest: Digest, offset: number, length: number, into?: Buffer): Promise<Buffer> {
     let fh;
     try {

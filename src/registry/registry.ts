@@ -41,6 +41,11 @@ export interface Registry {
   getBlobRange(digest: Digest, offset: number, length: number, into?: Buffer): Promise<Buffer>;
   /** Whether getBlobRange reads into a given buffer (else callers need not offer one). */
   readonly readsIntoBuffers?: boolean;
+  /**
+   * The local file holding a blob (NotFoundError if there is none), for a reader that reads
+   * ranges of it itself (the lay-out helper). Only backends whose blobs are local files have it.
+   */
+  localFile?(digest: Digest): Promise<string>;
   /** Streaming read of a whole blob, or of `length` bytes from `offset` (multi-GB pack frames). */
   openBlob(digest: Digest, range?: { offset: number; length: number }): Promise<Readable>;
   /**

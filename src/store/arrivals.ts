@@ -69,6 +69,8 @@ class Slab implements Owner {
 export class Arrivals {
   private readonly arrived = new Set<string>();
   private readonly held = new Map<string, { data: Buffer; owner: Owner }>();
+  /** Objects handed to the lay-out's helper still compressed, by size, until the lay-out places them. */
+  private readonly withHelper = new Map<string, number>();
   /** Decoded frames held objects are views of, by the retain function that came with them. */
   private readonly frames = new Map<() => () => void, Frame>();
   private slab = new Slab(0);
@@ -120,6 +122,28 @@ export class Arrivals {
     }
     this.held.set(hex, { data, owner: frame });
     if (frame.refs++ === 0) this.heldBytes += frame.size;
+    return true;
+  }
+
+  /**
+   * An object whose frame went to the lay-out's helper, which decodes it and holds it until the
+   * lay-out places it: it counts against the budget meanwhile, so the fetch does not run further
+   * ahead of the lay-out than it would with objects held here (the helper would write the
+   * excess to disk).
+   */
+  sent(hex: string, size: number): void {
+    if (this.withHelper.has(hex)) return;
+    this.withHelper.set(hex, size);
+    this.heldBytes += size;
+  }
+
+  /** Whether the object is with the helper; if so the caller places it from there (once). */
+  placed(hex: string): boolean {
+    const size = this.withHelper.get(hex);
+    if (size === undefined) return false;
+    this.withHelper.delete(hex);
+    this.heldBytes -= size;
+    if (this.heldBytes <= this.budget / 4) this.wakeRoom();
     return true;
   }
 

@@ -11,7 +11,7 @@ import { MANIFEST_HEADER, canonicalJson } from '../layer/manifest.js';
 import { putJsonBlob } from '../registry/blobs.js';
 import { LocalRegistry } from '../registry/local.js';
 import { StorePaths } from './paths.js';
-import { pullEnv } from './pull.js';
+import { type PullOptions, pullEnv } from './pull.js';
 import { pushTree, resolveEnv } from './push.js';
 
 const work = mkdtempSync(join(tmpdir(), 'ms-bad-'));
@@ -42,8 +42,14 @@ function chmodWritable(p: string): void {
   execFileSync('chmod', ['u+w', p]);
 }
 
+/** Where a pull may decode frames: the lay-out's helper (the default where it has libzstd) or node. */
+const DECODERS: Array<[string, PullOptions]> = [
+  ['the helper', {}],
+  ['node', { decodeIn: 'node' }],
+];
+
 describe('a pull from a corrupt or hostile registry fails clearly and lays nothing out', () => {
-  it('a flipped byte in a pack is detected and names the object', async () => {
+  it.each(DECODERS)('a flipped byte in a pack is detected and names the object, decoded by %s', async (_decoder, opts) => {
     const { reg, env } = await freshRegistry();
     const pack = env.layers[0]!.packs[0]!.pack;
     const p = blobPath(reg, pack);
@@ -54,7 +60,43 @@ describe('a pull from a corrupt or hostile registry fails clearly and lays nothi
     for (let i = mid; i < Math.min(data.length, mid + 64); i++) data[i] = data[i]! ^ 0xff;
     writeFileSync(p, data);
     const store = new StorePaths(join(work, `s-${n++}`));
-    await expect(pullEnv(reg, store, 't/x')).rejects.toThrow(/sha256:[0-9a-f]{64}/);
+    await expect(pullEnv(reg, store, 't/x', opts)).rejects.toThrow(/sha256:[0-9a-f]{64}/);
+    expectNothingLaidOut(store);
+  });
+
+  it.each(DECODERS)('a pack cut short is a corrupt pack naming objects it lost, decoded by %s', async (_decoder, opts) => {
+    const { reg, env } = await freshRegistry();
+    const pack = env.layers[0]!.packs[0]!.pack;
+    const p = blobPath(reg, pack);
+    chmodWritable(p);
+    truncateSync(p, Math.floor(readFileSync(p).length / 2));
+    const store = new StorePaths(join(work, `s-${n++}`));
+    const err = await pullEnv(reg, store, 't/x', opts).catch((e: unknown) => e);
+    expect(err).toMatchObject({ code: 'CORRUPT_PACK' });
+    expect(String(err)).toMatch(new RegExp(`pack ${pack}.*truncated pack.*sha256:[0-9a-f]{64}`));
+    expectNothingLaidOut(store);
+  });
+
+  it.each(DECODERS)("a flipped byte in a large object's own frame (decoded as a stream) names the object, decoded by %s", async (_decoder, opts) => {
+    const dir = join(work, `case-${n++}`);
+    const reg = new LocalRegistry(join(dir, 'registry'));
+    const src = join(dir, 'src');
+    mkdirSync(src, { recursive: true });
+    const big = Buffer.alloc(24 << 20);
+    for (let i = 0; i < big.length; i += 4) big.writeUInt32LE((i * 2654435761) >>> 0, i);
+    writeFileSync(join(src, 'big.bin'), big);
+    await pushTree(reg, new StorePaths(join(dir, 'push-store')), src, { tag: 't/big' });
+    const env = (await resolveEnv(reg, 't/big')).config;
+    const p = blobPath(reg, env.layers[0]!.packs[0]!.pack);
+    chmodWritable(p);
+    const data = readFileSync(p);
+    const mid = Math.floor(data.length / 2);
+    for (let i = mid; i < mid + 64; i++) data[i] = data[i]! ^ 0xff;
+    writeFileSync(p, data);
+    const store = new StorePaths(join(dir, 'store'));
+    const err = await pullEnv(reg, store, 't/big', opts).catch((e: unknown) => e);
+    expect(err).toMatchObject({ code: expect.stringMatching(/DIGEST_MISMATCH|CORRUPT_PACK/) });
+    expect(String(err)).toContain(sha256(big));
     expectNothingLaidOut(store);
   });
 

@@ -6,12 +6,30 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { openSync } from 'node:fs';
 import { Socket } from 'node:net';
 import type { Writable } from 'node:stream';
-import { MinisandboxError } from '../errors.js';
-import { nativeHelper } from '../util/native.js';
+import { type Digest, digestHex } from '../cas/digest.js';
+import { DigestMismatchError, MinisandboxError } from '../errors.js';
+import { CorruptPackError } from '../pack/errors.js';
+import { nameSome, type FrameRef } from '../pack/frame-extract.js';
+import type { PackIndexEntry } from '../pack/pack-index.js';
+import { type NativeFeature, nativeHelperWith } from '../util/native.js';
 import { DIRECT_OWNERS, type Owners, chownIds, commandAs, keepsXattr } from './owners.js';
 
-export function fsmetaPath(): Promise<string> {
-  return nativeHelper('fsmeta');
+/** The helper's frame decoding (Z and G records: see native/fsmeta.c), where the host can build it. */
+const FRAMES: NativeFeature = { name: 'frames', cflags: ['-DFSMETA_PACKS', '-pthread'], libs: ['-lzstd', '-lcrypto'] };
+
+/** The compiled helper, and whether it decodes frames. */
+export function fsmetaHelper(): Promise<{ path: string; has: boolean }> {
+  return nativeHelperWith('fsmeta', FRAMES);
+}
+
+/** Largest decoded frame the helper takes (its own limit is higher; the packer makes 4 MiB ones). */
+export const MAX_HELPER_FRAME_BYTES = 16 << 20;
+
+/** A frame handed to the helper, remembered to name its pack and objects if it fails. */
+interface SentFrame {
+  pack: Digest;
+  frame: FrameRef;
+  wanted: PackIndexEntry[];
 }
 
 type Path = string | Buffer;
@@ -66,12 +84,15 @@ export class FsmetaStream {
   private readonly exited: Promise<number | null>;
   private exitCode: number | null | undefined;
   private closed = false;
+  private readonly frames: SentFrame[] = [];
 
   private constructor(
     private readonly child: ChildProcess,
     /** Where records go: a pipe of the helper's own (see native/fsmeta.c --pipe), or its stdin. */
     private readonly input: Writable,
     private readonly owners: Owners,
+    /** The helper decodes and verifies pack frames itself (`frame`, `placeObject`). */
+    readonly decodesFrames: boolean,
   ) {
     child.stderr!.on('data', (d: Buffer) => {
       if (this.stderr.length < 4096) this.stderr += d.toString();
@@ -91,7 +112,7 @@ export class FsmetaStream {
 
   /** `owners`: how ids given to `chown` become owners (see owners.ts); the helper runs accordingly. */
   static async start(cwd: string, owners: Owners = DIRECT_OWNERS): Promise<FsmetaStream> {
-    const helper = await fsmetaPath();
+    const { path: helper, has } = await fsmetaHelper();
     const [cmd, ...args] = await commandAs(owners, [helper, cwd, '--pipe']);
     const child = spawn(cmd!, args, { stdio: ['ignore', 'pipe', 'pipe'] });
     let input: Writable;
@@ -102,9 +123,9 @@ export class FsmetaStream {
       child.kill('SIGKILL');
       const [pcmd, ...pargs] = await commandAs(owners, [helper, cwd]);
       const plain = spawn(pcmd!, pargs, { stdio: ['pipe', 'ignore', 'pipe'] });
-      return new FsmetaStream(plain, plain.stdin!, owners);
+      return new FsmetaStream(plain, plain.stdin!, owners, has);
     }
-    const stream = new FsmetaStream(child, input, owners);
+    const stream = new FsmetaStream(child, input, owners, has);
     stream.field('H');
     stream.field('');
     return stream;
@@ -217,16 +238,60 @@ export class FsmetaStream {
    * is empty or already exists: what W, O, M, X, T and a link do, through one open file.
    */
   file(path: Path, m: FileMeta, pool: string, data: Uint8Array): void {
+    this.fileRecord('F', path, m, pool);
+    this.payload(data);
+  }
+
+  private fileRecord(op: 'F' | 'G', path: Path, m: FileMeta, pool: string): void {
     const [sec, nsec] = splitNs(m.mtime);
     const ids = chownIds(this.owners, m.uid, m.gid);
-    this.rec('F', path, String(ids?.[0] ?? KEEP_ID), String(ids?.[1] ?? KEEP_ID), m.mode.toString(8), sec, nsec, pool);
+    this.rec(op, path, String(ids?.[0] ?? KEEP_ID), String(ids?.[1] ?? KEEP_ID), m.mode.toString(8), sec, nsec, pool);
     const xattrs = m.xattrs === undefined ? [] : Object.entries(m.xattrs).filter(([name]) => keepsXattr(this.owners, name)).sort(([a], [b]) => (a < b ? -1 : 1));
     this.field(String(xattrs.length));
     for (const [name, value] of xattrs) {
       this.field(name);
       this.field(Buffer.from(value, 'base64').toString('hex'));
     }
-    this.payload(data);
+  }
+
+  /**
+   * Hands over a pack frame's compressed bytes (copied now) for the helper to decode and to check
+   * the digest of each `wanted` object (sorted by offset), which `placeObject` then places.
+   * Objects the lay-out does not reach soon go to `spillTo`'s directory.
+   */
+  frame(pack: Digest, frame: FrameRef, wanted: PackIndexEntry[], compressed: Uint8Array | { file: string }): void {
+    const id = this.frames.push({ pack, frame, wanted }) - 1;
+    this.rec('Z', String(id), String(frame.rawLength), String(wanted.length));
+    for (const w of wanted) {
+      this.field(digestHex(w.digest));
+      this.field(String(w.offset));
+      this.field(String(w.size));
+    }
+    if ('file' in compressed) {
+      // the helper reads the frame itself: its bytes never pass through node or the pipe, which
+      // then carries only small records (several thousand files' worth fit in it)
+      this.field(compressed.file);
+      this.field(String(frame.offset));
+      this.field(String(frame.length));
+    } else {
+      this.field('');
+      this.field('0');
+      this.payload(compressed);
+    }
+  }
+
+  /**
+   * Where the helper writes decoded objects that do not wait in memory for the lay-out, and how
+   * many decoded bytes may (0: none; frames are then written out as they are decoded).
+   */
+  spillTo(dir: string, budget: number): void {
+    this.rec('Q', dir, String(budget));
+  }
+
+  /** Like `file`, with the bytes of object `hex` of a frame handed over earlier. */
+  placeObject(path: Path, m: FileMeta, pool: string, hex: string): void {
+    this.fileRecord('G', path, m, pool);
+    this.field(hex);
   }
 
   /** More is queued for the helper than a pump lets through: pump before adding much more. */
@@ -295,8 +360,18 @@ export class FsmetaStream {
 
   private failure(): MinisandboxError {
     const err = this.stderr.trim() || `fsmeta exited with ${String(this.exitCode)}`;
+    const bad = /^fsmeta: frame (\d+): (.*)$/m.exec(err);
+    const sent = bad === null ? undefined : this.frames[Number(bad[1])];
+    if (sent !== undefined) return frameFailure(sent, bad![2]!);
     return new MinisandboxError('FS_METADATA', err, { hint: 'check free space and permissions of the store directory' });
   }
+}
+
+/** The helper's report on a frame, as the error node's own decoding would have thrown. */
+function frameFailure(sent: SentFrame, why: string): MinisandboxError {
+  const mismatch = /^object ([0-9a-f]{64}) has digest ([0-9a-f]{64})$/.exec(why);
+  if (mismatch !== null) return new DigestMismatchError(`object sha256:${mismatch[1]!} in pack ${sent.pack}`, `sha256:${mismatch[1]!}`, `sha256:${mismatch[2]!}`);
+  return new CorruptPackError(`pack ${sent.pack}, frame at ${sent.frame.offset}: ${why}; objects not extracted: ${nameSome(sent.wanted.map((w) => w.digest))}`);
 }
 
 /** The write end of the pipe a `--pipe` helper made, opened through /proc (see native/fsmeta.c). */

@@ -49,6 +49,8 @@ export interface MaterializeOptions {
     ready?: (hex: string) => Promise<void> | undefined;
     /** The bytes of an arrived object held in memory (once), if it was not written to `path`. */
     take?: (hex: string) => Buffer | undefined;
+    /** Whether an arrived object is with the lay-out's helper, which places it (once). */
+    inHelper?: (hex: string) => boolean;
   };
   /**
    * Contents that occur more than once in the manifest. Only for these does the lay-out
@@ -270,8 +272,11 @@ class LinkPool {
     this.prepare();
     if (this.staged.delete(hex)) {
       const pool = m.xattrs === undefined ? this.store.poolPrimary(hex) : this.store.poolVariant(hex, metaKey(m));
-      const data = this.opts.staging!.take?.(hex);
-      if (data !== undefined) {
+      const data = this.opts.staging!.inHelper?.(hex) === true ? 'helper' : this.opts.staging!.take?.(hex);
+      if (data === 'helper') {
+        // decoded and verified by the helper, which writes it into the tree and pools it
+        this.fs.placeObject(rel, m, pool, hex);
+      } else if (data !== undefined) {
         // fetched for this lay-out and still in memory: written into the tree, then pooled
         this.fs.file(rel, m, pool, data);
       } else {

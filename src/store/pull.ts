@@ -11,7 +11,7 @@ import { Readable } from 'node:stream';
 import { InvalidInputError } from '../errors.js';
 import { readManifest } from '../layer/capture.js';
 import type { EnvConfig, LayerRef } from '../layer/env.js';
-import { DecodePool, fetchObjects, privateObjectPath, ReadBuffers, type ObjectSink } from '../pack/reader.js';
+import { DecodePool, fetchObjects, privateObjectPath, ReadBuffers, type FrameSink, type ObjectSink } from '../pack/reader.js';
 import type { PackIndexEntry } from '../pack/pack-index.js';
 import type { Registry } from '../registry/registry.js';
 import { canonicalJson } from '../layer/manifest.js';
@@ -20,7 +20,7 @@ import { loadPackIndex } from './catalog.js';
 import { withLock } from './lock.js';
 import { Arrivals } from './arrivals.js';
 import { scanFileDigests } from './manifest-scan.js';
-import { FsmetaStream } from './fsmeta.js';
+import { FsmetaStream, MAX_HELPER_FRAME_BYTES } from './fsmeta.js';
 import { materialize } from './materialize.js';
 import { ownersFor, removeOwnedTree } from './owners.js';
 import type { StorePaths } from './paths.js';
@@ -40,6 +40,11 @@ export interface PullOptions {
   concurrency?: number;
   /** Bytes of fetched objects that may wait in memory for the lay-out (default 64 MiB; 0: all wait on disk). */
   heldBytes?: number;
+  /**
+   * Where fetched frames are decoded and their objects verified: in the lay-out's helper
+   * process, where it was built with frame support (the default; see native/fsmeta.c), or here.
+   */
+  decodeIn?: 'helper' | 'node';
   onProgress?: (p: { layer: Digest; phase: 'manifest' | 'fetch' | 'layout' | 'cached'; objects?: number; bytes?: number }) => void;
 }
 
@@ -121,8 +126,10 @@ export async function ensureLayer(reg: Registry, store: StorePaths, layer: Layer
       });
       try {
         if (expected.size > 0) {
+          const helperFrames = stream.decodesFrames && opts.decodeIn !== 'node';
+          if (helperFrames) stream.spillTo(staging, opts.heldBytes ?? HELD_BYTES);
           // The lay-out starts at once and waits per object, so fetching and laying out overlap.
-          fetching = fetchForLayOut(reg, byPack, staging, stream, arrivals, opts.concurrency ?? 4, (n, bytes) => {
+          fetching = fetchForLayOut(reg, byPack, staging, stream, arrivals, helperFrames, opts.concurrency ?? 4, (n, bytes) => {
             fetchedObjects += n;
             fetchedBytes += bytes;
           });
@@ -136,7 +143,13 @@ export async function ensureLayer(reg: Registry, store: StorePaths, layer: Layer
           share: true,
           whiteouts: process.getuid?.() === 0 ? 'chardev' : 'xattr',
           overlayXattrNs: 'user',
-          staging: { path: (hex) => privateObjectPath(staging, hex), hexes: expected, ready: (hex) => arrivals.wait(hex), take: (hex) => arrivals.take(hex) },
+          staging: {
+            path: (hex) => privateObjectPath(staging, hex),
+            hexes: expected,
+            ready: (hex) => arrivals.wait(hex),
+            take: (hex) => arrivals.take(hex),
+            inHelper: (hex) => arrivals.placed(hex),
+          },
           repeated,
           stream,
         });
@@ -163,8 +176,11 @@ export async function ensureLayer(reg: Registry, store: StorePaths, layer: Layer
 }
 
 /**
- * Fetches the objects a lay-out waits for, pack after pack in the order it needs them: small
- * ones are handed to it in memory (`arrivals`), the others written to `staging` by the helper.
+ * Fetches the objects a lay-out waits for, pack after pack in the order it needs them. With
+ * `helperFrames`, frames go to the helper compressed (it decodes and verifies them on a thread of its
+ * own, and places their objects), and only large objects' frames are decoded here. Otherwise
+ * small objects are handed to the lay-out in memory (`arrivals`), the others written to
+ * `staging` by the helper.
  */
 async function fetchForLayOut(
   reg: Registry,
@@ -172,12 +188,25 @@ async function fetchForLayOut(
   staging: string,
   stream: FsmetaStream,
   arrivals: Arrivals,
+  helperFrames: boolean,
   concurrency: number,
   onPack: (objects: number, bytes: number) => void,
 ): Promise<void> {
   // one decoding worker for every pack: starting one costs tens of ms (more under load)
   const total = [...byPack.values()].reduce((n, es) => es.reduce((m, e) => m + e.size, n), 0);
-  const decodePool = total >= POOL_MIN_BYTES ? new DecodePool() : undefined;
+  const decodePool = total >= POOL_MIN_BYTES && !helperFrames ? new DecodePool() : undefined;
+  // Where the registry's packs are local files, the helper reads its frames itself, and decodes
+  // a large object's frame as a stream straight into a file; otherwise it gets frames small
+  // enough to decode in memory, and large objects are decoded here.
+  const frameSink = (file: string | undefined): FrameSink => ({
+    accepts: (f) => file !== undefined || f.rawLength <= MAX_HELPER_FRAME_BYTES,
+    reads: file !== undefined,
+    take: (pack, frame, wanted, compressed) => {
+      stream.frame(pack, frame, wanted, compressed ?? { file: file! });
+      // objects of streamed frames go to disk in the helper: they take no memory there
+      for (const w of wanted) arrivals.sent(digestHex(w.digest), frame.rawLength <= MAX_HELPER_FRAME_BYTES ? w.size : 0);
+    },
+  });
   const sink: ObjectSink = {
     keep: (d, data, retain) => arrivals.hold(digestHex(d), data, retain),
     write: (path, data) => stream.write(path, data),
@@ -198,6 +227,7 @@ async function fetchForLayOut(
         sink,
         onObject: (d) => arrivals.arrive(digestHex(d)),
         ...(decodePool === undefined ? {} : { decodePool }),
+        ...(helperFrames ? { frameSink: frameSink(await reg.localFile?.(pack)) } : {}),
       });
       onPack(entries.length, entries.reduce((n, e) => n + e.size, 0));
     }

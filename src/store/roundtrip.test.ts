@@ -5,9 +5,10 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { snapshotTree } from '../../test/helpers/tree-snapshot.js';
 import { makeEdgeCaseTree, makeRandomTree } from '../../test/helpers/trees.js';
 import { LocalRegistry } from '../registry/local.js';
+import type { Registry } from '../registry/registry.js';
 import { exportEnv } from './export.js';
 import { StorePaths } from './paths.js';
-import { pullEnv } from './pull.js';
+import { type PullOptions, pullEnv } from './pull.js';
 import { pushTree, resolveEnv } from './push.js';
 
 const work = mkdtempSync(join(tmpdir(), 'ms-roundtrip-'));
@@ -23,11 +24,33 @@ async function roundTrip(src: string, name: string): Promise<string> {
   return out;
 }
 
+/**
+ * The registry as a remote backend would be: no local pack files for the lay-out's helper to read
+ * itself, so frames travel in its records and large objects are decoded in node.
+ */
+function asRemote(reg: Registry): Registry {
+  const remote = Object.create(reg) as Registry;
+  Object.defineProperty(remote, 'localFile', { value: undefined });
+  return remote;
+}
+
+/** How a pull may decode: in the helper from local pack files, in the helper from its records, in node. */
+const DECODERS: Array<[string, PullOptions, boolean]> = [
+  ['the helper reading pack files', {}, false],
+  ['the helper given frames in records', {}, true],
+  ['node', { decodeIn: 'node' }, false],
+];
+
+function slug(s: string): string {
+  return s.replaceAll(' ', '-');
+}
+
 /** Pushes `src`, pulls it into an empty store, checks the laid-out layer equals it (xattrs aside); returns the layer's snapshot. */
-async function pulledLayerMatches(src: string, name: string): Promise<ReturnType<typeof snapshotTree>> {
-  const reg = new LocalRegistry(join(work, name, 'registry'));
-  await pushTree(reg, new StorePaths(join(work, name, 'store-push')), src, { tag: `rt/${name}` });
-  const { layerDirs } = await pullEnv(reg, new StorePaths(join(work, name, 'store-pull')), `rt/${name}`);
+async function pulledLayerMatches(src: string, name: string, opts: PullOptions = {}, remote = false): Promise<ReturnType<typeof snapshotTree>> {
+  const local = new LocalRegistry(join(work, name, 'registry'));
+  await pushTree(local, new StorePaths(join(work, name, 'store-push')), src, { tag: `rt/${name}` });
+  const reg = remote ? asRemote(local) : local;
+  const { layerDirs } = await pullEnv(reg, new StorePaths(join(work, name, `store-pull-${Math.random().toString(36).slice(2)}`)), `rt/${name}`, opts);
   const got = snapshotTree(layerDirs[0]!, { xattrs: false });
   const want = snapshotTree(src, { xattrs: false });
   delete got['.'];
@@ -90,13 +113,16 @@ describe('layers stack and deduplicate in the registry', () => {
     expect(p2.layerDirs).toEqual(p1.layerDirs);
   });
 
-  it.each([
-    ['in memory', undefined],
-    ['on disk', 0],
-  ])('the pulled layer itself reproduces the tree, xattrs included, when fetched objects wait %s', async (_how, heldBytes) => {
-    const reg = new LocalRegistry(join(work, 'edge', 'registry'));
-    const store = new StorePaths(join(work, 'edge', `store-held-${String(heldBytes)}`));
-    const { layerDirs } = await pullEnv(reg, store, 'rt/edge', heldBytes === undefined ? {} : { heldBytes });
+  it.each(
+    DECODERS.flatMap(([decoder, opts, remote]): Array<[string, string, PullOptions, boolean]> => [
+      ['in memory', decoder, opts, remote],
+      ['on disk', decoder, { ...opts, heldBytes: 0 }, remote],
+    ]),
+  )('the pulled layer itself reproduces the tree, xattrs included, when fetched objects wait %s, decoded by %s', async (_how, _decoder, opts, remote) => {
+    const local = new LocalRegistry(join(work, 'edge', 'registry'));
+    const reg = remote ? asRemote(local) : local;
+    const store = new StorePaths(join(work, 'edge', `store-held-${Math.random().toString(36).slice(2)}`));
+    const { layerDirs } = await pullEnv(reg, store, 'rt/edge', opts);
     const got = snapshotTree(layerDirs[0]!);
     const want = snapshotTree(join(work, 'edge-src'));
     // the root directory is the layer's own (owner root, 0755), not the captured one's
@@ -106,20 +132,20 @@ describe('layers stack and deduplicate in the registry', () => {
     expect(got['cap-bin']?.xattrs?.['security.capability']).toBeDefined();
   });
 
-  it('a large object (a frame of its own, decoded as a stream) is written through the helper and laid out whole', async () => {
-    const src = join(work, 'large-src');
+  it.each(DECODERS)('a large object (a frame of its own, decoded as a stream) is laid out whole, decoded by %s', async (decoder, opts, remote) => {
+    const src = join(work, `large-src-${slug(decoder)}`);
     mkdirSync(src, { recursive: true });
     // over the 32 MiB a frame may have to be decoded whole, and varied enough to be checked
     const big = Buffer.alloc(40 << 20);
     for (let i = 0; i < big.length; i += 4096) big.writeUInt32LE(i, i);
     writeFileSync(join(src, 'big.bin'), big);
     writeFileSync(join(src, 'small.txt'), 'next to it\n');
-    const got = await pulledLayerMatches(src, 'large');
+    const got = await pulledLayerMatches(src, `large-${slug(decoder)}`, opts, remote);
     expect(got['big.bin']?.size).toBe(40 << 20);
   });
 
-  it('objects of a few MiB held in memory span the helper record pieces and land whole', async () => {
-    const src = join(work, 'mid-src');
+  it.each(DECODERS)('objects of a few MiB held in memory span the helper record pieces and land whole, decoded by %s', async (decoder, opts, remote) => {
+    const src = join(work, `mid-src-${slug(decoder)}`);
     mkdirSync(src, { recursive: true });
     // several objects larger than one 512 KiB record piece and than a quarter slab, up to a
     // whole 4 MiB slab, with small ones between: each must be copied across pieces exactly
@@ -129,7 +155,7 @@ describe('layers stack and deduplicate in the registry', () => {
       for (let i = 0; i + 4 <= size; i += 4) data.writeUInt32LE((i * 2654435761 + k) >>> 0, i);
       writeFileSync(join(src, `f${k}.bin`), data);
     });
-    const got = await pulledLayerMatches(src, 'mid');
+    const got = await pulledLayerMatches(src, `mid-${slug(decoder)}`, opts, remote);
     expect(got['f2.bin']?.size).toBe((4 << 20) - 1);
   });
 

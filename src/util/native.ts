@@ -28,11 +28,41 @@ function buildDirs(): string[] {
   return [join(nativeDir, 'build'), join(cache, 'minisandbox', 'native')];
 }
 
+/**
+ * An optional part of a helper that needs more of the host than a C compiler (headers and
+ * libraries of a Debian -dev package): built in when the host has them, left out otherwise.
+ */
+export interface NativeFeature {
+  name: string;
+  cflags: string[];
+  libs: string[];
+}
+
 /** Path of the compiled helper `name`, compiling native/<name>.c first if needed. */
 export async function nativeHelper(name: string): Promise<string> {
+  return build(name, undefined);
+}
+
+/**
+ * The helper `name` with `feature` built in if this host can compile it (`has`), else without.
+ * A host lacking the feature's headers fails at the first #include, in a few milliseconds.
+ */
+export async function nativeHelperWith(name: string, feature: NativeFeature): Promise<{ path: string; has: boolean }> {
+  try {
+    return { path: await build(name, feature), has: true };
+  } catch (e) {
+    if (!(e instanceof HostCapabilityError) || /Permission denied|Read-only file system|EACCES|EROFS|EPERM/.test(e.message)) throw e;
+    return { path: await build(name, undefined), has: false };
+  }
+}
+
+async function build(name: string, feature: NativeFeature | undefined): Promise<string> {
   const source = join(nativeDir, `${name}.c`);
-  const tag = createHash('sha256').update(await readFile(source)).digest('hex').slice(0, 12);
-  const binaries = buildDirs().map((d) => join(d, `${name}-${tag}`));
+  const hash = createHash('sha256').update(await readFile(source));
+  if (feature !== undefined) hash.update(JSON.stringify(feature));
+  const tag = hash.digest('hex').slice(0, 12);
+  const file = feature === undefined ? `${name}-${tag}` : `${name}-${feature.name}-${tag}`;
+  const binaries = buildDirs().map((d) => join(d, file));
   for (const binary of binaries) {
     try {
       await access(binary, constants.X_OK);
@@ -46,7 +76,7 @@ export async function nativeHelper(name: string): Promise<string> {
     const tmp = `${binary}.${process.pid}.${randomBytes(4).toString('hex')}`;
     try {
       await mkdir(dirname(binary), { recursive: true });
-      await promisify(execFile)('cc', ['-O2', '-Wall', '-o', tmp, source]);
+      await promisify(execFile)('cc', ['-O2', '-Wall', ...(feature?.cflags ?? []), '-o', tmp, source, ...(feature?.libs ?? [])]);
       await rename(tmp, binary);
       return binary;
     } catch (e) {
@@ -56,5 +86,6 @@ export async function nativeHelper(name: string): Promise<string> {
       if (!isErrno(e, 'EACCES') && !isErrno(e, 'EROFS') && !isErrno(e, 'EPERM') && !/Permission denied|Read-only file system/.test((e as Error).message)) break;
     }
   }
-  throw new HostCapabilityError(`cannot compile native/${name}.c: ${(failure as Error).message}`, 'install a C compiler (Debian: apt-get install gcc libc6-dev) and retry');
+  const needs = feature === undefined ? 'a C compiler (Debian: apt-get install gcc libc6-dev)' : `what native/${name}.c's ${feature.name} part needs (Debian: apt-get install libzstd-dev libssl-dev)`;
+  throw new HostCapabilityError(`cannot compile native/${name}.c${feature === undefined ? '' : ` with ${feature.name}`}: ${(failure as Error).message}`, `install ${needs} and retry`);
 }
