@@ -254,6 +254,10 @@ static void set_meta(int fd, const struct meta *m, const char *path, int chmod_n
   if (futimens(fd, m->ts) != 0) fail("utimensat", path);
 }
 
+#ifdef FSMETA_PACKS
+static void link_later(const char *path, const char *pool);
+#endif
+
 /* Creates path holding `data`, with its metadata, and links it as the pool name (see F). */
 static void create_file(const char *path, const struct meta *m, const char *data, size_t len) {
   /* Owned by this process: created with its mode, under umask 0, and neither chown nor chmod is
@@ -264,7 +268,12 @@ static void create_file(const char *path, const struct meta *m, const char *data
   if (write_all(fd, data, len) != 0) fail("write", path);
   set_meta(fd, m, path, !m->own);
   if (close(fd) != 0) fail("write", path);
-  if (m->pool[0] != '\0' && link(path, m->pool) != 0 && errno != EEXIST) fail("publish", m->pool);
+  if (m->pool[0] == '\0') return;
+#ifdef FSMETA_PACKS
+  link_later(path, m->pool);
+#else
+  if (link(path, m->pool) != 0 && errno != EEXIST) fail("publish", m->pool);
+#endif
 }
 
 /* The F record after its path: see the header. */
@@ -340,11 +349,21 @@ struct frame {
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 /* decoder: work queued, memory freed, or this thread waits; this thread: an object decoded;
    this thread: room in the queue */
-static pthread_cond_t cv_work = PTHREAD_COND_INITIALIZER, cv_ready = PTHREAD_COND_INITIALIZER, cv_room = PTHREAD_COND_INITIALIZER;
-static struct frame *q_head, *q_tail;
+static pthread_cond_t cv_ready = PTHREAD_COND_INITIALIZER, cv_room = PTHREAD_COND_INITIALIZER;
+/*
+ * Frames wait in one of two queues, each with a thread: frames decoded whole in memory, and
+ * frames streamed to disk (large objects' own). A large object then decodes alongside the small
+ * ones instead of after them (node sends its frame first): it was the serial tail of a pull.
+ */
+struct fqueue {
+  struct frame *head, *tail;
+  pthread_cond_t cv; /* work queued, memory freed, or the main thread waits */
+  pthread_t thread;
+  int started;
+};
+static struct fqueue held_q = { NULL, NULL, PTHREAD_COND_INITIALIZER, 0, 0 }, stream_q = { NULL, NULL, PTHREAD_COND_INITIALIZER, 0, 0 };
 static size_t q_bytes, held;
-static int main_waits, input_done, decoder_started;
-static pthread_t decoder_thread;
+static int main_waits, input_done;
 static struct obj **table;
 static size_t table_cap, table_count;
 static char *spill_dir;
@@ -445,10 +464,10 @@ static void spill_path(char *out, size_t cap, const struct obj *o) {
   snprintf(out, cap, "%s/%.2s/%s", spill_dir, o->hex, o->hex);
 }
 
-/* The open file of a frame's source (the file of the last frame stays open). */
+/* The open file of a frame's source (each thread keeps the file of its last frame open). */
 static int source_fd(const struct frame *f) {
-  static char *open_src;
-  static int fd = -1;
+  static __thread char *open_src;
+  static __thread int fd = -1;
   if (open_src == NULL || strcmp(open_src, f->src) != 0) {
     if (fd >= 0) close(fd);
     free(open_src);
@@ -566,7 +585,7 @@ static void route_bytes(const struct frame *f, struct route *r, EVP_MD_CTX *ctx,
  * The output is bounded by the stated length, as for frames decoded whole.
  */
 static void stream_frame(ZSTD_DCtx *dctx, EVP_MD_CTX *ctx, const EVP_MD *sha, struct frame *f) {
-  static unsigned char *inbuf, *outbuf;
+  static __thread unsigned char *inbuf, *outbuf;
   if (inbuf == NULL) {
     inbuf = xmalloc(STREAM_CHUNK);
     outbuf = xmalloc(STREAM_CHUNK);
@@ -617,8 +636,8 @@ static void spill_frame(struct frame *f) {
   }
 }
 
-static void *decoder(void *unused) {
-  (void)unused;
+static void *decoder(void *queue) {
+  struct fqueue *q = queue;
   ZSTD_DCtx *dctx = ZSTD_createDCtx();
   EVP_MD_CTX *ctx = EVP_MD_CTX_new();
 #if OPENSSL_VERSION_NUMBER >= 0x30000000L
@@ -629,13 +648,13 @@ static void *decoder(void *unused) {
   if (!dctx || !ctx || !sha) { fprintf(stderr, "fsmeta: cannot set up zstd or sha256\n"); _exit(1); }
   pthread_mutex_lock(&mu);
   for (;;) {
-    while (q_head == NULL && !input_done) pthread_cond_wait(&cv_work, &mu);
-    struct frame *f = q_head;
+    while (q->head == NULL && !input_done) pthread_cond_wait(&q->cv, &mu);
+    struct frame *f = q->head;
     if (f == NULL) break;
     int streamed = f->raw_len > MAX_HELD_FRAME;
-    while (!streamed && held > 0 && held + f->raw_len > held_budget && !main_waits) pthread_cond_wait(&cv_work, &mu);
-    q_head = f->next;
-    if (q_head == NULL) q_tail = NULL;
+    while (!streamed && held > 0 && held + f->raw_len > held_budget && !main_waits) pthread_cond_wait(&q->cv, &mu);
+    q->head = f->next;
+    if (q->head == NULL) q->tail = NULL;
     if (f->src == NULL) q_bytes -= f->comp_len;
     pthread_cond_signal(&cv_room);
     int spill = streamed || held + f->raw_len > held_budget;
@@ -680,7 +699,7 @@ static void *decoder(void *unused) {
 /* Under mu: this thread waits on `cv`; the decoder must not wait for it meanwhile. */
 static void wait_main(pthread_cond_t *cv) {
   main_waits = 1;
-  pthread_cond_signal(&cv_work);
+  pthread_cond_signal(&held_q.cv);
   pthread_cond_wait(cv, &mu);
   main_waits = 0;
 }
@@ -727,15 +746,16 @@ static void read_frame(FILE *in, const char *id) {
     if (fread(f->comp, 1, f->comp_len, in) != f->comp_len) { fprintf(stderr, "fsmeta: truncated record\n"); exit(1); }
     pthread_mutex_lock(&mu);
   }
-  if (!decoder_started) {
-    if (pthread_create(&decoder_thread, NULL, decoder, NULL) != 0) { fprintf(stderr, "fsmeta: cannot start the decoding thread\n"); exit(1); }
-    decoder_started = 1;
+  struct fqueue *q = f->raw_len > MAX_HELD_FRAME ? &stream_q : &held_q;
+  if (!q->started) {
+    if (pthread_create(&q->thread, NULL, decoder, q) != 0) { fprintf(stderr, "fsmeta: cannot start a decoding thread\n"); exit(1); }
+    q->started = 1;
   }
-  if (q_tail) q_tail->next = f;
-  else q_head = f;
-  q_tail = f;
+  if (q->tail) q->tail->next = f;
+  else q->head = f;
+  q->tail = f;
   if (f->src == NULL) q_bytes += f->comp_len;
-  pthread_cond_signal(&cv_work);
+  pthread_cond_signal(&q->cv);
   pthread_mutex_unlock(&mu);
 }
 
@@ -771,7 +791,7 @@ static void place_object(FILE *in, const char *field_path) {
       give_buffer(f->raw, f->raw_cap);
       free(f->id);
       free(f);
-      pthread_cond_signal(&cv_work);
+      pthread_cond_signal(&held_q.cv);
     }
     pthread_mutex_unlock(&mu);
   } else {
@@ -784,14 +804,89 @@ static void place_object(FILE *in, const char *field_path) {
   free(path);
 }
 
-/* End of input: the decoder finishes (a failure in a frame no record used still fails). */
+/*
+ * Pool links made on a thread of their own: a link per file into the pool's directories was
+ * 10-15% of a lay-out's critical path (measured), and nothing in the same lay-out uses a pool
+ * name it makes (node decides from what it saw before), so they may trail the tree. Bounded:
+ * past LINKS_QUEUED waiting, this thread links itself. All are made before the helper exits.
+ */
+#define LINKS_QUEUED 65536
+struct pending_link {
+  char *path, *pool;
+  struct pending_link *next;
+};
+static pthread_mutex_t link_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t link_cv = PTHREAD_COND_INITIALIZER;
+static struct pending_link *links_head, *links_tail;
+static size_t links_queued;
+static int links_done, linker_started;
+static pthread_t linker_thread;
+
+static void *linker(void *unused) {
+  (void)unused;
+  pthread_mutex_lock(&link_mu);
+  for (;;) {
+    while (links_head == NULL && !links_done) pthread_cond_wait(&link_cv, &link_mu);
+    struct pending_link *l = links_head;
+    if (l == NULL) break;
+    links_head = l->next;
+    if (links_head == NULL) links_tail = NULL;
+    links_queued--;
+    pthread_mutex_unlock(&link_mu);
+    if (link(l->path, l->pool) != 0 && errno != EEXIST) {
+      fprintf(stderr, "fsmeta: publish %s: %s\n", l->pool, strerror(errno));
+      fflush(stderr);
+      _exit(1);
+    }
+    free(l->path);
+    free(l);
+    pthread_mutex_lock(&link_mu);
+  }
+  pthread_mutex_unlock(&link_mu);
+  return NULL;
+}
+
+static void link_later(const char *path, const char *pool) {
+  pthread_mutex_lock(&link_mu);
+  if (!linker_started) linker_started = pthread_create(&linker_thread, NULL, linker, NULL) == 0 ? 1 : -1;
+  if (linker_started < 0 || links_queued >= LINKS_QUEUED) {
+    pthread_mutex_unlock(&link_mu);
+    if (link(path, pool) != 0 && errno != EEXIST) fail("publish", pool);
+    return;
+  }
+  size_t plen = strlen(path) + 1, qlen = strlen(pool) + 1;
+  struct pending_link *l = xmalloc(sizeof *l);
+  /* one allocation for both names */
+  l->path = xmalloc(plen + qlen);
+  memcpy(l->path, path, plen);
+  l->pool = l->path + plen;
+  memcpy(l->pool, pool, qlen);
+  l->next = NULL;
+  if (links_tail) links_tail->next = l;
+  else links_head = l;
+  links_tail = l;
+  links_queued++;
+  pthread_cond_signal(&link_cv);
+  pthread_mutex_unlock(&link_mu);
+}
+
+/* End of input: the decoder finishes (a failure in a frame no record used still fails), and
+   every pool link is made. */
 static void end_frames(void) {
-  if (!decoder_started) return;
   pthread_mutex_lock(&mu);
   input_done = 1;
-  pthread_cond_signal(&cv_work);
+  pthread_cond_signal(&held_q.cv);
+  pthread_cond_signal(&stream_q.cv);
   pthread_mutex_unlock(&mu);
-  pthread_join(decoder_thread, NULL);
+  if (held_q.started) pthread_join(held_q.thread, NULL);
+  if (stream_q.started) pthread_join(stream_q.thread, NULL);
+  if (linker_started > 0) {
+    pthread_mutex_lock(&link_mu);
+    links_done = 1;
+    pthread_cond_signal(&link_cv);
+    pthread_mutex_unlock(&link_mu);
+    pthread_join(linker_thread, NULL);
+  }
 }
 #endif /* FSMETA_PACKS */
 

@@ -366,6 +366,11 @@ async function writeEmpty(pack: Digest, e: PackIndexEntry, temps: TempNames, onO
   onObject(e);
 }
 
+/** The frames holding `entries`, each with its wanted objects sorted by offset (checked as fetchObjects checks them). */
+export function framesOf(pack: Digest, entries: PackIndexEntry[]): Array<{ frame: FrameRef; wanted: PackIndexEntry[] }> {
+  return frameWork(pack, dedupe(entries));
+}
+
 /** Groups entries by frame, rejecting entries whose frames or objects overlap (hostile input). */
 function frameWork(pack: Digest, entries: PackIndexEntry[]): FrameWork[] {
   const byFrame = new Map<number, FrameWork>();

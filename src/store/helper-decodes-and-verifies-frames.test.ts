@@ -66,10 +66,16 @@ describe('the lay-out helper decodes pack frames and verifies every object befor
     writeFileSync(file, Buffer.concat([Buffer.from('x'.repeat(100)), z, Buffer.from('trailing')]));
     stream.frame(PACK, { offset: 0, length: 0, rawLength: a.raw.length }, a.wanted, compress(a.raw));
     stream.frame(PACK, { offset: 100, length: z.length, rawLength: b.raw.length }, b.wanted, { file });
-    a.wanted.forEach((w, k) => stream.placeObject(`a${k}`, META, '', hex(w.digest)));
+    const pool = join(spill, '..', 'pool');
+    mkdirSync(pool);
+    a.wanted.forEach((w, k) => stream.placeObject(`a${k}`, META, join(pool, `a${k}`), hex(w.digest)));
     stream.placeObject('b0', { ...META, mode: 0o4755 }, '', hex(b.wanted[0]!.digest));
     await stream.close();
-    a.objects.forEach((o, k) => expect(readFileSync(join(tree, `a${k}`)).equals(o)).toBe(true));
+    a.objects.forEach((o, k) => {
+      expect(readFileSync(join(tree, `a${k}`)).equals(o)).toBe(true);
+      // linked into the pool (on the helper's linking thread) before it exited
+      expect(lstatSync(join(pool, `a${k}`)).ino).toBe(lstatSync(join(tree, `a${k}`)).ino);
+    });
     expect(readFileSync(join(tree, 'b0')).equals(b.objects[0]!)).toBe(true);
     const st = lstatSync(join(tree, 'a1'), { bigint: true });
     expect(Number(st.mode & 0o7777n)).toBe(0o640);

@@ -11,7 +11,7 @@ import { Readable } from 'node:stream';
 import { InvalidInputError } from '../errors.js';
 import { readManifest } from '../layer/capture.js';
 import type { EnvConfig, LayerRef } from '../layer/env.js';
-import { DecodePool, fetchObjects, privateObjectPath, ReadBuffers, type FrameSink, type ObjectSink } from '../pack/reader.js';
+import { DecodePool, fetchObjects, framesOf, privateObjectPath, ReadBuffers, type FrameSink, type ObjectSink } from '../pack/reader.js';
 import type { PackIndexEntry } from '../pack/pack-index.js';
 import type { Registry } from '../registry/registry.js';
 import { canonicalJson } from '../layer/manifest.js';
@@ -217,9 +217,29 @@ async function fetchForLayOut(
       await arrivals.room();
     },
   };
+  if (helperFrames && reg.localFile !== undefined) {
+    // Large objects' own frames go first: the helper streams them to disk on a thread of their
+    // own while the rest arrives, instead of decoding them last while the lay-out waits (the
+    // serial tail of a pull, measured). They take no memory there, so nothing bounds them here.
+    for (const [pack, entries] of byPack) {
+      const large = new Set(entries.filter((e) => e.size > 0 && e.frameRawLength > MAX_HELPER_FRAME_BYTES));
+      if (large.size === 0) continue;
+      const file = await reg.localFile(pack);
+      for (const { frame, wanted } of framesOf(pack, [...large])) {
+        stream.frame(pack, frame, wanted, { file });
+        for (const w of wanted) {
+          arrivals.sent(digestHex(w.digest), 0);
+          arrivals.arrive(digestHex(w.digest));
+        }
+      }
+      byPack.set(pack, entries.filter((e) => !large.has(e)));
+      onPack(large.size, [...large].reduce((n, e) => n + e.size, 0));
+    }
+  }
   const readBuffers = new ReadBuffers(concurrency + 1);
   try {
     for (const [pack, entries] of byPack) {
+      if (entries.length === 0) continue;
       await fetchObjects(reg, pack, entries, staging, {
         concurrency,
         readBuffers,
