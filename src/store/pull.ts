@@ -88,32 +88,13 @@ export async function ensureLayer(reg: Registry, store: StorePaths, layer: Layer
     // Fetched objects wait in a directory of this pull's own until lay-out moves them into the pool.
     const staging = join(store.tmpDir, `stage-${process.pid}-${randomBytes(6).toString('hex')}`);
     const expected = new Set<string>();
+    for (const d of missing.keys()) expected.add(digestHex(d));
     const arrivals = new Arrivals(opts.heldBytes ?? HELD_BYTES);
     let fetching: Promise<void> = Promise.resolve();
-    let byPack = new Map<Digest, PackIndexEntry[]>();
     try {
       if (missing.size > 0) {
         opts.onProgress?.({ layer: layer.digest, phase: 'fetch', objects: missing.size });
-        // Packs in the order the lay-out first needs them (a layer lists them by digest): it then
-        // trails the fetch instead of waiting for a later pack while earlier ones pile up.
-        const firstUse: Array<[Digest, PackIndexEntry[], number]> = [];
-        for (const ref of layer.packs) {
-          const index = await loadPackIndex(reg, store, ref);
-          const wanted = index.entries.filter((e) => missing.has(e.digest));
-          let first = Infinity;
-          for (const e of wanted) {
-            first = Math.min(first, missing.get(e.digest)!);
-            missing.delete(e.digest);
-          }
-          if (wanted.length > 0) firstUse.push([ref.pack, wanted, first]);
-        }
-        byPack = new Map(firstUse.sort((a, b) => a[2] - b[2]).map(([pack, wanted]) => [pack, wanted]));
-        if (missing.size > 0) {
-          const first = missing.keys().next().value;
-          throw new InvalidInputError(`layer ${layer.digest} references object ${first} that none of its packs holds (${missing.size} missing)`, 'the environment was pushed incompletely or the registry lost packs; run `minisandbox verify`');
-        }
         await mkdir(staging, { recursive: true });
-        for (const entries of byPack.values()) for (const e of entries) expected.add(digestHex(e.digest));
       }
       opts.onProgress?.({ layer: layer.digest, phase: 'layout' });
       const tmp = join(store.layersDir, `.tmp-${process.pid}-${randomBytes(6).toString('hex')}`);
@@ -128,17 +109,22 @@ export async function ensureLayer(reg: Registry, store: StorePaths, layer: Layer
         if (expected.size > 0) {
           const helperFrames = stream.decodesFrames && opts.decodeIn !== 'node';
           if (helperFrames) stream.spillTo(staging, opts.heldBytes ?? HELD_BYTES);
-          // The lay-out starts at once and waits per object, so fetching and laying out overlap.
-          fetching = fetchForLayOut(reg, byPack, staging, stream, arrivals, helperFrames, opts.concurrency ?? 4, (n, bytes) => {
-            fetchedObjects += n;
-            fetchedBytes += bytes;
-          });
+          // The lay-out starts at once (while the pack indexes load) and waits per object, so
+          // fetching and laying out overlap.
+          fetching = (async () => {
+            const byPack = await packsInOrderOfUse(reg, store, layer, missing);
+            await fetchForLayOut(reg, byPack, staging, stream, arrivals, helperFrames, opts.concurrency ?? 4, (n, bytes) => {
+              fetchedObjects += n;
+              fetchedBytes += bytes;
+            });
+          })();
           fetching.then(
             () => arrivals.fail(new Error(`layer ${layer.digest}: the fetch ended without an object the lay-out needs`)),
             (e: unknown) => arrivals.fail(e),
           );
         }
-        await materialize(store, readManifest(manifestPath, `layer ${layer.digest}`), tmp, {
+        // materialize links a hardlink only to a file it laid out itself: the reader need not check
+        await materialize(store, readManifest(manifestPath, `layer ${layer.digest}`, { hardlinkTargets: 'caller' }), tmp, {
           idShift,
           share: true,
           whiteouts: process.getuid?.() === 0 ? 'chardev' : 'xattr',
@@ -173,6 +159,30 @@ export async function ensureLayer(reg: Registry, store: StorePaths, layer: Layer
   });
   if (result === null) opts.onProgress?.({ layer: layer.digest, phase: 'cached' });
   return { dir, fetchedObjects, fetchedBytes };
+}
+
+/**
+ * The objects of `missing` each pack of the layer holds, packs in the order the lay-out first
+ * needs them (a layer lists them by digest): it then trails the fetch instead of waiting for a
+ * later pack while earlier ones pile up.
+ */
+async function packsInOrderOfUse(reg: Registry, store: StorePaths, layer: LayerRef, missing: Map<Digest, number>): Promise<Map<Digest, PackIndexEntry[]>> {
+  const firstUse: Array<[Digest, PackIndexEntry[], number]> = [];
+  for (const ref of layer.packs) {
+    const index = await loadPackIndex(reg, store, ref);
+    const wanted = index.entries.filter((e) => missing.has(e.digest));
+    let first = Infinity;
+    for (const e of wanted) {
+      first = Math.min(first, missing.get(e.digest)!);
+      missing.delete(e.digest);
+    }
+    if (wanted.length > 0) firstUse.push([ref.pack, wanted, first]);
+  }
+  if (missing.size > 0) {
+    const first = missing.keys().next().value;
+    throw new InvalidInputError(`layer ${layer.digest} references object ${first} that none of its packs holds (${missing.size} missing)`, 'the environment was pushed incompletely or the registry lost packs; run `minisandbox verify`');
+  }
+  return new Map(firstUse.sort((a, b) => a[2] - b[2]).map(([pack, wanted]) => [pack, wanted]));
 }
 
 /**
