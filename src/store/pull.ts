@@ -28,8 +28,9 @@ import { resolveEnv } from './push.js';
 import { decompressVerified, MAX_MANIFEST_BYTES } from './zstdfile.js';
 
 /**
- * Bytes of fetched small objects that may wait in memory for the lay-out (which then writes each
- * into the tree in one go); the rest wait on disk.
+ * Bytes of fetched objects that may wait in memory for the lay-out, which then writes each into
+ * the tree in one go (in the helper's decoded frames, or held here when node decodes); the rest
+ * wait on disk.
  */
 const HELD_BYTES = 64 << 20;
 /** Object bytes to fetch from which decoding runs in a worker thread (see pack/reader.ts). */
