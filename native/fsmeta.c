@@ -306,6 +306,8 @@ static void whole_file(FILE *in, const char *field_path) {
  * a stream straight into the spill directory.
  */
 #include <pthread.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <zstd.h>
 #include <openssl/evp.h>
 
@@ -371,6 +373,19 @@ static char *spill_dir;
 static size_t held_budget = (size_t)64 << 20;
 static struct { unsigned char *p; size_t cap; } spare[KEPT_BUFFERS];
 static int n_spare;
+
+/*
+ * Worker threads run at a lower priority than this one (nice +5, which needs no privilege):
+ * the main thread creating files is the lay-out's critical path, and on two cores node, it and
+ * the workers compete. Measured over paired pulls: 8% faster on a node_modules tree, no slower
+ * on a 1.2 GiB one.
+ */
+static void yield_to_main(void) {
+  id_t tid = (id_t)syscall(SYS_gettid);
+  errno = 0;
+  int prio = getpriority(PRIO_PROCESS, tid);
+  if (errno == 0) setpriority(PRIO_PROCESS, tid, prio + 5 > 19 ? 19 : prio + 5);
+}
 
 static void *xmalloc(size_t n) {
   void *p = malloc(n);
@@ -638,6 +653,7 @@ static void spill_frame(struct frame *f) {
 
 static void *decoder(void *queue) {
   struct fqueue *q = queue;
+  yield_to_main();
   ZSTD_DCtx *dctx = ZSTD_createDCtx();
   EVP_MD_CTX *ctx = EVP_MD_CTX_new();
 #if OPENSSL_VERSION_NUMBER >= 0x30000000L
@@ -824,6 +840,7 @@ static pthread_t linker_thread;
 
 static void *linker(void *unused) {
   (void)unused;
+  yield_to_main();
   pthread_mutex_lock(&link_mu);
   for (;;) {
     while (links_head == NULL && !links_done) pthread_cond_wait(&link_cv, &link_mu);
