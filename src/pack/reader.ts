@@ -194,7 +194,8 @@ async function extractInOrder(
   const readAhead = (upTo: number): void => {
     for (; issued < ranges.length && issued <= upTo; issued++) {
       const r = ranges[issued]!;
-      if (r.streamed || unread(r)) continue; // opened when its turn comes: streaming it needs no buffer
+      // a streamed range is opened when its turn comes (it needs no buffer); the sink reads its own
+      if (r.streamed || unread(r)) continue;
       // a backend that returns buffers of its own (S3) would leave these unused
       const into = registry.readsIntoBuffers === true ? buffers.take(r.length) : undefined;
       const read = readRange(registry, pack, r, into);
