@@ -97,6 +97,18 @@ static void fail(const char *op, const char *path) {
   exit(1);
 }
 
+static void *xmalloc(size_t n) {
+  void *p = malloc(n);
+  if (!p) { fprintf(stderr, "fsmeta: out of memory\n"); exit(1); }
+  return p;
+}
+
+static void *xcalloc(size_t n, size_t size) {
+  void *p = calloc(n, size);
+  if (!p) { fprintf(stderr, "fsmeta: out of memory\n"); exit(1); }
+  return p;
+}
+
 static int copy_file(const char *src, const char *dst) {
   int in = open(src, O_RDONLY | O_CLOEXEC);
   if (in < 0) return -1;
@@ -150,8 +162,7 @@ static char *payload(FILE *in, size_t len) {
   if (len > cap) {
     free(data);
     cap = len;
-    data = malloc(cap);
-    if (!data) { fprintf(stderr, "fsmeta: out of memory\n"); exit(1); }
+    data = xmalloc(cap);
   }
   if (len > 0 && fread(data, 1, len, in) != len) { fprintf(stderr, "fsmeta: truncated record\n"); exit(1); }
   return data;
@@ -185,8 +196,7 @@ static void write_record(FILE *in, const char *path, int flags) {
 /* A hex field decoded into a fresh buffer (the caller frees it). */
 static unsigned char *unhex(const char *hex, size_t *len) {
   *len = strlen(hex) / 2;
-  unsigned char *val = malloc(*len + 1);
-  if (!val) { fprintf(stderr, "fsmeta: out of memory\n"); exit(1); }
+  unsigned char *val = xmalloc(*len + 1);
   for (size_t i = 0; i < *len; i++) {
     int hi = hexval(hex[2 * i]), lo = hexval(hex[2 * i + 1]);
     if (hi < 0 || lo < 0) { fprintf(stderr, "fsmeta: bad hex value\n"); exit(1); }
@@ -222,10 +232,9 @@ static void read_meta(FILE *in, struct meta *m) {
   m->vals = NULL;
   m->lens = NULL;
   if (m->nx > 0) {
-    m->names = calloc((size_t)m->nx, sizeof *m->names);
-    m->vals = calloc((size_t)m->nx, sizeof *m->vals);
-    m->lens = calloc((size_t)m->nx, sizeof *m->lens);
-    if (!m->names || !m->vals || !m->lens) { fprintf(stderr, "fsmeta: out of memory\n"); exit(1); }
+    m->names = xcalloc((size_t)m->nx, sizeof *m->names);
+    m->vals = xcalloc((size_t)m->nx, sizeof *m->vals);
+    m->lens = xcalloc((size_t)m->nx, sizeof *m->lens);
     for (long i = 0; i < m->nx; i++) {
       m->names[i] = strdup(arg(in));
       m->vals[i] = unhex(arg(in), &m->lens[i]);
@@ -329,7 +338,6 @@ struct frame;
 /* An object of a frame sent with Z, from then until a G record places it. */
 struct obj {
   unsigned char digest[32];
-  char hex[65];
   struct frame *frame; /* while READY: the frame whose decoded bytes hold it */
   size_t off, size;
   int state;
@@ -349,8 +357,7 @@ struct frame {
 };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-/* decoder: work queued, memory freed, or this thread waits; this thread: an object decoded;
-   this thread: room in the queue */
+/* for the main thread: an object decoded (cv_ready), room in the queue of record bytes (cv_room) */
 static pthread_cond_t cv_ready = PTHREAD_COND_INITIALIZER, cv_room = PTHREAD_COND_INITIALIZER;
 /*
  * Frames wait in one of two queues, each with a thread: frames decoded whole in memory, and
@@ -387,12 +394,6 @@ static void yield_to_main(void) {
   if (errno == 0) setpriority(PRIO_PROCESS, tid, prio + 5 > 19 ? 19 : prio + 5);
 }
 
-static void *xmalloc(size_t n) {
-  void *p = malloc(n);
-  if (!p) { fprintf(stderr, "fsmeta: out of memory\n"); exit(1); }
-  return p;
-}
-
 /* A failure of the decoder ends the process at once: the pull is lost either way. */
 static void frame_fail(const struct frame *f, const char *what) {
   fprintf(stderr, "fsmeta: frame %s: %s\n", f->id, what);
@@ -418,8 +419,7 @@ static void insert(struct obj *o) {
     size_t old_cap = table_cap;
     struct obj **old = table;
     table_cap = old_cap ? old_cap * 2 : 4096;
-    table = calloc(table_cap, sizeof *table);
-    if (!table) { fprintf(stderr, "fsmeta: out of memory\n"); exit(1); }
+    table = xcalloc(table_cap, sizeof *table);
     for (size_t i = 0; i < old_cap; i++)
       for (struct obj *p = old[i], *n; p; p = n) {
         n = p->next;
@@ -475,8 +475,15 @@ static int parse_digest(const char *hex, unsigned char *d) {
   return 0;
 }
 
+static void hex_of(const unsigned char *d, char *out) {
+  for (int k = 0; k < 32; k++) snprintf(out + 2 * k, 3, "%02x", d[k]);
+}
+
+/* Where an object goes when it does not wait in memory: <spill dir>/<hex[0:2]>/<hex>. */
 static void spill_path(char *out, size_t cap, const struct obj *o) {
-  snprintf(out, cap, "%s/%.2s/%s", spill_dir, o->hex, o->hex);
+  char hex[65];
+  hex_of(o->digest, hex);
+  snprintf(out, cap, "%s/%.2s/%s", spill_dir, hex, hex);
 }
 
 /* The open file of a frame's source (each thread keeps the file of its last frame open). */
@@ -513,9 +520,10 @@ static void read_source(const struct frame *f, unsigned char *buf, size_t len, o
 }
 
 static void digest_mismatch(const struct frame *f, const struct obj *o, const unsigned char *md) {
-  char actual[65], msg[512];
-  for (int k = 0; k < 32; k++) snprintf(actual + 2 * k, 3, "%02x", md[k]);
-  snprintf(msg, sizeof msg, "object %s has digest %s", o->hex, actual);
+  char expected[65], actual[65], msg[512];
+  hex_of(o->digest, expected);
+  hex_of(md, actual);
+  snprintf(msg, sizeof msg, "object %s has digest %s", expected, actual);
   frame_fail(f, msg);
 }
 
@@ -540,13 +548,14 @@ static void decode_frame(ZSTD_DCtx *dctx, EVP_MD_CTX *ctx, const EVP_MD *sha, st
   }
 }
 
-/* A new file in the spill directory for an object, in its subdirectory. */
-static int open_spill(const struct frame *f, const struct obj *o) {
-  char path[PATH_MAX];
+/* A new file in the spill directory for an object (its name left in `path`, for errors). */
+static int open_spill(const struct frame *f, const struct obj *o, char *path) {
   if (spill_dir == NULL) frame_fail(f, "no spill directory (Q record) for objects that do not stay in memory");
-  snprintf(path, sizeof path, "%s/%.2s", spill_dir, o->hex);
+  spill_path(path, PATH_MAX, o);
+  char *slash = strrchr(path, '/');
+  *slash = '\0';
   if (mkdir(path, 0700) != 0 && errno != EEXIST) fail("mkdir", path);
-  spill_path(path, sizeof path, o);
+  *slash = '/';
   int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) fail("create", path);
   return fd;
@@ -556,6 +565,7 @@ static int open_spill(const struct frame *f, const struct obj *o) {
 struct route {
   size_t pos, next;
   int fd;
+  char path[PATH_MAX];
 };
 
 /* Hashes and writes the wanted objects' bytes among `n` decoded bytes, skipping the others. */
@@ -570,14 +580,14 @@ static void route_bytes(const struct frame *f, struct route *r, EVP_MD_CTX *ctx,
       if (r->pos < o->off) return;
     }
     if (r->fd < 0) {
-      r->fd = open_spill(f, o);
+      r->fd = open_spill(f, o, r->path);
       if (EVP_DigestInit_ex(ctx, sha, NULL) != 1) frame_fail(f, "sha256 failed");
     }
     size_t left = o->off + o->size - r->pos;
     size_t take = left < n ? left : n;
     if (take > 0) {
       if (EVP_DigestUpdate(ctx, p, take) != 1) frame_fail(f, "sha256 failed");
-      if (write_all(r->fd, (const char *)p, take) != 0) fail("write", o->hex);
+      if (write_all(r->fd, (const char *)p, take) != 0) fail("write", r->path);
       r->pos += take;
       p += take;
       n -= take;
@@ -587,7 +597,7 @@ static void route_bytes(const struct frame *f, struct route *r, EVP_MD_CTX *ctx,
     unsigned int mdlen = 0;
     if (EVP_DigestFinal_ex(ctx, md, &mdlen) != 1 || mdlen != 32) frame_fail(f, "sha256 failed");
     if (memcmp(md, o->digest, 32) != 0) digest_mismatch(f, o, md);
-    if (close(r->fd) != 0) fail("write", o->hex);
+    if (close(r->fd) != 0) fail("write", r->path);
     r->fd = -1;
     r->next++;
   }
@@ -606,7 +616,7 @@ static void stream_frame(ZSTD_DCtx *dctx, EVP_MD_CTX *ctx, const EVP_MD *sha, st
     outbuf = xmalloc(STREAM_CHUNK);
   }
   char msg[512];
-  struct route r = { 0, 0, -1 };
+  struct route r = { .pos = 0, .next = 0, .fd = -1 };
   ZSTD_DCtx_reset(dctx, ZSTD_reset_session_only);
   ZSTD_inBuffer in = { inbuf, 0, 0 };
   size_t done = 0;
@@ -646,9 +656,19 @@ static void stream_frame(ZSTD_DCtx *dctx, EVP_MD_CTX *ctx, const EVP_MD *sha, st
 static void spill_frame(struct frame *f) {
   for (size_t i = 0; i < f->nobj; i++) {
     struct obj *o = f->objs[i];
-    int fd = open_spill(f, o);
-    if (write_all(fd, (const char *)f->raw + o->off, o->size) != 0 || close(fd) != 0) fail("write", o->hex);
+    char path[PATH_MAX];
+    int fd = open_spill(f, o, path);
+    if (write_all(fd, (const char *)f->raw + o->off, o->size) != 0 || close(fd) != 0) fail("write", path);
   }
+}
+
+/* Under mu: a frame none of whose objects needs its memory any more. */
+static void free_frame(struct frame *f) {
+  if (f->raw != NULL) give_buffer(f->raw, f->raw_cap);
+  free(f->objs);
+  free(f->id);
+  free(f->src);
+  free(f);
 }
 
 static void *decoder(void *queue) {
@@ -699,10 +719,7 @@ static void *decoder(void *queue) {
     f->refs = spill ? 0 : f->nobj;
     if (f->refs == 0) {
       if (!spill) held -= f->raw_len;
-      if (f->raw != NULL) give_buffer(f->raw, f->raw_cap);
-      free(f->id);
-      free(f->src);
-      free(f);
+      free_frame(f);
     }
     pthread_cond_broadcast(&cv_ready);
   }
@@ -722,20 +739,15 @@ static void wait_main(pthread_cond_t *cv) {
 
 /* Z id rawlen nobj [hex offset size]*nobj src offset length [<bytes> when src is empty] */
 static void read_frame(FILE *in, const char *id) {
-  struct frame *f = calloc(1, sizeof *f);
-  if (!f) { fprintf(stderr, "fsmeta: out of memory\n"); exit(1); }
+  struct frame *f = xcalloc(1, sizeof *f);
   f->id = strdup(id);
   f->raw_len = (size_t)strtoull(arg(in), NULL, 10);
   f->nobj = (size_t)strtoull(arg(in), NULL, 10);
   if (f->raw_len == 0 || f->nobj == 0 || f->nobj > MAX_FRAME_OBJECTS) frame_fail(f, "bad frame record");
-  f->objs = calloc(f->nobj, sizeof *f->objs);
-  if (!f->objs) { fprintf(stderr, "fsmeta: out of memory\n"); exit(1); }
+  f->objs = xcalloc(f->nobj, sizeof *f->objs);
   for (size_t i = 0; i < f->nobj; i++) {
-    struct obj *o = calloc(1, sizeof *o);
-    if (!o) { fprintf(stderr, "fsmeta: out of memory\n"); exit(1); }
-    const char *hex = arg(in);
-    if (parse_digest(hex, o->digest) != 0) frame_fail(f, "bad object digest in frame record");
-    memcpy(o->hex, hex, 65);
+    struct obj *o = xcalloc(1, sizeof *o);
+    if (parse_digest(arg(in), o->digest) != 0) frame_fail(f, "bad object digest in frame record");
     o->off = (size_t)strtoull(arg(in), NULL, 10);
     o->size = (size_t)strtoull(arg(in), NULL, 10);
     if (o->size > f->raw_len || o->off > f->raw_len - o->size) frame_fail(f, "object past the end of its frame");
@@ -804,9 +816,7 @@ static void place_object(FILE *in, const char *field_path) {
     pthread_mutex_lock(&mu);
     if (--f->refs == 0) {
       held -= f->raw_len;
-      give_buffer(f->raw, f->raw_cap);
-      free(f->id);
-      free(f);
+      free_frame(f);
       pthread_cond_signal(&held_q.cv);
     }
     pthread_mutex_unlock(&mu);
