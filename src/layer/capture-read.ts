@@ -79,16 +79,19 @@ export class ManifestChecker {
     this.prev = e.path;
     const raw = decodePath(e.path);
     this.checkParents(e, raw);
-    if (!this.hardlinkTargets) {
-      // the caller checks them
-    } else if (e.type === 'hardlink') {
+    if (this.hardlinkTargets) this.trackHardlinks(e, raw);
+    // only non-directories can make a later path unsafe, and their ranges nest like any others'
+    if (e.type !== 'dir') this.open.push({ raw, path: e.path });
+    return e;
+  }
+
+  /** A hardlink must name an earlier `file` entry: files are remembered by a hash of their path. */
+  private trackHardlinks(e: Entry, raw: Buffer): void {
+    if (e.type === 'hardlink') {
       if (!this.files.has(pathKey(decodePath(e.target)))) {
         throw new UnsafePathError(e.path, `hardlink target ${JSON.stringify(e.target)} is not an earlier file entry of this layer`);
       }
     } else if (e.type === 'file') this.files.add(pathKey(raw));
-    // only non-directories can make a later path unsafe, and their ranges nest like any others'
-    if (e.type !== 'dir') this.open.push({ raw, path: e.path });
-    return e;
   }
 
   /*

@@ -272,8 +272,10 @@ class LinkPool {
     this.prepare();
     if (this.staged.delete(hex)) {
       const pool = m.xattrs === undefined ? this.store.poolPrimary(hex) : this.store.poolVariant(hex, metaKey(m));
-      const data = this.opts.staging!.inHelper?.(hex) === true ? 'helper' : this.opts.staging!.take?.(hex);
-      if (data === 'helper') {
+      const staging = this.opts.staging!;
+      const inHelper = staging.inHelper?.(hex) === true;
+      const data = inHelper ? undefined : staging.take?.(hex);
+      if (inHelper) {
         // decoded and verified by the helper, which writes it into the tree and pools it
         this.fs.placeObject(rel, m, pool, hex);
       } else if (data !== undefined) {
@@ -281,7 +283,7 @@ class LinkPool {
         this.fs.file(rel, m, pool, data);
       } else {
         // fetched for this lay-out onto disk: becomes a pool inode where it lies
-        const src = this.opts.staging!.path(hex);
+        const src = staging.path(hex);
         writeMeta(this.fs, src, m, false);
         this.fs.publish(rel, src, pool);
       }

@@ -11,6 +11,7 @@ import { Readable } from 'node:stream';
 import { InvalidInputError } from '../errors.js';
 import { readManifest } from '../layer/capture.js';
 import type { EnvConfig, LayerRef } from '../layer/env.js';
+import type { FrameRef } from '../pack/frame-extract.js';
 import { DecodePool, fetchObjects, framesOf, privateObjectPath, ReadBuffers, type FrameSink, type ObjectSink } from '../pack/reader.js';
 import type { PackIndexEntry } from '../pack/pack-index.js';
 import type { Registry } from '../registry/registry.js';
@@ -206,17 +207,23 @@ async function fetchForLayOut(
   // one decoding worker for every pack: starting one costs tens of ms (more under load)
   const total = [...byPack.values()].reduce((n, es) => es.reduce((m, e) => m + e.size, n), 0);
   const decodePool = total >= POOL_MIN_BYTES && !helperFrames ? new DecodePool() : undefined;
+  /** Hands a frame to the helper; its objects count against the budget unless it streams them to disk. */
+  const handOver = (pack: Digest, frame: FrameRef, wanted: PackIndexEntry[], compressed: Uint8Array | { file: string }): void => {
+    stream.frame(pack, frame, wanted, compressed);
+    for (const w of wanted) arrivals.sent(digestHex(w.digest), frame.rawLength <= MAX_HELPER_FRAME_BYTES ? w.size : 0);
+  };
   // Where the registry's packs are local files, the helper reads its frames itself, and decodes
   // a large object's frame as a stream straight into a file; otherwise it gets frames small
   // enough to decode in memory, and large objects are decoded here.
+  const files = new Map<Digest, string | undefined>();
+  const fileOf = async (pack: Digest): Promise<string | undefined> => {
+    if (!files.has(pack)) files.set(pack, await reg.localFile?.(pack));
+    return files.get(pack);
+  };
   const frameSink = (file: string | undefined): FrameSink => ({
     accepts: (f) => file !== undefined || f.rawLength <= MAX_HELPER_FRAME_BYTES,
     reads: file !== undefined,
-    take: (pack, frame, wanted, compressed) => {
-      stream.frame(pack, frame, wanted, compressed ?? { file: file! });
-      // objects of streamed frames go to disk in the helper: they take no memory there
-      for (const w of wanted) arrivals.sent(digestHex(w.digest), frame.rawLength <= MAX_HELPER_FRAME_BYTES ? w.size : 0);
-    },
+    take: (pack, frame, wanted, compressed) => handOver(pack, frame, wanted, compressed ?? { file: file! }),
   });
   const sink: ObjectSink = {
     keep: (d, data, retain) => arrivals.hold(digestHex(d), data, retain),
@@ -235,13 +242,10 @@ async function fetchForLayOut(
     for (const [pack, entries] of byPack) {
       const large = new Set(entries.filter((e) => e.size > 0 && e.frameRawLength > MAX_HELPER_FRAME_BYTES));
       if (large.size === 0) continue;
-      const file = await reg.localFile(pack);
+      const file = (await fileOf(pack))!;
       for (const { frame, wanted } of framesOf(pack, [...large])) {
-        stream.frame(pack, frame, wanted, { file });
-        for (const w of wanted) {
-          arrivals.sent(digestHex(w.digest), 0);
-          arrivals.arrive(digestHex(w.digest));
-        }
+        handOver(pack, frame, wanted, { file });
+        for (const w of wanted) arrivals.arrive(digestHex(w.digest));
       }
       byPack.set(pack, entries.filter((e) => !large.has(e)));
       onPack(large.size, [...large].reduce((n, e) => n + e.size, 0));
@@ -258,7 +262,7 @@ async function fetchForLayOut(
         sink,
         onObject: (d) => arrivals.arrive(digestHex(d)),
         ...(decodePool === undefined ? {} : { decodePool }),
-        ...(helperFrames ? { frameSink: frameSink(await reg.localFile?.(pack)) } : {}),
+        ...(helperFrames ? { frameSink: frameSink(await fileOf(pack)) } : {}),
       });
       onPack(entries.length, entries.reduce((n, e) => n + e.size, 0));
     }
