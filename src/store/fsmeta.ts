@@ -15,7 +15,7 @@ import { type NativeFeature, nativeHelperWith } from '../util/native.js';
 import { DIRECT_OWNERS, type Owners, chownIds, commandAs, keepsXattr } from './owners.js';
 
 /** The helper's frame decoding (Z and G records: see native/fsmeta.c), where the host can build it. */
-const FRAMES: NativeFeature = { name: 'frames', cflags: ['-DFSMETA_PACKS', '-pthread'], libs: ['-lzstd', '-lcrypto'] };
+const FRAMES: NativeFeature = { name: 'frames', cflags: ['-DFSMETA_PACKS', '-pthread'], libs: ['-lzstd', '-lcrypto'], needs: 'libzstd and libcrypto headers (Debian: apt-get install libzstd-dev libssl-dev)' };
 
 /** The compiled helper, and whether it decodes frames. */
 export function fsmetaHelper(): Promise<{ path: string; has: boolean }> {

@@ -7,7 +7,7 @@
 import { execFile } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { constants, existsSync } from 'node:fs';
-import { access, mkdir, readFile, rename, rm } from 'node:fs/promises';
+import { access, mkdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -36,7 +36,18 @@ export interface NativeFeature {
   name: string;
   cflags: string[];
   libs: string[];
+  /** What to install for it, for the error of a build that must have it. */
+  needs: string;
 }
+
+/** The compiler failed (not the build dir): the source, its flags or the host's headers are at fault. */
+class CompileError extends HostCapabilityError {}
+
+/**
+ * A failed build of an optional part is not retried for this long: a host without its headers
+ * would otherwise run the compiler again for every helper it starts (every lay-out).
+ */
+const FEATURE_RETRY_MS = 10 * 60_000;
 
 /** Path of the compiled helper `name`, compiling native/<name>.c first if needed. */
 export async function nativeHelper(name: string): Promise<string> {
@@ -45,15 +56,20 @@ export async function nativeHelper(name: string): Promise<string> {
 
 /**
  * The helper `name` with `feature` built in if this host can compile it (`has`), else without.
- * A host lacking the feature's headers fails at the first #include, in a few milliseconds.
+ * A host lacking the feature's headers fails at the first #include; that failure is remembered
+ * (beside where the binary would be) for FEATURE_RETRY_MS.
  */
 export async function nativeHelperWith(name: string, feature: NativeFeature): Promise<{ path: string; has: boolean }> {
   try {
     return { path: await build(name, feature), has: true };
   } catch (e) {
-    if (!(e instanceof HostCapabilityError) || /Permission denied|Read-only file system|EACCES|EROFS|EPERM/.test(e.message)) throw e;
+    if (!(e instanceof CompileError)) throw e;
     return { path: await build(name, undefined), has: false };
   }
+}
+
+function unwritable(e: unknown): boolean {
+  return isErrno(e, 'EACCES') || isErrno(e, 'EROFS') || isErrno(e, 'EPERM') || /Permission denied|Read-only file system/.test((e as Error).message);
 }
 
 async function build(name: string, feature: NativeFeature | undefined): Promise<string> {
@@ -71,6 +87,14 @@ async function build(name: string, feature: NativeFeature | undefined): Promise<
       // not compiled there
     }
   }
+  const what = `native/${name}.c${feature === undefined ? '' : ` with ${feature.name}`}`;
+  const hint = `install ${feature === undefined ? 'a C compiler (Debian: apt-get install gcc libc6-dev)' : feature.needs} and retry`;
+  if (feature !== undefined) {
+    for (const binary of binaries) {
+      const failed = await stat(`${binary}.failed`).catch(() => undefined);
+      if (failed !== undefined && Date.now() - failed.mtimeMs < FEATURE_RETRY_MS) throw new CompileError(`cannot compile ${what} (failed at ${failed.mtime.toISOString()})`, hint);
+    }
+  }
   let failure: unknown;
   for (const binary of binaries) {
     const tmp = `${binary}.${process.pid}.${randomBytes(4).toString('hex')}`;
@@ -81,11 +105,13 @@ async function build(name: string, feature: NativeFeature | undefined): Promise<
       return binary;
     } catch (e) {
       await rm(tmp, { force: true }).catch(() => undefined);
-      failure ??= e;
+      failure = e;
       // only an unwritable build dir is worth the next place; a compiler error would repeat there
-      if (!isErrno(e, 'EACCES') && !isErrno(e, 'EROFS') && !isErrno(e, 'EPERM') && !/Permission denied|Read-only file system/.test((e as Error).message)) break;
+      if (!unwritable(e)) {
+        if (feature !== undefined) await writeFile(`${binary}.failed`, (e as Error).message).catch(() => undefined);
+        throw new CompileError(`cannot compile ${what}: ${(e as Error).message}`, hint);
+      }
     }
   }
-  const needs = feature === undefined ? 'a C compiler (Debian: apt-get install gcc libc6-dev)' : `what native/${name}.c's ${feature.name} part needs (Debian: apt-get install libzstd-dev libssl-dev)`;
-  throw new HostCapabilityError(`cannot compile native/${name}.c${feature === undefined ? '' : ` with ${feature.name}`}: ${(failure as Error).message}`, `install ${needs} and retry`);
+  throw new HostCapabilityError(`cannot compile ${what}: ${(failure as Error).message}`, hint);
 }
