@@ -68,6 +68,12 @@ export async function nativeHelperWith(name: string, feature: NativeFeature): Pr
   }
 }
 
+/** The files a source includes with `#include "name"` (beside it, in the order they appear). */
+async function localIncludes(source: string): Promise<string[]> {
+  const text = await readFile(source, 'utf8');
+  return [...text.matchAll(/^#include "([^"/]+)"/gm)].map((m) => m[1]!);
+}
+
 function unwritable(e: unknown): boolean {
   return isErrno(e, 'EACCES') || isErrno(e, 'EROFS') || isErrno(e, 'EPERM') || /Permission denied|Read-only file system/.test((e as Error).message);
 }
@@ -75,6 +81,8 @@ function unwritable(e: unknown): boolean {
 async function build(name: string, feature: NativeFeature | undefined): Promise<string> {
   const source = join(nativeDir, `${name}.c`);
   const hash = createHash('sha256').update(await readFile(source));
+  // a source split into parts: an edited part must give a new binary too
+  for (const part of await localIncludes(source)) hash.update(await readFile(join(nativeDir, part)));
   if (feature !== undefined) hash.update(JSON.stringify(feature));
   const tag = hash.digest('hex').slice(0, 12);
   const file = feature === undefined ? `${name}-${tag}` : `${name}-${feature.name}-${tag}`;
