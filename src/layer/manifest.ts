@@ -26,7 +26,7 @@ const Common = {
 export const FileEntrySchema = z.strictObject({
   type: z.literal('file'),
   ...Common,
-  size: z.number().int().min(0),
+  size: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER),
   digest: DigestSchema,
 });
 export const DirEntrySchema = z.strictObject({
@@ -51,8 +51,9 @@ export const FifoEntrySchema = z.strictObject({ type: z.literal('fifo'), ...Comm
 export const DeviceEntrySchema = z.strictObject({
   type: z.enum(['char', 'block']),
   ...Common,
-  major: z.number().int().min(0),
-  minor: z.number().int().min(0),
+  /** Device numbers as makedev takes them. */
+  major: z.number().int().min(0).max(0xffffffff),
+  minor: z.number().int().min(0).max(0xffffffff),
 });
 /** A deletion: the path is removed from lower layers when stacking. */
 export const WhiteoutEntrySchema = z.strictObject({ type: z.literal('whiteout'), path: z.string().min(1) });
@@ -166,7 +167,7 @@ export function fastEntry(json: unknown): Entry | undefined {
       return commonOk(o, 6) ? (o as Entry) : undefined;
     case 'char':
     case 'block':
-      return commonOk(o, 8) && isCount(o.major, Number.MAX_SAFE_INTEGER) && isCount(o.minor, Number.MAX_SAFE_INTEGER) ? (o as Entry) : undefined;
+      return commonOk(o, 8) && isCount(o.major, 0xffffffff) && isCount(o.minor, 0xffffffff) ? (o as Entry) : undefined;
     case 'hardlink':
       return Object.keys(o).length === 3 && isName(o.path) && isName(o.target) ? (o as Entry) : undefined;
     case 'whiteout':
