@@ -57,6 +57,8 @@
  *   G path uid gid mode sec nsec pool nx [name hexvalue]*nx hex
  *                                  F with the bytes of object hex from an earlier Z (waiting for
  *                                  its decoding if needed); each object is placed once.
+ *   Y manifest ...                 lay out a whole manifest on a thread of its own, while Z
+ *                                  records go on arriving: see fsmeta-manifest.c
  * On the first failure it prints "fsmeta: <op> <path>: <error>" to stderr and exits 1.
  */
 #define _GNU_SOURCE
@@ -71,6 +73,12 @@
 #include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
+
+/* Ends the process on a failure: from any thread (exit() racing another thread's is undefined). */
+static void quit(void) {
+  fflush(stderr);
+  _exit(1);
+}
 
 static char *field(FILE *in) {
   static char *bufs[8];
@@ -87,25 +95,25 @@ static char *arg(FILE *in) {
   char *f = field(in);
   if (f == NULL) {
     fprintf(stderr, "fsmeta: truncated record\n");
-    exit(1);
+    quit();
   }
   return f;
 }
 
 static void fail(const char *op, const char *path) {
   fprintf(stderr, "fsmeta: %s %s: %s\n", op, path, strerror(errno));
-  exit(1);
+  quit();
 }
 
 static void *xmalloc(size_t n) {
   void *p = malloc(n);
-  if (!p) { fprintf(stderr, "fsmeta: out of memory\n"); exit(1); }
+  if (!p) { fprintf(stderr, "fsmeta: out of memory\n"); quit(); }
   return p;
 }
 
 static void *xcalloc(size_t n, size_t size) {
   void *p = calloc(n, size);
-  if (!p) { fprintf(stderr, "fsmeta: out of memory\n"); exit(1); }
+  if (!p) { fprintf(stderr, "fsmeta: out of memory\n"); quit(); }
   return p;
 }
 
@@ -164,7 +172,7 @@ static char *payload(FILE *in, size_t len) {
     cap = len;
     data = xmalloc(cap);
   }
-  if (len > 0 && fread(data, 1, len, in) != len) { fprintf(stderr, "fsmeta: truncated record\n"); exit(1); }
+  if (len > 0 && fread(data, 1, len, in) != len) { fprintf(stderr, "fsmeta: truncated record\n"); quit(); }
   return data;
 }
 
@@ -199,11 +207,15 @@ static unsigned char *unhex(const char *hex, size_t *len) {
   unsigned char *val = xmalloc(*len + 1);
   for (size_t i = 0; i < *len; i++) {
     int hi = hexval(hex[2 * i]), lo = hexval(hex[2 * i + 1]);
-    if (hi < 0 || lo < 0) { fprintf(stderr, "fsmeta: bad hex value\n"); exit(1); }
+    if (hi < 0 || lo < 0) { fprintf(stderr, "fsmeta: bad hex value\n"); quit(); }
     val[i] = (unsigned char)(hi * 16 + lo);
   }
   return val;
 }
+
+/* This process's ids (a system call each per file, asked once). */
+static uid_t self_uid;
+static gid_t self_gid;
 
 /* The metadata fields of an F or G record after its path: see the header. */
 struct meta {
@@ -240,7 +252,7 @@ static void read_meta(FILE *in, struct meta *m) {
       m->vals[i] = unhex(arg(in), &m->lens[i]);
     }
   }
-  m->own = (m->uid == geteuid() || m->uid == (uid_t)-1) && (m->gid == getegid() || m->gid == (gid_t)-1);
+  m->own = (m->uid == self_uid || m->uid == (uid_t)-1) && (m->gid == self_gid || m->gid == (gid_t)-1);
 }
 
 static void free_meta(struct meta *m) {
@@ -315,6 +327,8 @@ static void whole_file(FILE *in, const char *field_path) {
  * a stream straight into the spill directory.
  */
 #include <pthread.h>
+#include <stdint.h>
+#include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <zstd.h>
@@ -397,8 +411,7 @@ static void yield_to_main(void) {
 /* A failure of the decoder ends the process at once: the pull is lost either way. */
 static void frame_fail(const struct frame *f, const char *what) {
   fprintf(stderr, "fsmeta: frame %s: %s\n", f->id, what);
-  fflush(stderr);
-  _exit(1);
+  quit();
 }
 
 static size_t slot(const unsigned char *d) {
@@ -476,7 +489,12 @@ static int parse_digest(const char *hex, unsigned char *d) {
 }
 
 static void hex_of(const unsigned char *d, char *out) {
-  for (int k = 0; k < 32; k++) snprintf(out + 2 * k, 3, "%02x", d[k]);
+  static const char digits[] = "0123456789abcdef";
+  for (int k = 0; k < 32; k++) {
+    out[2 * k] = digits[d[k] >> 4];
+    out[2 * k + 1] = digits[d[k] & 15];
+  }
+  out[64] = '\0';
 }
 
 /* Where an object goes when it does not wait in memory: <spill dir>/<hex[0:2]>/<hex>. */
@@ -681,7 +699,7 @@ static void *decoder(void *queue) {
 #else
   const EVP_MD *sha = EVP_sha256();
 #endif
-  if (!dctx || !ctx || !sha) { fprintf(stderr, "fsmeta: cannot set up zstd or sha256\n"); _exit(1); }
+  if (!dctx || !ctx || !sha) { fprintf(stderr, "fsmeta: cannot set up zstd or sha256\n"); quit(); }
   pthread_mutex_lock(&mu);
   for (;;) {
     while (q->head == NULL && !input_done) pthread_cond_wait(&q->cv, &mu);
@@ -729,12 +747,13 @@ static void *decoder(void *queue) {
   return NULL;
 }
 
-/* Under mu: this thread waits on `cv`; the decoder must not wait for it meanwhile. */
+/* Under mu: a consumer of objects (this thread, or the lay-out's of a Y record) waits on `cv`;
+   the decoder must not wait for it meanwhile. */
 static void wait_main(pthread_cond_t *cv) {
-  main_waits = 1;
+  main_waits++;
   pthread_cond_signal(&held_q.cv);
   pthread_cond_wait(cv, &mu);
-  main_waits = 0;
+  main_waits--;
 }
 
 /* Z id rawlen nobj [hex offset size]*nobj src offset length [<bytes> when src is empty] */
@@ -771,12 +790,12 @@ static void read_frame(FILE *in, const char *id) {
     while (q_bytes > 0 && q_bytes + f->comp_len > QUEUE_BUDGET) wait_main(&cv_room);
     f->comp = take_buffer(f->comp_len, &f->comp_cap);
     pthread_mutex_unlock(&mu);
-    if (fread(f->comp, 1, f->comp_len, in) != f->comp_len) { fprintf(stderr, "fsmeta: truncated record\n"); exit(1); }
+    if (fread(f->comp, 1, f->comp_len, in) != f->comp_len) { fprintf(stderr, "fsmeta: truncated record\n"); quit(); }
     pthread_mutex_lock(&mu);
   }
   struct fqueue *q = f->raw_len > MAX_HELD_FRAME ? &stream_q : &held_q;
   if (!q->started) {
-    if (pthread_create(&q->thread, NULL, decoder, q) != 0) { fprintf(stderr, "fsmeta: cannot start a decoding thread\n"); exit(1); }
+    if (pthread_create(&q->thread, NULL, decoder, q) != 0) { fprintf(stderr, "fsmeta: cannot start a decoding thread\n"); quit(); }
     q->started = 1;
   }
   if (q->tail) q->tail->next = f;
@@ -784,6 +803,8 @@ static void read_frame(FILE *in, const char *id) {
   q->tail = f;
   if (f->src == NULL) q_bytes += f->comp_len;
   pthread_cond_signal(&q->cv);
+  /* a lay-out thread (Y) may wait for these objects' record */
+  pthread_cond_broadcast(&cv_ready);
   pthread_mutex_unlock(&mu);
 }
 
@@ -797,22 +818,11 @@ static void adopt_file(const char *path, const struct meta *m, const char *src) 
   if (m->pool[0] == '\0' ? unlink(src) != 0 : publish(src, m->pool) != 0) fail("publish", m->pool);
 }
 
-/* G path uid gid mode sec nsec pool nx [name hexvalue]*nx hex */
-static void place_object(FILE *in, const char *field_path) {
-  char *path = strdup(field_path);
-  struct meta m;
-  read_meta(in, &m);
-  unsigned char d[32];
-  if (parse_digest(arg(in), d) != 0) { fprintf(stderr, "fsmeta: bad object digest for %s\n", path); exit(1); }
-  pthread_mutex_lock(&mu);
-  struct obj *o = lookup(d);
-  if (o == NULL) { fprintf(stderr, "fsmeta: object for %s was not sent in a frame\n", path); exit(1); }
-  while (o->state == PENDING) wait_main(&cv_ready);
-  remove_obj(o);
-  pthread_mutex_unlock(&mu);
+/* Places a decoded object (taken out of the table) at path with its metadata, then frees it. */
+static void place_decoded(struct obj *o, const char *path, const struct meta *m) {
   if (o->state == READY) {
     struct frame *f = o->frame;
-    create_file(path, &m, (const char *)f->raw + o->off, o->size);
+    create_file(path, m, (const char *)f->raw + o->off, o->size);
     pthread_mutex_lock(&mu);
     if (--f->refs == 0) {
       held -= f->raw_len;
@@ -823,9 +833,25 @@ static void place_object(FILE *in, const char *field_path) {
   } else {
     char src[PATH_MAX];
     spill_path(src, sizeof src, o);
-    adopt_file(path, &m, src);
+    adopt_file(path, m, src);
   }
   free(o);
+}
+
+/* G path uid gid mode sec nsec pool nx [name hexvalue]*nx hex */
+static void place_object(FILE *in, const char *field_path) {
+  char *path = strdup(field_path);
+  struct meta m;
+  read_meta(in, &m);
+  unsigned char d[32];
+  if (parse_digest(arg(in), d) != 0) { fprintf(stderr, "fsmeta: bad object digest for %s\n", path); quit(); }
+  pthread_mutex_lock(&mu);
+  struct obj *o = lookup(d);
+  if (o == NULL) { fprintf(stderr, "fsmeta: object for %s was not sent in a frame\n", path); quit(); }
+  while (o->state == PENDING) wait_main(&cv_ready);
+  remove_obj(o);
+  pthread_mutex_unlock(&mu);
+  place_decoded(o, path, &m);
   free_meta(&m);
   free(path);
 }
@@ -833,10 +859,14 @@ static void place_object(FILE *in, const char *field_path) {
 /*
  * Pool links made on a thread of their own: a link per file into the pool's directories was
  * 10-15% of a lay-out's critical path (measured), and nothing in the same lay-out uses a pool
- * name it makes (node decides from what it saw before), so they may trail the tree. Bounded:
+ * name it makes (node, or the lay-out of a Y record, decides from what it saw before), so they
+ * may trail the tree. Bounded:
  * past LINKS_QUEUED waiting, this thread links itself. All are made before the helper exits.
  */
 #define LINKS_QUEUED 65536
+/* Links handed to the thread at a time: waking it per link was a futex call or two per file,
+   a third of the helper's system calls (measured). */
+#define LINK_BATCH 256
 struct pending_link {
   char *path, *pool;
   struct pending_link *next;
@@ -853,20 +883,23 @@ static void *linker(void *unused) {
   yield_to_main();
   pthread_mutex_lock(&link_mu);
   for (;;) {
-    while (links_head == NULL && !links_done) pthread_cond_wait(&link_cv, &link_mu);
+    while (links_queued < LINK_BATCH && !links_done) pthread_cond_wait(&link_cv, &link_mu);
     struct pending_link *l = links_head;
     if (l == NULL) break;
-    links_head = l->next;
-    if (links_head == NULL) links_tail = NULL;
-    links_queued--;
+    /* the whole queue at once: one hand-off per batch, not per link */
+    links_head = links_tail = NULL;
+    links_queued = 0;
     pthread_mutex_unlock(&link_mu);
-    if (link(l->path, l->pool) != 0 && errno != EEXIST) {
-      fprintf(stderr, "fsmeta: publish %s: %s\n", l->pool, strerror(errno));
-      fflush(stderr);
-      _exit(1);
+    while (l != NULL) {
+      if (link(l->path, l->pool) != 0 && errno != EEXIST) {
+        fprintf(stderr, "fsmeta: publish %s: %s\n", l->pool, strerror(errno));
+        quit();
+      }
+      struct pending_link *next = l->next;
+      free(l->path);
+      free(l);
+      l = next;
     }
-    free(l->path);
-    free(l);
     pthread_mutex_lock(&link_mu);
   }
   pthread_mutex_unlock(&link_mu);
@@ -892,14 +925,16 @@ static void link_later(const char *path, const char *pool) {
   if (links_tail) links_tail->next = l;
   else links_head = l;
   links_tail = l;
-  links_queued++;
-  pthread_cond_signal(&link_cv);
+  if (++links_queued == LINK_BATCH) pthread_cond_signal(&link_cv);
   pthread_mutex_unlock(&link_mu);
 }
+
+#include "fsmeta-manifest.c"
 
 /* End of input: the decoder finishes (a failure in a frame no record used still fails), and
    every pool link is made. */
 static void end_frames(void) {
+  end_lay_out();
   pthread_mutex_lock(&mu);
   input_done = 1;
   pthread_cond_signal(&held_q.cv);
@@ -923,6 +958,8 @@ int main(int argc, char **argv) {
   if (argc > 1 && chdir(argv[1]) != 0) fail("chdir", argv[1]);
   /* modes given are exact: F creates files with theirs; everything else is chmod-ed later */
   umask(0);
+  self_uid = geteuid();
+  self_gid = getegid();
   int write_end = -1;
   if (argc > 2 && strcmp(argv[2], "--pipe") == 0) {
     int p[2];
@@ -1028,6 +1065,9 @@ int main(int argc, char **argv) {
       break;
     case 'G':
       place_object(in, path);
+      break;
+    case 'Y':
+      start_lay_out(in, path);
       break;
 #endif
     case 'P': {

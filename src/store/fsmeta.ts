@@ -7,7 +7,7 @@ import { openSync } from 'node:fs';
 import { Socket } from 'node:net';
 import type { Writable } from 'node:stream';
 import { type Digest, digestHex } from '../cas/digest.js';
-import { DigestMismatchError, MinisandboxError } from '../errors.js';
+import { DigestMismatchError, InvalidInputError, MinisandboxError, NotFoundError, UnsafePathError } from '../errors.js';
 import { CorruptPackError } from '../pack/errors.js';
 import { nameSome, type FrameRef } from '../pack/frame-extract.js';
 import type { PackIndexEntry } from '../pack/pack-index.js';
@@ -20,6 +20,23 @@ const FRAMES: NativeFeature = { name: 'frames', cflags: ['-DFSMETA_PACKS', '-pth
 /** The compiled helper, and whether it decodes frames. */
 export function fsmetaHelper(): Promise<{ path: string; has: boolean }> {
   return nativeHelperWith('fsmeta', FRAMES);
+}
+
+/** What the helper needs to lay out a manifest itself (`layOutManifest`). */
+export interface ManifestLayOut {
+  /** The decompressed, digest-checked manifest file. */
+  manifest: string;
+  /** Names the layer in errors about its manifest. */
+  label: string;
+  idShift: number;
+  whiteouts: 'chardev' | 'xattr';
+  overlayXattrNs: 'user' | 'trusted';
+  /** The store's pool directory, and a unique prefix for new pool inodes made by copying. */
+  linksDir: string;
+  tmpPrefix: string;
+  /** Contents this pull fetches (their frames follow), and contents named more than once (hex). */
+  expected: Iterable<string>;
+  repeated: Iterable<string>;
 }
 
 /** Largest decoded frame the helper takes (its own limit is higher; the packer makes 4 MiB ones). */
@@ -65,6 +82,8 @@ export function splitNs(ns: string): [string, string] {
 
 /** Records are collected here and handed to the pipe in pieces of about this size. */
 const PIECE_BYTES = 256 << 10;
+/** Records handed over before a piece is full are copied out up to this size. */
+const SMALL_PIECE = 16 << 10;
 /** Written pieces' buffers kept for reuse. */
 const SPARE_PIECES = 24;
 /** Bytes node may queue for the helper's pipe before a pump waits (bounds memory). */
@@ -85,6 +104,7 @@ export class FsmetaStream {
   private exitCode: number | null | undefined;
   private closed = false;
   private readonly frames: SentFrame[] = [];
+  private manifestLabel: string | undefined;
 
   private constructor(
     private readonly child: ChildProcess,
@@ -273,6 +293,8 @@ export class FsmetaStream {
       this.field(compressed.file);
       this.field(String(frame.offset));
       this.field(String(frame.length));
+      // handed over at once: the decoder starts on it instead of waiting for a full piece of records
+      this.flush();
     } else {
       this.field('');
       this.field('0');
@@ -286,6 +308,18 @@ export class FsmetaStream {
    */
   spillTo(dir: string, budget: number): void {
     this.rec('Q', dir, String(budget));
+  }
+
+  /**
+   * Has the helper read, check and lay out a whole manifest on a thread of its own (Y record:
+   * see native/fsmeta-manifest.c), for the manifests `helperLaysOut` accepts; frames of the
+   * objects it fetches follow. Only with frames built in, and for owners as given (`direct`).
+   */
+  layOutManifest(l: ManifestLayOut): void {
+    this.manifestLabel = l.label;
+    this.rec('Y', l.manifest, String(l.idShift), l.whiteouts === 'chardev' ? 'c' : 'x', l.overlayXattrNs, l.linksDir, l.tmpPrefix);
+    this.field([...l.expected].join(''));
+    this.field([...l.repeated].join(''));
   }
 
   /** Like `file`, with the bytes of object `hex` of a frame handed over earlier. */
@@ -329,10 +363,16 @@ export class FsmetaStream {
   /**
    * Hands the collected records to the pipe without waiting (pump or close then wait for it).
    * The filled buffer itself goes, and comes back for reuse once written: a copy per piece
-   * (fresh memory each time) showed in profiles.
+   * (fresh memory each time) showed in profiles. A few records sent early go as a copy: the
+   * buffer stays to fill.
    */
-  private flush(): void {
+  flush(): void {
     if (this.pos === 0 || this.exitCode !== undefined || this.closed) return;
+    if (this.pos < SMALL_PIECE) {
+      this.input.write(Buffer.from(this.buf.subarray(0, this.pos)));
+      this.pos = 0;
+      return;
+    }
     const full = this.buf;
     const piece = full.subarray(0, this.pos);
     this.buf = this.spares.pop() ?? Buffer.allocUnsafeSlow(PIECE_BYTES * 2);
@@ -363,6 +403,8 @@ export class FsmetaStream {
     const bad = /^fsmeta: frame (\d+): (.*)$/m.exec(err);
     const sent = bad === null ? undefined : this.frames[Number(bad[1])];
     if (sent !== undefined) return frameFailure(sent, bad![2]!);
+    const manifest = /^fsmeta: manifest: (invalid|unsafe|missing)\t(.*)$/m.exec(err);
+    if (manifest !== null) return manifestFailure(this.manifestLabel ?? 'manifest', manifest[1]!, manifest[2]!);
     return new MinisandboxError('FS_METADATA', err, { hint: 'check free space and permissions of the store directory' });
   }
 }
@@ -372,6 +414,16 @@ function frameFailure(sent: SentFrame, why: string): MinisandboxError {
   const mismatch = /^object ([0-9a-f]{64}) has digest ([0-9a-f]{64})$/.exec(why);
   if (mismatch !== null) return new DigestMismatchError(`object sha256:${mismatch[1]!} in pack ${sent.pack}`, `sha256:${mismatch[1]!}`, `sha256:${mismatch[2]!}`);
   return new CorruptPackError(`pack ${sent.pack}, frame at ${sent.frame.offset}: ${why}; objects not extracted: ${nameSome(sent.wanted.map((w) => w.digest))}`);
+}
+
+/** The helper's report on the manifest it lays out, as node's reader and lay-out would have thrown it. */
+function manifestFailure(label: string, kind: string, detail: string): MinisandboxError {
+  if (kind === 'unsafe') {
+    const tab = detail.indexOf('\t');
+    return new UnsafePathError(detail.slice(0, tab), detail.slice(tab + 1));
+  }
+  if (kind === 'missing') return new NotFoundError(`object sha256:${detail} in the store`, 'pull the environment again: its objects were removed or never fetched');
+  return new InvalidInputError(`${label}: ${detail}`);
 }
 
 /** The write end of the pipe a `--pipe` helper made, opened through /proc (see native/fsmeta.c). */
