@@ -20,10 +20,10 @@ import { exists } from '../util/fs.js';
 import { loadPackIndex } from './catalog.js';
 import { withLock } from './lock.js';
 import { Arrivals } from './arrivals.js';
-import { scanFileDigests } from './manifest-scan.js';
+import { type ManifestContents, scanFileDigests } from './manifest-scan.js';
 import { FsmetaStream, MAX_HELPER_FRAME_BYTES } from './fsmeta.js';
 import { materialize } from './materialize.js';
-import { ownersFor, removeOwnedTree } from './owners.js';
+import { type Owners, ownersFor, removeOwnedTree } from './owners.js';
 import type { StorePaths } from './paths.js';
 import { resolveEnv } from './push.js';
 import { decompressVerified, MAX_MANIFEST_BYTES } from './zstdfile.js';
@@ -36,6 +36,8 @@ import { decompressVerified, MAX_MANIFEST_BYTES } from './zstdfile.js';
 const HELD_BYTES = 64 << 20;
 /** Object bytes to fetch from which decoding runs in a worker thread (see pack/reader.ts). */
 const POOL_MIN_BYTES = 8 << 20;
+/** Deletions in laid-out layers: 0/0 character devices need privilege; xattr whiteouts do not (kernel >= 6.7). */
+const WHITEOUTS = process.getuid?.() === 0 ? 'chardev' : 'xattr';
 
 export interface PullOptions {
   idShift?: number;
@@ -47,6 +49,12 @@ export interface PullOptions {
    * process, where it was built with frame support (the default; see native/fsmeta.c), or here.
    */
   decodeIn?: 'helper' | 'node';
+  /**
+   * Who reads the manifest and decides the lay-out: the helper, where it decodes frames, the
+   * registry's packs are local files, owners are as given and the manifest is plain (the
+   * default; see native/fsmeta-manifest.c), or node (materialize.ts).
+   */
+  layOutIn?: 'helper' | 'node';
   onProgress?: (p: { layer: Digest; phase: 'manifest' | 'fetch' | 'layout' | 'cached'; objects?: number; bytes?: number }) => void;
 }
 
@@ -83,34 +91,63 @@ export async function ensureLayer(reg: Registry, store: StorePaths, layer: Layer
   let fetchedBytes = 0;
   await mkdir(store.layersDir, { recursive: true });
   const result = await withLock(`${dir}.lock`, () => exists(dir), async () => {
-    const manifestPath = await ensureManifest(reg, store, layer, opts);
-    const { unique, repeated } = await scanFileDigests(manifestPath);
+    const tmp = join(store.layersDir, `.tmp-${process.pid}-${randomBytes(6).toString('hex')}`);
+    await mkdir(tmp, { mode: 0o700 });
+    // One helper process does the lay-out's file-system calls and writes the fetched objects. It
+    // starts while the manifest is fetched and scanned: its start was a tenth of a small pull.
+    let owners: Owners;
+    let stream: FsmetaStream;
+    let manifestPath: string;
+    let contents: ManifestContents;
+    const starting = ownersFor(idShift).then(async (o) => ({ owners: o, stream: await FsmetaStream.start(tmp, o) }));
+    try {
+      manifestPath = await ensureManifest(reg, store, layer, opts);
+      contents = await scanFileDigests(manifestPath);
+      ({ owners, stream } = await starting);
+    } catch (e) {
+      await starting.then(({ stream: s }) => s.abort(), () => undefined);
+      await rm(tmp, { recursive: true, force: true });
+      throw e;
+    }
+    const { unique, repeated, plain } = contents;
     const missing = missingObjects(store, unique);
     unique.clear();
     // Fetched objects wait in a directory of this pull's own until lay-out moves them into the pool.
     const staging = join(store.tmpDir, `stage-${process.pid}-${randomBytes(6).toString('hex')}`);
     const expected = new Set<string>();
     for (const d of missing.keys()) expected.add(digestHex(d));
-    const arrivals = new Arrivals(opts.heldBytes ?? HELD_BYTES);
     let fetching: Promise<void> = Promise.resolve();
     try {
-      if (missing.size > 0) {
-        opts.onProgress?.({ layer: layer.digest, phase: 'fetch', objects: missing.size });
-        await mkdir(staging, { recursive: true });
-      }
-      opts.onProgress?.({ layer: layer.digest, phase: 'layout' });
-      const tmp = join(store.layersDir, `.tmp-${process.pid}-${randomBytes(6).toString('hex')}`);
-      await mkdir(tmp, { mode: 0o700 });
-      // One helper process does the lay-out's file-system calls and writes the fetched objects.
-      const owners = await ownersFor(idShift);
-      const stream = await FsmetaStream.start(tmp, owners).catch(async (e: unknown) => {
-        await rm(tmp, { recursive: true, force: true });
-        throw e;
-      });
+      const helperFrames = stream.decodesFrames && opts.decodeIn !== 'node';
+      const helperLaysOut = helperFrames && opts.layOutIn !== 'node' && plain && owners.kind === 'direct' && reg.localFile !== undefined;
+      // The helper that lays out the manifest bounds the objects waiting for it itself (the
+      // budget given by spillTo): node then need not count them, and never learns when each is placed.
+      const arrivals = new Arrivals(helperLaysOut ? Infinity : (opts.heldBytes ?? HELD_BYTES));
       try {
+        if (missing.size > 0) {
+          opts.onProgress?.({ layer: layer.digest, phase: 'fetch', objects: missing.size });
+          await mkdir(staging, { recursive: true });
+        }
+        opts.onProgress?.({ layer: layer.digest, phase: 'layout' });
+        if (expected.size > 0 && helperFrames) stream.spillTo(staging, opts.heldBytes ?? HELD_BYTES);
+        if (helperLaysOut) {
+          await mkdir(store.linksDir, { recursive: true });
+          await mkdir(store.tmpDir, { recursive: true });
+          stream.layOutManifest({
+            manifest: manifestPath,
+            label: `layer ${layer.digest}`,
+            idShift,
+            whiteouts: WHITEOUTS,
+            overlayXattrNs: 'user',
+            linksDir: store.linksDir,
+            tmpPrefix: join(store.tmpDir, `link-${process.pid}-${randomBytes(6).toString('hex')}-`),
+            expected,
+            repeated,
+          });
+          // it starts on the directories while the pack indexes load here
+          stream.flush();
+        }
         if (expected.size > 0) {
-          const helperFrames = stream.decodesFrames && opts.decodeIn !== 'node';
-          if (helperFrames) stream.spillTo(staging, opts.heldBytes ?? HELD_BYTES);
           // The lay-out starts at once (while the pack indexes load) and waits per object, so
           // fetching and laying out overlap.
           fetching = (async () => {
@@ -126,10 +163,10 @@ export async function ensureLayer(reg: Registry, store: StorePaths, layer: Layer
           );
         }
         // materialize links a hardlink only to a file it laid out itself: the reader need not check
-        await materialize(store, readManifest(manifestPath, `layer ${layer.digest}`, { hardlinkTargets: 'caller' }), tmp, {
+        if (!helperLaysOut) await materialize(store, readManifest(manifestPath, `layer ${layer.digest}`, { hardlinkTargets: 'caller' }), tmp, {
           idShift,
           share: true,
-          whiteouts: process.getuid?.() === 0 ? 'chardev' : 'xattr',
+          whiteouts: WHITEOUTS,
           overlayXattrNs: 'user',
           staging: {
             path: (hex) => privateObjectPath(staging, hex),

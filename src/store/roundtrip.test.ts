@@ -34,9 +34,13 @@ function asRemote(reg: Registry): Registry {
   return remote;
 }
 
-/** How a pull may decode: in the helper from local pack files, in the helper from its records, in node. */
+/**
+ * How a pull may decode: in the helper from local pack files (which also lays out plain manifests
+ * itself), the same with node laying out, in the helper from its records, in node.
+ */
 const DECODERS: Array<[string, PullOptions, boolean]> = [
   ['the helper reading pack files', {}, false],
+  ['the helper reading pack files and node laying out', { layOutIn: 'node' }, false],
   ['the helper given frames in records', {}, true],
   ['node', { decodeIn: 'node' }, false],
 ];
