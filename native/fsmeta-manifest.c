@@ -491,19 +491,29 @@ static void read_digests(struct kmap *set, const char *hexes) {
 
 #define MANIFEST_HEADER "{\"mediaType\":\"application/vnd.minisandbox.layer.v1+jsonl\"}"
 
-static void *lay_out(void *arg) {
-  struct lay *l = arg;
+/* Entries after the first pass: directories' metadata for the end (deepest last, applied first). */
+struct dir_list {
+  struct dir_meta *d;
+  size_t n, cap;
+};
+
+/*
+ * One pass over the manifest. The first checks every line (as node's reader and lay-out do) and
+ * makes every entry that needs no object: directories, symlinks, devices, whiteouts; the lay-out
+ * does that while the first frames are still being fetched and decoded, and a manifest is refused
+ * before any file is written. The second places files and hardlinks, checking each again against
+ * what the first saw (the file is the store's, read twice).
+ */
+static void lay_pass(struct lay *l, int pass, struct dir_list *dl) {
   FILE *f = fopen(l->manifest, "re");
   if (f == NULL) fail("open", l->manifest);
   static char fbuf[1 << 20];
   setvbuf(f, fbuf, _IOFBF, sizeof fbuf);
   char *line = NULL, *prev = NULL;
   size_t cap = 0, prev_cap = 0, prev_len = 0;
-  struct dir_meta *dirs = NULL;
-  size_t ndirs = 0, dirs_cap = 0;
-  kmap_add(&l->dirs, "", 0, NULL);
   ssize_t n;
   int last_had_newline = 1;
+  lay_line = 0;
   while ((n = getline(&line, &cap, f)) > 0) {
     lay_line++;
     last_had_newline = line[n - 1] == '\n';
@@ -515,47 +525,52 @@ static void *lay_out(void *arg) {
     }
     struct entry e;
     parse_entry(line, line + len, &e);
-    /* strictly increasing byte-wise: sorted, no duplicates */
-    size_t m = e.path.n < prev_len ? e.path.n : prev_len;
-    int c = prev == NULL ? 1 : memcmp(e.path.p, prev, m);
-    if (prev != NULL && (c < 0 || (c == 0 && e.path.n <= prev_len))) {
-      char why[64];
-      snprintf(why, sizeof why, "entry out of order or duplicated");
-      bad_line(why);
-    }
     char *path = cstr(&e.path);
     const char *slash = strrchr(path, '/');
     size_t plen = slash == NULL ? 0 : (size_t)(slash - path);
+    if (pass == 2) {
+      if (e.type == T_FILE) {
+        /* exactly a file the first pass checked */
+        if (kmap_find(&l->files, e.path.p, e.path.n) == NULL) bad_line("the manifest changed while it was laid out");
+        place_file(l, &e, path);
+      } else if (e.type == T_HARDLINK) {
+        if (kmap_find(&l->dirs, path, plen) == NULL || kmap_find(&l->files, e.target.p, e.target.n) == NULL) bad_line("the manifest changed while it was laid out");
+        char *target = cstr(&e.target);
+        if (link(target, path) != 0) fail("link", path);
+        free(target);
+      }
+      free(path);
+      continue;
+    }
+    /* strictly increasing byte-wise: sorted, no duplicates */
+    size_t m = e.path.n < prev_len ? e.path.n : prev_len;
+    int c = prev == NULL ? 1 : memcmp(e.path.p, prev, m);
+    if (prev != NULL && (c < 0 || (c == 0 && e.path.n <= prev_len))) bad_line("entry out of order or duplicated");
     if (kmap_find(&l->dirs, path, plen) == NULL) unsafe(e.path.p, e.path.n, "its parent is not a directory of this layer (a path through a symlink or file?)");
     struct meta meta;
     switch (e.type) {
     case T_DIR: {
       if (mkdir(path, 0700) != 0) fail("mkdir", path);
       struct kv *k = kmap_add(&l->dirs, path, e.path.n, strdup(path));
-      if (ndirs == dirs_cap) {
-        dirs_cap = dirs_cap ? dirs_cap * 2 : 1024;
-        dirs = realloc(dirs, dirs_cap * sizeof *dirs);
-        if (dirs == NULL) { fprintf(stderr, "fsmeta: out of memory\n"); quit(); }
+      if (dl->n == dl->cap) {
+        dl->cap = dl->cap ? dl->cap * 2 : 1024;
+        dl->d = realloc(dl->d, dl->cap * sizeof *dl->d);
+        if (dl->d == NULL) { fprintf(stderr, "fsmeta: out of memory\n"); quit(); }
       }
       meta_of(l, &e, &meta, NULL);
-      dirs[ndirs++] = (struct dir_meta){ k->val, meta.uid, meta.gid, meta.mode, { meta.ts[0], meta.ts[1] }, e.opaque };
+      dl->d[dl->n++] = (struct dir_meta){ k->val, meta.uid, meta.gid, meta.mode, { meta.ts[0], meta.ts[1] }, e.opaque };
       break;
     }
     case T_FILE:
       kmap_add(&l->files, path, e.path.n, NULL);
-      place_file(l, &e, path);
       break;
-    case T_HARDLINK: {
+    case T_HARDLINK:
       if (kmap_find(&l->files, e.target.p, e.target.n) == NULL) {
         char why[PATH_MAX + 64];
         snprintf(why, sizeof why, "hardlink target \"%.*s\" is not a file earlier in this layer", (int)e.target.n, e.target.p);
         unsafe(e.path.p, e.path.n, why);
       }
-      char *target = cstr(&e.target);
-      if (link(target, path) != 0) fail("link", path);
-      free(target);
       break;
-    }
     case T_SYMLINK: {
       char *target = cstr(&e.target);
       if (symlink(target, path) != 0) fail("symlink", path);
@@ -598,8 +613,7 @@ static void *lay_out(void *arg) {
   }
   if (ferror(f)) fail("read", l->manifest);
   if (!last_had_newline) {
-    lay_line--;
-    fprintf(stderr, "fsmeta: manifest: invalid\tline %ld: truncated manifest: no final newline\n", lay_line + 1);
+    fprintf(stderr, "fsmeta: manifest: invalid\tline %ld: truncated manifest: no final newline\n", lay_line);
     quit();
   }
   if (lay_line == 0) {
@@ -609,13 +623,21 @@ static void *lay_out(void *arg) {
   fclose(f);
   free(line);
   free(prev);
-  for (size_t i = ndirs; i-- > 0;) {
-    struct dir_meta *d = &dirs[i];
+}
+
+static void *lay_out(void *arg) {
+  struct lay *l = arg;
+  struct dir_list dl = { NULL, 0, 0 };
+  kmap_add(&l->dirs, "", 0, NULL);
+  lay_pass(l, 1, &dl);
+  lay_pass(l, 2, &dl);
+  for (size_t i = dl.n; i-- > 0;) {
+    struct dir_meta *d = &dl.d[i];
     struct meta m = { .uid = d->uid, .gid = d->gid, .mode = d->mode, .ts = { d->ts[0], d->ts[1] } };
     path_meta(d->path, &m, 0);
     if (d->opaque) set_xattr(d->path, l->xattr_ns, "opaque", "y");
   }
-  free(dirs);
+  free(dl.d);
   if (lchown(".", (uid_t)l->shift, (gid_t)l->shift) != 0) fail("chown", ".");
   if (chmod(".", 0755) != 0) fail("chmod", ".");
   return NULL;
