@@ -69,7 +69,7 @@ export async function nativeHelperWith(name: string, feature: NativeFeature): Pr
 }
 
 /** The files a source includes with `#include "name"` (beside it, in the order they appear). */
-async function localIncludes(source: string): Promise<string[]> {
+export async function localIncludes(source: string): Promise<string[]> {
   const text = await readFile(source, 'utf8');
   return [...text.matchAll(/^#include "([^"/]+)"/gm)].map((m) => m[1]!);
 }
