@@ -99,10 +99,13 @@ export async function ensureLayer(reg: Registry, store: StorePaths, layer: Layer
     let stream: FsmetaStream;
     let manifestPath: string;
     let contents: ManifestContents;
+    let missing: Map<Digest, number>;
     const starting = ownersFor(idShift).then(async (o) => ({ owners: o, stream: await FsmetaStream.start(tmp, o) }));
+    starting.catch(() => undefined); // a failed start is reported where it is awaited, not as unhandled meanwhile
     try {
       manifestPath = await ensureManifest(reg, store, layer, opts);
       contents = await scanFileDigests(manifestPath);
+      missing = missingObjects(store, contents.unique);
       ({ owners, stream } = await starting);
     } catch (e) {
       await starting.then(({ stream: s }) => s.abort(), () => undefined);
@@ -110,7 +113,6 @@ export async function ensureLayer(reg: Registry, store: StorePaths, layer: Layer
       throw e;
     }
     const { unique, repeated, plain } = contents;
-    const missing = missingObjects(store, unique);
     unique.clear();
     // Fetched objects wait in a directory of this pull's own until lay-out moves them into the pool.
     const staging = join(store.tmpDir, `stage-${process.pid}-${randomBytes(6).toString('hex')}`);
