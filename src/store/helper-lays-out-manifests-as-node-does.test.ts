@@ -124,18 +124,18 @@ async function outcome(layOut: (store: StorePaths, tree: string) => Promise<void
   }
 }
 
-function byNode(manifest: string): Promise<Outcome> {
+function byNode(manifest: string, idShift = 0): Promise<Outcome> {
   return outcome(async (store, tree) => {
-    await materialize(store, readManifest(manifest, 'm', { hardlinkTargets: 'caller' }), tree, { idShift: 0, share: true, whiteouts: 'chardev', overlayXattrNs: 'user' });
+    await materialize(store, readManifest(manifest, 'm', { hardlinkTargets: 'caller' }), tree, { idShift, share: true, whiteouts: 'chardev', overlayXattrNs: 'user' });
   });
 }
 
-function byHelper(manifest: string): Promise<Outcome> {
+function byHelper(manifest: string, idShift = 0): Promise<Outcome> {
   return outcome(async (store, tree) => {
     mkdirSync(tree, { mode: 0o700 });
     const stream = await FsmetaStream.start(tree);
     expect(stream.decodesFrames).toBe(true);
-    stream.layOutManifest({ manifest, label: 'm', idShift: 0, whiteouts: 'chardev', overlayXattrNs: 'user', linksDir: store.linksDir, tmpPrefix: join(store.tmpDir, 'link-'), expected: [], repeated: [EMPTY.slice(7)] });
+    stream.layOutManifest({ manifest, label: 'm', idShift, whiteouts: 'chardev', overlayXattrNs: 'user', linksDir: store.linksDir, tmpPrefix: join(store.tmpDir, 'link-'), expected: [], repeated: [EMPTY.slice(7)] });
     try {
       await stream.close();
     } catch (e) {
@@ -159,6 +159,17 @@ describe('the lay-out helper lays out plain manifests exactly as node does', () 
       expect('tree' in helper, JSON.stringify(helper)).toBe(true);
       expect(helper).toEqual(await byNode(path));
     }
+  });
+
+  it('with owners shifted by an id base (as for rootless sandboxes), and a pool whose inode fits no entry', async () => {
+    const path = join(work, 'shifted');
+    writeFileSync(path, validManifest(3));
+    const helper = await byHelper(path, 100000);
+    // every entry but whiteouts (which have no owner in a manifest) is owned in the shifted range
+    const owners = 'tree' in helper ? Object.values(helper.tree as Record<string, { uid: number; type: string; rdev?: string }>).filter((i) => !(i.type === 'char' && i.rdev === '0')) : [];
+    expect(owners.length).toBeGreaterThan(5);
+    expect(owners.every((i) => i.uid >= 100000)).toBe(true);
+    expect(helper).toEqual(await byNode(path, 100000));
   });
 
   it('refuses a manifest with escapes it does not read (pulls give those to node, which lays them out)', async () => {
