@@ -3,8 +3,10 @@
  * neighbouring frames in one range read, large frames streamed; every object is verified before
  * it becomes visible under its final name.
  */
+import { open } from 'node:fs/promises';
+import { join } from 'node:path';
 import type { Readable } from 'node:stream';
-import { sha256, type Digest } from '../cas/digest.js';
+import { digestHex, sha256, type Digest } from '../cas/digest.js';
 import { DigestMismatchError, InvalidInputError } from '../errors.js';
 import type { Registry } from '../registry/registry.js';
 import { CorruptPackError } from './errors.js';
@@ -65,7 +67,13 @@ export interface FrameSink {
   accepts(frame: FrameRef): boolean;
   /** It reads the frames it accepts itself: they are handed over without their bytes. */
   readonly reads?: boolean;
-  take(pack: Digest, frame: FrameRef, wanted: PackIndexEntry[], compressed: Uint8Array | undefined): void;
+  /**
+   * A directory for frames too large to read into memory (read as streams): their compressed
+   * bytes are written to a file there, which is handed over instead (`{ file, at: 0 }`).
+   */
+  readonly spoolDir?: string;
+  /** `compressed`: the bytes, a file holding them at `at`, or undefined when the sink reads them itself. */
+  take(pack: Digest, frame: FrameRef, wanted: PackIndexEntry[], compressed: Uint8Array | { file: string; at: number } | undefined): void;
 }
 
 export interface FetchResult {
@@ -246,7 +254,14 @@ async function extractInOrder(
   try {
     for (let job = await jobs.take(); job !== undefined; job = await jobs.take()) {
       if ('streamed' in job) {
-        await fetchStreamed(registry, pack, job, temps, onObject);
+        const f = job.frames[0]!;
+        if (sink?.spoolDir !== undefined && sink.accepts(f.frame)) {
+          sink.take(pack, f.frame, f.wanted, { file: await spoolFrame(registry, pack, job, sink.spoolDir), at: 0 });
+          for (const w of f.wanted) onObject(w);
+          await temps.sink?.pump();
+        } else {
+          await fetchStreamed(registry, pack, job, temps, onObject);
+        }
         continue;
       }
       if (job.sunk === true) {
@@ -268,6 +283,31 @@ async function extractInOrder(
     jobs.stop();
     await producing;
   }
+}
+
+/** Writes a streamed range's compressed bytes to a file of `dir` (named by pack and offset); a short read names the objects it loses. */
+async function spoolFrame(registry: Registry, pack: Digest, r: RangeWork, dir: string): Promise<string> {
+  const file = join(dir, `frame-${digestHex(pack).slice(0, 16)}-${r.offset}`);
+  const stream: Readable = await registry.openBlob(pack, { offset: r.offset, length: r.length });
+  const out = await open(file, 'wx', 0o600);
+  let got = 0;
+  try {
+    for await (const chunk of stream as AsyncIterable<Buffer>) {
+      // a backend sending more than asked must not make foreign bytes part of this frame
+      const usable = got + chunk.length > r.length ? chunk.subarray(0, r.length - got) : chunk;
+      await out.write(usable);
+      got += usable.length;
+      if (got >= r.length) break;
+    }
+  } finally {
+    stream.destroy();
+    await out.close();
+  }
+  if (got !== r.length) {
+    const lost = r.frames.flatMap((f) => f.wanted.map((w) => w.digest));
+    throw new CorruptPackError(`pack ${pack}: read of ${r.length} bytes at ${r.offset} returned ${got} (truncated pack?); objects not extracted: ${nameSome(lost)}`);
+  }
+  return file;
 }
 
 /** Reads one buffered range whole; a short read names the objects it loses. */

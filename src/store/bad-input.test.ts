@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { compress } from 'zstd-napi';
+import { asRemote } from '../../test/helpers/remote-registry.js';
 import { makeRandomTree } from '../../test/helpers/trees.js';
 import { type Digest, digestHex, sha256 } from '../cas/digest.js';
 import { ENV_MEDIA_TYPE, type EnvConfig } from '../layer/env.js';
@@ -28,6 +29,22 @@ async function freshRegistry(): Promise<{ reg: LocalRegistry; env: EnvConfig }> 
   return { reg, env: (await resolveEnv(reg, 't/x')).config };
 }
 
+/** A registry holding one 24 MiB object that does not compress: its frame is over 16 MiB compressed, so it is read as a stream. */
+async function bigObjectRegistry(): Promise<{ reg: LocalRegistry; big: Buffer; pack: string; dir: string }> {
+  const dir = join(work, `case-${n++}`);
+  const reg = new LocalRegistry(join(dir, 'registry'));
+  const src = join(dir, 'src');
+  mkdirSync(src, { recursive: true });
+  const big = Buffer.alloc(24 << 20);
+  for (let i = 0; i < big.length; i += 4) big.writeUInt32LE((i * 2654435761) >>> 0, i);
+  writeFileSync(join(src, 'big.bin'), big);
+  await pushTree(reg, new StorePaths(join(dir, 'push-store')), src, { tag: 't/big' });
+  const env = (await resolveEnv(reg, 't/big')).config;
+  const pack = blobPath(reg, env.layers[0]!.packs[0]!.pack);
+  chmodWritable(pack);
+  return { reg, big, pack, dir };
+}
+
 function blobPath(reg: LocalRegistry, d: Digest): string {
   return join(reg.root, 'blobs', 'sha256', digestHex(d));
 }
@@ -42,14 +59,18 @@ function chmodWritable(p: string): void {
   execFileSync('chmod', ['u+w', p]);
 }
 
-/** Where a pull may decode frames: the lay-out's helper (the default where it has libzstd) or node. */
-const DECODERS: Array<[string, PullOptions]> = [
-  ['the helper', {}],
-  ['node', { decodeIn: 'node' }],
+/**
+ * Where a pull may decode frames: the lay-out's helper (the default where it has libzstd) reading
+ * local packs, the helper given frames by a remote registry (in records, or spooled to files), or node.
+ */
+const DECODERS: Array<[string, PullOptions, boolean]> = [
+  ['the helper', {}, false],
+  ['the helper, from a remote registry', {}, true],
+  ['node', { decodeIn: 'node' }, false],
 ];
 
 describe('a pull from a corrupt or hostile registry fails clearly and lays nothing out', () => {
-  it.each(DECODERS)('a flipped byte in a pack is detected and names the object, decoded by %s', async (_decoder, opts) => {
+  it.each(DECODERS)('a flipped byte in a pack is detected and names the object, decoded by %s', async (_decoder, opts, remote) => {
     const { reg, env } = await freshRegistry();
     const pack = env.layers[0]!.packs[0]!.pack;
     const p = blobPath(reg, pack);
@@ -60,42 +81,42 @@ describe('a pull from a corrupt or hostile registry fails clearly and lays nothi
     for (let i = mid; i < Math.min(data.length, mid + 64); i++) data[i] = data[i]! ^ 0xff;
     writeFileSync(p, data);
     const store = new StorePaths(join(work, `s-${n++}`));
-    await expect(pullEnv(reg, store, 't/x', opts)).rejects.toThrow(/sha256:[0-9a-f]{64}/);
+    await expect(pullEnv(remote ? asRemote(reg) : reg, store, 't/x', opts)).rejects.toThrow(/sha256:[0-9a-f]{64}/);
     expectNothingLaidOut(store);
   });
 
-  it.each(DECODERS)('a pack cut short is a corrupt pack naming objects it lost, decoded by %s', async (_decoder, opts) => {
+  it.each(DECODERS)('a pack cut short is a corrupt pack naming objects it lost, decoded by %s', async (_decoder, opts, remote) => {
     const { reg, env } = await freshRegistry();
     const pack = env.layers[0]!.packs[0]!.pack;
     const p = blobPath(reg, pack);
     chmodWritable(p);
     truncateSync(p, Math.floor(readFileSync(p).length / 2));
     const store = new StorePaths(join(work, `s-${n++}`));
-    const err = await pullEnv(reg, store, 't/x', opts).catch((e: unknown) => e);
+    const err = await pullEnv(remote ? asRemote(reg) : reg, store, 't/x', opts).catch((e: unknown) => e);
     expect(err).toMatchObject({ code: 'CORRUPT_PACK' });
     expect(String(err)).toMatch(new RegExp(`pack ${pack}.*truncated pack.*sha256:[0-9a-f]{64}`));
     expectNothingLaidOut(store);
   });
 
-  it.each(DECODERS)("a flipped byte in a large object's own frame (decoded as a stream) names the object, decoded by %s", async (_decoder, opts) => {
-    const dir = join(work, `case-${n++}`);
-    const reg = new LocalRegistry(join(dir, 'registry'));
-    const src = join(dir, 'src');
-    mkdirSync(src, { recursive: true });
-    const big = Buffer.alloc(24 << 20);
-    for (let i = 0; i < big.length; i += 4) big.writeUInt32LE((i * 2654435761) >>> 0, i);
-    writeFileSync(join(src, 'big.bin'), big);
-    await pushTree(reg, new StorePaths(join(dir, 'push-store')), src, { tag: 't/big' });
-    const env = (await resolveEnv(reg, 't/big')).config;
-    const p = blobPath(reg, env.layers[0]!.packs[0]!.pack);
-    chmodWritable(p);
-    const data = readFileSync(p);
+  it.each(DECODERS)("a flipped byte in a large object's own frame (decoded as a stream) names the object, decoded by %s", async (_decoder, opts, remote) => {
+    const { reg, big, pack, dir } = await bigObjectRegistry();
+    const data = readFileSync(pack);
     const mid = Math.floor(data.length / 2);
     for (let i = mid; i < mid + 64; i++) data[i] = data[i]! ^ 0xff;
-    writeFileSync(p, data);
+    writeFileSync(pack, data);
     const store = new StorePaths(join(dir, 'store'));
-    const err = await pullEnv(reg, store, 't/big', opts).catch((e: unknown) => e);
+    const err = await pullEnv(remote ? asRemote(reg) : reg, store, 't/big', opts).catch((e: unknown) => e);
     expect(err).toMatchObject({ code: expect.stringMatching(/DIGEST_MISMATCH|CORRUPT_PACK/) });
+    expect(String(err)).toContain(sha256(big));
+    expectNothingLaidOut(store);
+  });
+
+  it.each(DECODERS)("a pack cut short inside a large object's own frame (too large to read whole) names the object, decoded by %s", async (_decoder, opts, remote) => {
+    const { reg, big, pack, dir } = await bigObjectRegistry();
+    truncateSync(pack, Math.floor(readFileSync(pack).length / 2));
+    const store = new StorePaths(join(dir, 'store'));
+    const err = await pullEnv(remote ? asRemote(reg) : reg, store, 't/big', opts).catch((e: unknown) => e);
+    expect(err).toMatchObject({ code: 'CORRUPT_PACK' });
     expect(String(err)).toContain(sha256(big));
     expectNothingLaidOut(store);
   });

@@ -22,6 +22,12 @@ export function fsmetaHelper(): Promise<{ path: string; has: boolean }> {
   return nativeHelperWith('fsmeta', FRAMES);
 }
 
+/** A frame's compressed bytes in a file: the pack itself (at the frame's offset), or a copy (at `at`). */
+export interface SpooledFrame {
+  file: string;
+  at?: number;
+}
+
 /** What the helper needs to lay out a manifest itself (`layOutManifest`). */
 export interface ManifestLayOut {
   /** The decompressed, digest-checked manifest file. */
@@ -279,7 +285,7 @@ export class FsmetaStream {
    * the digest of each `wanted` object (sorted by offset), which `placeObject` then places.
    * Objects the lay-out does not reach soon go to `spillTo`'s directory.
    */
-  frame(pack: Digest, frame: FrameRef, wanted: PackIndexEntry[], compressed: Uint8Array | { file: string }): void {
+  frame(pack: Digest, frame: FrameRef, wanted: PackIndexEntry[], compressed: Uint8Array | SpooledFrame): void {
     const id = this.frames.push({ pack, frame, wanted }) - 1;
     this.rec('Z', String(id), String(frame.rawLength), String(wanted.length));
     for (const w of wanted) {
@@ -291,7 +297,7 @@ export class FsmetaStream {
       // the helper reads the frame itself: its bytes never pass through node or the pipe, which
       // then carries only small records (several thousand files' worth fit in it)
       this.field(compressed.file);
-      this.field(String(frame.offset));
+      this.field(String(compressed.at ?? frame.offset));
       this.field(String(frame.length));
       // handed over at once: the decoder starts on it instead of waiting for a full piece of records
       this.flush();

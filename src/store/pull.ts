@@ -3,7 +3,7 @@
  * byte against its digest, and lay each layer out once as a read-only tree.
  */
 import { randomBytes } from 'node:crypto';
-import { lstatSync } from 'node:fs';
+import { lstatSync, writeFileSync } from 'node:fs';
 import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { type Digest, digestHex, verifyDigest } from '../cas/digest.js';
@@ -21,7 +21,7 @@ import { loadPackIndex } from './catalog.js';
 import { withLock } from './lock.js';
 import { Arrivals } from './arrivals.js';
 import { type ManifestContents, scanFileDigests } from './manifest-scan.js';
-import { FsmetaStream, MAX_HELPER_FRAME_BYTES } from './fsmeta.js';
+import { FsmetaStream, MAX_HELPER_FRAME_BYTES, type SpooledFrame } from './fsmeta.js';
 import { materialize } from './materialize.js';
 import { type Owners, ownersFor, removeOwnedTree } from './owners.js';
 import type { StorePaths } from './paths.js';
@@ -50,9 +50,9 @@ export interface PullOptions {
    */
   decodeIn?: 'helper' | 'node';
   /**
-   * Who reads the manifest and decides the lay-out: the helper, where it decodes frames, the
-   * registry's packs are local files, owners are as given and the manifest is plain (the
-   * default; see native/fsmeta-manifest.c), or node (materialize.ts).
+   * Who reads the manifest and decides the lay-out: the helper, where it decodes frames, owners
+   * are as given and the manifest is plain (the default; see native/fsmeta-manifest.c), or node
+   * (materialize.ts).
    */
   layOutIn?: 'helper' | 'node';
   onProgress?: (p: { layer: Digest; phase: 'manifest' | 'fetch' | 'layout' | 'cached'; objects?: number; bytes?: number }) => void;
@@ -121,7 +121,7 @@ export async function ensureLayer(reg: Registry, store: StorePaths, layer: Layer
     let fetching: Promise<void> = Promise.resolve();
     try {
       const helperFrames = stream.decodesFrames && opts.decodeIn !== 'node';
-      const helperLaysOut = helperFrames && opts.layOutIn !== 'node' && plain && owners.kind === 'direct' && reg.localFile !== undefined;
+      const helperLaysOut = helperFrames && opts.layOutIn !== 'node' && plain && owners.kind === 'direct';
       // The helper that lays out the manifest bounds the objects waiting for it itself (the
       // budget given by spillTo): node then need not count them, and never learns when each is placed.
       const arrivals = new Arrivals(helperLaysOut ? Infinity : (opts.heldBytes ?? HELD_BYTES));
@@ -229,7 +229,7 @@ async function packsInOrderOfUse(reg: Registry, store: StorePaths, layer: LayerR
 /**
  * Fetches the objects a lay-out waits for, pack after pack in the order it needs them. With
  * `helperFrames`, frames go to the helper compressed (it decodes and verifies them on a thread of its
- * own, and places their objects), and only large objects' frames are decoded here. Otherwise
+ * own, and places their objects), and nothing is decoded here. Otherwise
  * small objects are handed to the lay-out in memory (`arrivals`), the others written to
  * `staging` by the helper.
  */
@@ -247,22 +247,33 @@ async function fetchForLayOut(
   const total = [...byPack.values()].reduce((n, es) => es.reduce((m, e) => m + e.size, n), 0);
   const decodePool = total >= POOL_MIN_BYTES && !helperFrames ? new DecodePool() : undefined;
   /** Hands a frame to the helper; its objects count against the budget unless it streams them to disk. */
-  const handOver = (pack: Digest, frame: FrameRef, wanted: PackIndexEntry[], compressed: Uint8Array | { file: string }): void => {
+  const handOver = (pack: Digest, frame: FrameRef, wanted: PackIndexEntry[], compressed: Uint8Array | SpooledFrame): void => {
     stream.frame(pack, frame, wanted, compressed);
     for (const w of wanted) arrivals.sent(digestHex(w.digest), frame.rawLength <= MAX_HELPER_FRAME_BYTES ? w.size : 0);
   };
   // Where the registry's packs are local files, the helper reads its frames itself, and decodes
   // a large object's frame as a stream straight into a file; otherwise it gets frames small
-  // enough to decode in memory, and large objects are decoded here.
+  // enough to decode in memory in its records, and larger ones spooled to a file of the staging
+  // directory, compressed (node decodes nothing).
   const files = new Map<Digest, string | undefined>();
   const fileOf = async (pack: Digest): Promise<string | undefined> => {
     if (!files.has(pack)) files.set(pack, await reg.localFile?.(pack));
     return files.get(pack);
   };
+  let spooled = 0;
   const frameSink = (file: string | undefined): FrameSink => ({
-    accepts: (f) => file !== undefined || f.rawLength <= MAX_HELPER_FRAME_BYTES,
+    accepts: () => true,
     reads: file !== undefined,
-    take: (pack, frame, wanted, compressed) => handOver(pack, frame, wanted, compressed ?? { file: file! }),
+    spoolDir: staging,
+    take: (pack, frame, wanted, compressed) => {
+      if (compressed instanceof Uint8Array && frame.rawLength > MAX_HELPER_FRAME_BYTES) {
+        // read whole, but too large for the helper to hold decoded: it streams it from a file
+        const spool = join(staging, `spool-${spooled++}`);
+        writeFileSync(spool, compressed, { mode: 0o600, flag: 'wx' });
+        compressed = { file: spool, at: 0 };
+      }
+      handOver(pack, frame, wanted, compressed ?? { file: file! });
+    },
   });
   const sink: ObjectSink = {
     keep: (d, data, retain) => arrivals.hold(digestHex(d), data, retain),

@@ -2,6 +2,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { asRemote } from '../../test/helpers/remote-registry.js';
 import { snapshotTree } from '../../test/helpers/tree-snapshot.js';
 import { makeEdgeCaseTree, makeRandomTree } from '../../test/helpers/trees.js';
 import { LocalRegistry } from '../registry/local.js';
@@ -22,16 +23,6 @@ async function roundTrip(src: string, name: string): Promise<string> {
   const out = join(work, name, 'out');
   await exportEnv(reg, new StorePaths(join(work, name, 'store-pull')), `rt/${name}`, out);
   return out;
-}
-
-/**
- * The registry as a remote backend would be: no local pack files for the lay-out's helper to read
- * itself, so frames travel in its records and large objects are decoded in node.
- */
-function asRemote(reg: Registry): Registry {
-  const remote = Object.create(reg) as Registry;
-  Object.defineProperty(remote, 'localFile', { value: undefined });
-  return remote;
 }
 
 /**
@@ -146,6 +137,17 @@ describe('layers stack and deduplicate in the registry', () => {
     writeFileSync(join(src, 'small.txt'), 'next to it\n');
     const got = await pulledLayerMatches(src, `large-${slug(decoder)}`, opts, remote);
     expect(got['big.bin']?.size).toBe(40 << 20);
+  });
+
+  it('an object too large to read whole from a remote registry (it does not compress) is spooled to a file, compressed, and laid out whole', async () => {
+    const src = join(work, 'spooled-src');
+    mkdirSync(src, { recursive: true });
+    const big = Buffer.alloc(20 << 20);
+    for (let i = 0; i < big.length; i += 4) big.writeUInt32LE((i * 2654435761) >>> 0, i);
+    writeFileSync(join(src, 'big.bin'), big);
+    writeFileSync(join(src, 'small.txt'), 'next to it\n');
+    const got = await pulledLayerMatches(src, 'spooled', {}, true);
+    expect(got['big.bin']?.size).toBe(20 << 20);
   });
 
   it.each(DECODERS)('objects of a few MiB held in memory span the helper record pieces and land whole, decoded by %s', async (decoder, opts, remote) => {
