@@ -10,8 +10,9 @@
  *
  * It is the exact counterpart of layer/capture-read.ts (reading and checking a manifest) and
  * store/materialize.ts (laying it out, sharing files through the pool), for the manifests node
- * hands it: no backslash anywhere (so no escapes in strings: every path is its own bytes), no
- * xattrs, files owned as given (no user namespace). Anything else goes through node's lay-out.
+ * hands it: no backslash anywhere (so no escapes in strings: every path is its own bytes, and
+ * so is every xattr name), files owned as given (no user namespace). Anything else goes through
+ * node's lay-out.
  * A test feeds both the same valid and mutated manifests and compares what each accepts.
  *
  *   Y manifest shift whiteouts xattrns links tmpprefix expected repeated
@@ -124,7 +125,9 @@ static void unsafe(const char *path, size_t len, const char *why) {
 
 /* ---- one manifest line ---- */
 
-enum { K_DIGEST = 1, K_GID = 2, K_MAJOR = 4, K_MINOR = 8, K_MODE = 16, K_MTIME = 32, K_OPAQUE = 64, K_PATH = 128, K_SIZE = 256, K_TARGET = 512, K_TYPE = 1024, K_UID = 2048 };
+enum { K_DIGEST = 1, K_GID = 2, K_MAJOR = 4, K_MINOR = 8, K_MODE = 16, K_MTIME = 32, K_OPAQUE = 64, K_PATH = 128, K_SIZE = 256, K_TARGET = 512, K_TYPE = 1024, K_UID = 2048, K_XATTRS = 4096 };
+/* Entries with metadata may carry xattrs. */
+#define K_META (K_GID | K_MODE | K_MTIME | K_UID)
 enum { T_FILE, T_DIR, T_SYMLINK, T_HARDLINK, T_FIFO, T_CHAR, T_BLOCK, T_WHITEOUT };
 
 static const struct { const char *name; int type; int keys; } SHAPES[] = {
@@ -147,6 +150,7 @@ struct str {
 struct entry {
   int type, keys, opaque;
   struct str path, target, mtime, type_name;
+  struct str xattrs; /* the object's text, as canonical as the line (K_XATTRS) */
   unsigned char digest[32];
   uint64_t gid, uid, mode, size, major, minor;
 };
@@ -227,6 +231,126 @@ static void check_path(const struct str *s) {
   }
 }
 
+static char *cstr(const struct str *s) {
+  char *c = xmalloc(s->n + 1);
+  memcpy(c, s->p, s->n);
+  c[s->n] = '\0';
+  return c;
+}
+
+/* The next UTF-16 code unit of a UTF-8 string (valid, as parse_str leaves it); 0 at its end. */
+static unsigned next_unit(const unsigned char **p, const unsigned char *end, unsigned *low) {
+  if (*low) { unsigned u = *low; *low = 0; return u; }
+  if (*p >= end) return 0;
+  unsigned c = **p, cp;
+  size_t k = c < 0x80 ? 1 : c < 0xe0 ? 2 : c < 0xf0 ? 3 : 4;
+  cp = k == 1 ? c : k == 2 ? c & 0x1f : k == 3 ? c & 0x0f : c & 0x07;
+  for (size_t i = 1; i < k; i++) cp = (cp << 6) | ((*p)[i] & 0x3f);
+  *p += k;
+  if (cp < 0x10000) return cp + 1; /* +1: 0 means the end */
+  cp -= 0x10000;
+  *low = 0xdc00 + (cp & 0x3ff) + 1;
+  return 0xd800 + (cp >> 10) + 1;
+}
+
+/* Order of two strings as JavaScript's default sort has it (UTF-16 code units), as canonicalJson sorts keys. */
+static int cmp_utf16(const struct str *a, const struct str *b) {
+  const unsigned char *pa = (const unsigned char *)a->p, *pb = (const unsigned char *)b->p;
+  const unsigned char *ea = pa + a->n, *eb = pb + b->n;
+  unsigned la = 0, lb = 0;
+  for (;;) {
+    unsigned x = next_unit(&pa, ea, &la);
+    unsigned y = next_unit(&pb, eb, &lb);
+    if (x != y) return x < y ? -1 : 1;
+    if (x == 0) return 0;
+  }
+}
+
+static int b64_value(char c) {
+  if (c >= 'A' && c <= 'Z') return c - 'A';
+  if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+  if (c >= '0' && c <= '9') return c - '0' + 52;
+  if (c == '+') return 62;
+  if (c == '/') return 63;
+  return -1;
+}
+
+/* Standard base64 with padding, as the manifest schema takes it: the decoded length, or -1. */
+static long b64_check(const struct str *s) {
+  if (s->n % 4 != 0) return -1;
+  for (size_t i = 0; i < s->n; i++) {
+    int pad = s->p[i] == '=';
+    /* padding only in the last two places, and then to the end */
+    if (pad ? i + 2 < s->n || (i + 1 < s->n && s->p[i + 1] != '=') : b64_value(s->p[i]) < 0) return -1;
+  }
+  size_t pads = s->n > 0 && s->p[s->n - 1] == '=' ? (s->n > 1 && s->p[s->n - 2] == '=' ? 2 : 1) : 0;
+  return (long)(s->n / 4 * 3 - pads);
+}
+
+static unsigned char *b64_decode(const struct str *s, size_t *len) {
+  *len = (size_t)b64_check(s);
+  unsigned char *out = xmalloc(*len + 1);
+  size_t o = 0;
+  for (size_t i = 0; i < s->n; i += 4) {
+    unsigned v = 0;
+    for (size_t k = 0; k < 4; k++) v = (v << 6) | (unsigned)(s->p[i + k] == '=' ? 0 : b64_value(s->p[i + k]));
+    for (size_t k = 0; k < 3 && o < *len; k++) out[o++] = (unsigned char)(v >> (16 - 8 * k));
+  }
+  return out;
+}
+
+/* The xattrs object: names (sorted, each once) to base64 values; `x` is its whole text. */
+static const char *parse_xattrs(const char *p, const char *end, struct str *x) {
+  x->p = p;
+  if (p >= end || *p++ != '{') bad_line("xattrs: expected an object");
+  struct str prev = { NULL, 0 };
+  if (p < end && *p == '}') p++;
+  else
+    for (;;) {
+      struct str name, value;
+      p = parse_str(p, end, &name);
+      if (p >= end || *p++ != ':') bad_line("not in canonical form");
+      if (prev.p != NULL && cmp_utf16(&prev, &name) >= 0) bad_line("not in canonical form");
+      prev = name;
+      p = parse_str(p, end, &value);
+      if (b64_check(&value) < 0) bad_line("xattrs: expected base64 values");
+      if (p < end && *p == ',') { p++; continue; }
+      if (p < end && *p == '}') { p++; break; }
+      bad_line("not in canonical form");
+    }
+  x->n = (size_t)(p - x->p);
+  return p;
+}
+
+/* The xattrs of an entry into `m` (names and decoded values), in their (canonical) order. */
+static void xattrs_into(const struct str *x, struct meta *m) {
+  m->nx = 0;
+  for (size_t i = 0; i < x->n; i++) if (x->p[i] == ':') m->nx++;
+  if (m->nx == 0) return;
+  m->names = xcalloc((size_t)m->nx, sizeof *m->names);
+  m->vals = xcalloc((size_t)m->nx, sizeof *m->vals);
+  m->lens = xcalloc((size_t)m->nx, sizeof *m->lens);
+  const char *p = x->p + 1, *end = x->p + x->n;
+  for (long i = 0; i < m->nx; i++) {
+    struct str name, value;
+    p = parse_str(p, end, &name) + 1;
+    p = parse_str(p, end, &value) + 1;
+    m->names[i] = cstr(&name);
+    m->vals[i] = b64_decode(&value, &m->lens[i]);
+  }
+}
+
+static void free_xattrs(struct meta *m) {
+  for (long i = 0; i < m->nx; i++) {
+    free(m->names[i]);
+    free(m->vals[i]);
+  }
+  free(m->names);
+  free(m->vals);
+  free(m->lens);
+  m->nx = 0;
+}
+
 /*
  * Parses one line into `e`: canonical JSON (keys in order, no spaces, numbers and strings as
  * JSON.stringify writes them), then the schema of its type (layer/manifest.ts).
@@ -277,6 +401,7 @@ static void parse_entry(const char *p, const char *end, struct entry *e) {
     else if (str_is(&key, "target")) { p = parse_str(p, end, &e->target); bit = K_TARGET; }
     else if (str_is(&key, "type")) { p = parse_str(p, end, &e->type_name); bit = K_TYPE; }
     else if (str_is(&key, "uid")) { p = parse_count(p, end, &e->uid); bit = K_UID; }
+    else if (str_is(&key, "xattrs")) { p = parse_xattrs(p, end, &e->xattrs); bit = K_XATTRS; }
     else bad_line("an unknown key");
     e->keys |= bit;
     if (p < end && *p == ',') { p++; continue; }
@@ -288,7 +413,7 @@ static void parse_entry(const char *p, const char *end, struct entry *e) {
   while (t < sizeof SHAPES / sizeof SHAPES[0] && !str_is(&e->type_name, SHAPES[t].name)) t++;
   if (t == sizeof SHAPES / sizeof SHAPES[0]) bad_line("type: not a known entry type");
   e->type = SHAPES[t].type;
-  int want = SHAPES[t].keys | (e->type == T_DIR ? (e->keys & K_OPAQUE) : 0);
+  int want = SHAPES[t].keys | (e->type == T_DIR ? (e->keys & K_OPAQUE) : 0) | ((SHAPES[t].keys & K_META) == K_META ? (e->keys & K_XATTRS) : 0);
   if (e->keys != want) bad_line("the keys do not match the entry type");
   if ((e->keys & K_MODE) && e->mode > 07777) bad_line("mode: out of range");
   if ((e->keys & K_UID) && e->uid > 0xffffffffULL) bad_line("uid: out of range");
@@ -318,6 +443,7 @@ struct dir_meta {
   mode_t mode;
   struct timespec ts[2];
   int opaque;
+  struct str xattrs; /* a copy of the entry's xattrs text (K_XATTRS), or empty */
 };
 
 /* Seconds and nanoseconds of an mtime string (floor division, as node's splitNs). */
@@ -335,13 +461,6 @@ static void split_ns(const struct str *s, struct timespec ts[2]) {
   ts[0].tv_nsec = ts[1].tv_nsec = (long)nsec;
 }
 
-static char *cstr(const struct str *s) {
-  char *c = xmalloc(s->n + 1);
-  memcpy(c, s->p, s->n);
-  c[s->n] = '\0';
-  return c;
-}
-
 /* The metadata a file entry gets (shifted ids), as F and G records carry it. */
 static void meta_of(const struct lay *l, const struct entry *e, struct meta *m, char *pool) {
   memset(m, 0, sizeof *m);
@@ -351,22 +470,31 @@ static void meta_of(const struct lay *l, const struct entry *e, struct meta *m, 
   split_ns(&e->mtime, m->ts);
   m->pool = pool;
   m->own = m->uid == self_uid && m->gid == self_gid;
+  if (e->keys & K_XATTRS) xattrs_into(&e->xattrs, m);
 }
 
-/* O, M (not for symlinks) and T on a path, as node's applyMeta sends them. */
+/* O, M (not for symlinks), X and T on a path, as node's applyMeta sends them. */
 static void path_meta(const char *path, const struct meta *m, int is_symlink) {
   if (lchown(path, m->uid, m->gid) != 0) fail("chown", path);
   if (!is_symlink && chmod(path, m->mode) != 0) fail("chmod", path);
+  for (long i = 0; i < m->nx; i++)
+    if (lsetxattr(path, m->names[i], m->vals[i], m->lens[i], 0) != 0) fail("setxattr", path);
   if (utimensat(AT_FDCWD, path, m->ts, AT_SYMLINK_NOFOLLOW) != 0) fail("utimensat", path);
 }
 
 /* materialize.ts's metaKey: sha256 of the canonical JSON of the metadata, 24 hex digits. */
-static void meta_key(const struct meta *m, const struct str *mtime, char out[25]) {
-  char json[256];
-  int n = snprintf(json, sizeof json, "{\"gid\":%u,\"mode\":%u,\"mtime\":\"%.*s\",\"uid\":%u}", (unsigned)m->gid, (unsigned)m->mode, (int)mtime->n, mtime->p, (unsigned)m->uid);
+static void meta_key(const struct meta *m, const struct entry *e, char out[25]) {
+  char head[256];
+  int n = snprintf(head, sizeof head, "{\"gid\":%u,\"mode\":%u,\"mtime\":\"%.*s\",\"uid\":%u", (unsigned)m->gid, (unsigned)m->mode, (int)e->mtime.n, e->mtime.p, (unsigned)m->uid);
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
-  if (EVP_Digest(json, (size_t)n, md, &len, EVP_sha256(), NULL) != 1) { fprintf(stderr, "fsmeta: sha256 failed\n"); quit(); }
+  EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+  /* the xattrs text is canonical already: the line was */
+  int ok = ctx != NULL && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1 && EVP_DigestUpdate(ctx, head, (size_t)n) == 1 &&
+           (!(e->keys & K_XATTRS) || (EVP_DigestUpdate(ctx, ",\"xattrs\":", 10) == 1 && EVP_DigestUpdate(ctx, e->xattrs.p, e->xattrs.n) == 1)) &&
+           EVP_DigestUpdate(ctx, "}", 1) == 1 && EVP_DigestFinal_ex(ctx, md, &len) == 1;
+  EVP_MD_CTX_free(ctx);
+  if (!ok) { fprintf(stderr, "fsmeta: sha256 failed\n"); quit(); }
   char hex[65];
   hex_of(md, hex);
   memcpy(out, hex, 24);
@@ -407,26 +535,46 @@ static int fits(const char *pool, const struct meta *m, int *is_file) {
   return *is_file && (st.st_mode & 07777) == m->mode && st.st_uid == m->uid && st.st_gid == m->gid && st.st_mtim.tv_sec == m->ts[1].tv_sec && st.st_mtim.tv_nsec == m->ts[1].tv_nsec;
 }
 
+/* The pool name of a file's exact metadata: made when first needed (a sha256 each), then kept in `variant`. */
+static char *variant_name(const struct lay *l, const struct entry *e, const struct meta *m, const char *hex, char variant[PATH_MAX]) {
+  if (variant[0] == '\0') {
+    char key[25];
+    meta_key(m, e, key);
+    snprintf(variant, PATH_MAX, "%s/%s.%s", l->links, hex, key);
+  }
+  return variant;
+}
+
 /* LinkPool.place in materialize.ts: links path to a pool inode with the file's content and metadata. */
 static void place_file(struct lay *l, const struct entry *e, const char *path) {
-  char hex[65], primary[PATH_MAX], variant[PATH_MAX], key[25];
+  char hex[65], primary[PATH_MAX], variant[PATH_MAX];
+  int has_x = (e->keys & K_XATTRS) != 0;
   hex_of(e->digest, hex);
   struct meta m;
   snprintf(primary, sizeof primary, "%s/%s", l->links, hex);
   meta_of(l, e, &m, primary);
+  variant[0] = '\0';
+  /* a file with xattrs has its own pool inode even when fetched here: the primary one has none */
+  if (has_x) m.pool = variant_name(l, e, &m, hex, variant);
   int remember = kmap_find(&l->repeated, e->digest, 32) != NULL;
-  /* content and exact metadata: where this run put it */
-  unsigned char sig[32 + 3 * sizeof(uint32_t) + 32];
-  size_t siglen = 0;
+  /* content and exact metadata (ids, mode, time, xattrs): where this run put it */
+  size_t siglen = 32 + 3 * sizeof(uint32_t) + e->mtime.n + 1 + (has_x ? e->xattrs.n : 0);
+  unsigned char *sig = NULL;
   if (remember) {
     uint32_t ids[3] = { (uint32_t)m.mode, (uint32_t)m.uid, (uint32_t)m.gid };
-    memcpy(sig, e->digest, 32);
-    memcpy(sig + 32, ids, sizeof ids);
-    memcpy(sig + 32 + sizeof ids, e->mtime.p, e->mtime.n);
-    siglen = 32 + sizeof ids + e->mtime.n;
+    sig = xmalloc(siglen);
+    unsigned char *q = sig;
+    memcpy(q, e->digest, 32);
+    memcpy(q += 32, ids, sizeof ids);
+    memcpy(q += sizeof ids, e->mtime.p, e->mtime.n);
+    q += e->mtime.n;
+    *q++ = (unsigned char)has_x;
+    if (has_x) memcpy(q, e->xattrs.p, e->xattrs.n);
     struct kv *same = kmap_find(&l->exact, sig, siglen);
     if (same != NULL) {
       if (link(same->val, path) != 0) fail("link", path);
+      free(sig);
+      free_xattrs(&m);
       return;
     }
   }
@@ -443,18 +591,14 @@ static void place_file(struct lay *l, const struct entry *e, const char *path) {
     if (remember) kmap_add(&l->fresh, e->digest, 32, NULL);
   } else if (kmap_find(&l->fresh, e->digest, 32) != NULL) {
     /* first laid out by this run, whose pool inode holds other metadata: a copy of ours */
-    meta_key(&m, &e->mtime, key);
-    snprintf(variant, sizeof variant, "%s/%s.%s", l->links, hex, key);
-    publish_copy(l, path, kmap_find(&l->any_copy, e->digest, 32)->val, &m, variant);
+    publish_copy(l, path, kmap_find(&l->any_copy, e->digest, 32)->val, &m, variant_name(l, e, &m, hex, variant));
   } else {
     int primary_is_file;
-    if (fits(primary, &m, &primary_is_file)) {
+    if (fits(primary, &m, &primary_is_file) && !has_x) {
       if (link(primary, path) != 0) fail("link", path);
     } else {
-      meta_key(&m, &e->mtime, key);
-      snprintf(variant, sizeof variant, "%s/%s.%s", l->links, hex, key);
       struct stat st;
-      if (lstat(variant, &st) == 0 && S_ISREG(st.st_mode)) {
+      if (lstat(variant_name(l, e, &m, hex, variant), &st) == 0 && S_ISREG(st.st_mode)) {
         if (link(variant, path) != 0) fail("link", path);
       } else {
         struct kv *copy = kmap_find(&l->any_copy, e->digest, 32);
@@ -471,6 +615,8 @@ static void place_file(struct lay *l, const struct entry *e, const char *path) {
     kmap_add(&l->exact, sig, siglen, strdup(path));
     if (kmap_find(&l->any_copy, e->digest, 32) == NULL) kmap_add(&l->any_copy, e->digest, 32, strdup(path));
   }
+  free(sig);
+  free_xattrs(&m);
 }
 
 static void set_xattr(const char *path, const char *ns, const char *what, const char *value) {
@@ -561,7 +707,10 @@ static void lay_pass(struct lay *l, int pass, struct dir_list *dl) {
         if (dl->d == NULL) { fprintf(stderr, "fsmeta: out of memory\n"); quit(); }
       }
       meta_of(l, &e, &meta, NULL);
-      dl->d[dl->n++] = (struct dir_meta){ k->val, meta.uid, meta.gid, meta.mode, { meta.ts[0], meta.ts[1] }, e.opaque };
+      free_xattrs(&meta); /* applied at the end, from a copy of their text */
+      struct str x = { NULL, 0 };
+      if (e.keys & K_XATTRS) x = (struct str){ cstr(&e.xattrs), e.xattrs.n };
+      dl->d[dl->n++] = (struct dir_meta){ k->val, meta.uid, meta.gid, meta.mode, { meta.ts[0], meta.ts[1] }, e.opaque, x };
       break;
     }
     case T_FILE:
@@ -580,6 +729,7 @@ static void lay_pass(struct lay *l, int pass, struct dir_list *dl) {
       free(target);
       meta_of(l, &e, &meta, NULL);
       path_meta(path, &meta, 1);
+      free_xattrs(&meta);
       break;
     }
     case T_FIFO:
@@ -589,6 +739,7 @@ static void lay_pass(struct lay *l, int pass, struct dir_list *dl) {
       if (mknod(path, type | (mode_t)e.mode, makedev((unsigned)e.major, (unsigned)e.minor)) != 0) fail("mknod", path);
       meta_of(l, &e, &meta, NULL);
       path_meta(path, &meta, 0);
+      free_xattrs(&meta);
       break;
     }
     case T_WHITEOUT:
@@ -637,7 +788,10 @@ static void *lay_out(void *arg) {
   for (size_t i = dl.n; i-- > 0;) {
     struct dir_meta *d = &dl.d[i];
     struct meta m = { .uid = d->uid, .gid = d->gid, .mode = d->mode, .ts = { d->ts[0], d->ts[1] } };
+    if (d->xattrs.p != NULL) xattrs_into(&d->xattrs, &m);
     path_meta(d->path, &m, 0);
+    free_xattrs(&m);
+    free((char *)d->xattrs.p);
     if (d->opaque) set_xattr(d->path, l->xattr_ns, "opaque", "y");
   }
   free(dl.d);

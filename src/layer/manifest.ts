@@ -11,6 +11,9 @@ import { checkRelativePath, comparePaths } from './path.js';
 /** Nanoseconds since the epoch, as a decimal integer string (JSON numbers cannot hold them). */
 export const MtimeSchema = z.string().regex(/^-?\d{1,30}$/, 'expected integer nanoseconds as a string');
 
+/** Standard base64 with padding, as Buffer#toString('base64') writes it (a lenient decoder would take anything). */
+const BASE64_RE = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+
 const Common = {
   /** Relative path, `/`-separated, encoded by layer/path.ts. */
   path: z.string().min(1),
@@ -19,8 +22,8 @@ const Common = {
   uid: z.number().int().min(0).max(0xffffffff),
   gid: z.number().int().min(0).max(0xffffffff),
   mtime: MtimeSchema,
-  /** Extended attributes, name -> base64 value, excluding overlayfs' own (see `opaque`, whiteout). */
-  xattrs: z.record(z.string(), z.string()).optional(),
+  /** Extended attributes, name -> base64 value (standard, padded), excluding overlayfs' own (see `opaque`, whiteout). */
+  xattrs: z.record(z.string(), z.string().regex(BASE64_RE, 'expected base64')).optional(),
 };
 
 export const FileEntrySchema = z.strictObject({

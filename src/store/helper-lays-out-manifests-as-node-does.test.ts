@@ -30,10 +30,12 @@ function validManifest(seed: number): string {
   const r = rng(seed);
   const mtime = (): string => String(1600000000000000000 + Math.floor(r() * 3) * 1000000007);
   const meta = (): { mode: number; uid: number; gid: number; mtime: string } => ({ mode: [0o644, 0o755, 0o4755][Math.floor(r() * 3)]!, uid: Math.floor(r() * 2) * 1000, gid: 0, mtime: mtime() });
-  const file = (path: string): Entry => ({ type: 'file', path, ...meta(), size: 0, digest: EMPTY });
+  // names in JavaScript's sort order, which is not UTF-8's: U+1F600 (surrogates) before U+E000
+  const xattrs = (): { xattrs?: Record<string, string> } => [{}, { xattrs: { 'user.a': 'eA==', 'user.b': '' } }, { xattrs: { 'user.\u{1F600}': 'AA==', 'user.\uE000': 'eHk=' } }][Math.floor(r() * 3)]!;
+  const file = (path: string): Entry => ({ type: 'file', path, ...meta(), size: 0, digest: EMPTY, ...xattrs() });
   const entries: Entry[] = [
     { type: 'dir', path: 'a', ...meta() },
-    { type: 'dir', path: 'a/b', ...meta(), ...(r() < 0.5 ? { opaque: true } : {}) },
+    { type: 'dir', path: 'a/b', ...meta(), ...(r() < 0.5 ? { opaque: true } : {}), ...xattrs() },
     file('a/b/f'),
     file('a/f'),
     file('a/g'),
@@ -152,13 +154,17 @@ function normalized(o: Outcome): Outcome {
 
 describe('the lay-out helper lays out plain manifests exactly as node does', () => {
   it('on valid manifests: the same trees, sharing files the same way', async () => {
+    let withXattrs = 0;
     for (let seed = 1; seed <= 6; seed++) {
       const path = join(work, `valid-${seed}`);
       writeFileSync(path, validManifest(seed));
       const helper = await byHelper(path);
       expect('tree' in helper, JSON.stringify(helper)).toBe(true);
       expect(helper).toEqual(await byNode(path));
+      withXattrs += Object.values((helper as { tree: Record<string, { xattrs?: object }> }).tree).filter((i) => i.xattrs !== undefined).length;
     }
+    // xattrs were laid out (and compared), not only parsed
+    expect(withXattrs).toBeGreaterThan(3);
   });
 
   it('with owners shifted by an id base (as for rootless sandboxes), and a pool whose inode fits no entry', async () => {

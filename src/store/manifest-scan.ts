@@ -19,13 +19,11 @@ export interface ManifestContents {
   /** Those named by more than one file entry. */
   repeated: Set<string>;
   /**
-   * No backslash anywhere (so no escapes in strings) and no xattrs: a manifest the lay-out
-   * helper can read itself (native/fsmeta-manifest.c), which checks it as node would.
+   * No backslash anywhere (so no escapes in strings): a manifest the lay-out helper can read
+   * itself (native/fsmeta-manifest.c), which checks it as node would.
    */
   plain: boolean;
 }
-
-const XATTRS_KEY = Buffer.from('"xattrs":');
 
 export async function scanFileDigests(manifestPath: string): Promise<ManifestContents> {
   const unique = new Set<string>();
@@ -34,8 +32,7 @@ export async function scanFileDigests(manifestPath: string): Promise<ManifestCon
   let rest: Buffer | undefined;
   for await (const chunk of createReadStream(manifestPath, { highWaterMark: 1 << 20 })) {
     const buf: Buffer = rest === undefined ? (chunk as Buffer) : Buffer.concat([rest, chunk as Buffer]);
-    // whole lines and the start of the next: a key split between chunks is seen once joined
-    if (plain && (buf.includes(0x5c) || buf.includes(XATTRS_KEY))) plain = false;
+    if (plain && buf.includes(0x5c)) plain = false;
     // Every complete line; file lines found by a search for their start, not line by line (the
     // scan is on the way to a pull's first fetch, and a per-line loop in cold code cost 4 us a line).
     const end = buf.lastIndexOf(0x0a);
