@@ -340,17 +340,6 @@ static void xattrs_into(const struct str *x, struct meta *m) {
   }
 }
 
-static void free_xattrs(struct meta *m) {
-  for (long i = 0; i < m->nx; i++) {
-    free(m->names[i]);
-    free(m->vals[i]);
-  }
-  free(m->names);
-  free(m->vals);
-  free(m->lens);
-  m->nx = 0;
-}
-
 /*
  * Parses one line into `e`: canonical JSON (keys in order, no spaces, numbers and strings as
  * JSON.stringify writes them), then the schema of its type (layer/manifest.ts).

@@ -255,7 +255,7 @@ static void read_meta(FILE *in, struct meta *m) {
   m->own = (m->uid == self_uid || m->uid == (uid_t)-1) && (m->gid == self_gid || m->gid == (gid_t)-1);
 }
 
-static void free_meta(struct meta *m) {
+static void free_xattrs(struct meta *m) {
   for (long i = 0; i < m->nx; i++) {
     free(m->names[i]);
     free(m->vals[i]);
@@ -263,6 +263,11 @@ static void free_meta(struct meta *m) {
   free(m->names);
   free(m->vals);
   free(m->lens);
+  m->nx = 0;
+}
+
+static void free_meta(struct meta *m) {
+  free_xattrs(m);
   free(m->pool);
 }
 
