@@ -322,19 +322,23 @@ static const char *parse_xattrs(const char *p, const char *end, struct str *x) {
   return p;
 }
 
-/* The xattrs of an entry into `m` (names and decoded values), in their (canonical) order. */
+/*
+ * The xattrs of an entry into `m` (names and decoded values), in their (canonical) order, from
+ * the object's text parse_xattrs checked: `{"name":"value",...}`. Pairs are counted by walking
+ * them, not by their separators: a name may hold `:` or `,`.
+ */
 static void xattrs_into(const struct str *x, struct meta *m) {
+  const char *end = x->p + x->n;
+  struct str name, value;
   m->nx = 0;
-  for (size_t i = 0; i < x->n; i++) if (x->p[i] == ':') m->nx++;
+  for (const char *p = x->p + 1; *p == '"'; m->nx++) p = parse_str(parse_str(p, end, &name) + 1, end, &value) + 1;
   if (m->nx == 0) return;
   m->names = xcalloc((size_t)m->nx, sizeof *m->names);
   m->vals = xcalloc((size_t)m->nx, sizeof *m->vals);
   m->lens = xcalloc((size_t)m->nx, sizeof *m->lens);
-  const char *p = x->p + 1, *end = x->p + x->n;
+  const char *p = x->p + 1;
   for (long i = 0; i < m->nx; i++) {
-    struct str name, value;
-    p = parse_str(p, end, &name) + 1;
-    p = parse_str(p, end, &value) + 1;
+    p = parse_str(parse_str(p, end, &name) + 1, end, &value) + 1;
     m->names[i] = cstr(&name);
     m->vals[i] = b64_decode(&value, &m->lens[i]);
   }

@@ -31,7 +31,9 @@ function validManifest(seed: number): string {
   const mtime = (): string => String(1600000000000000000 + Math.floor(r() * 3) * 1000000007);
   const meta = (): { mode: number; uid: number; gid: number; mtime: string } => ({ mode: [0o644, 0o755, 0o4755][Math.floor(r() * 3)]!, uid: Math.floor(r() * 2) * 1000, gid: 0, mtime: mtime() });
   // names in JavaScript's sort order, which is not UTF-8's: U+1F600 (surrogates) before U+E000
-  const xattrs = (): { xattrs?: Record<string, string> } => [{}, { xattrs: { 'user.a': 'eA==', 'user.b': '' } }, { xattrs: { 'user.\u{1F600}': 'AA==', 'user.\uE000': 'eHk=' } }][Math.floor(r() * 3)]!;
+  // and names holding the object's own separators
+  const xattrs = (): { xattrs?: Record<string, string> } =>
+    [{}, { xattrs: { 'user.a': 'eA==', 'user.b': '' } }, { xattrs: { 'user.\u{1F600}': 'AA==', 'user.\uE000': 'eHk=' } }, { xattrs: { 'user.a:b,c': 'eA==', 'user.d': 'AA==' } }][Math.floor(r() * 4)]!;
   const file = (path: string): Entry => ({ type: 'file', path, ...meta(), size: 0, digest: EMPTY, ...xattrs() });
   const entries: Entry[] = [
     { type: 'dir', path: 'a', ...meta() },
