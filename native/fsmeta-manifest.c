@@ -667,6 +667,8 @@ static void lay_pass(struct lay *l, int pass, struct dir_list *dl) {
     }
     struct entry e;
     parse_entry(line, line + len, &e);
+    /* the second pass has only files and hardlinks to place */
+    if (pass == 2 && e.type != T_FILE && e.type != T_HARDLINK) continue;
     char *path = cstr(&e.path);
     const char *slash = strrchr(path, '/');
     size_t plen = slash == NULL ? 0 : (size_t)(slash - path);
@@ -675,7 +677,7 @@ static void lay_pass(struct lay *l, int pass, struct dir_list *dl) {
         /* exactly a file the first pass checked */
         if (kmap_find(&l->files, e.path.p, e.path.n) == NULL) bad_line("the manifest changed while it was laid out");
         place_file(l, &e, path);
-      } else if (e.type == T_HARDLINK) {
+      } else {
         if (kmap_find(&l->dirs, path, plen) == NULL || kmap_find(&l->files, e.target.p, e.target.n) == NULL) bad_line("the manifest changed while it was laid out");
         char *target = cstr(&e.target);
         if (link(target, path) != 0) fail("link", path);
@@ -811,16 +813,4 @@ static void start_lay_out(FILE *in, const char *manifest) {
   read_digests(&l.repeated, arg(in));
   if (pthread_create(&lay_thread, NULL, lay_out, &l) != 0) { fprintf(stderr, "fsmeta: cannot start the lay-out thread\n"); quit(); }
   lay_started = 1;
-}
-
-/* End of input: once the lay-out has finished, everything else ends as without it. */
-static void end_lay_out(void) {
-  if (!lay_started) return;
-  pthread_mutex_lock(&mu);
-  input_done = 1;
-  pthread_cond_broadcast(&cv_ready);
-  pthread_cond_signal(&held_q.cv);
-  pthread_cond_signal(&stream_q.cv);
-  pthread_mutex_unlock(&mu);
-  pthread_join(lay_thread, NULL);
 }

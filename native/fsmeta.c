@@ -936,15 +936,17 @@ static void link_later(const char *path, const char *pool) {
 
 #include "fsmeta-manifest.c"
 
-/* End of input: the decoder finishes (a failure in a frame no record used still fails), and
-   every pool link is made. */
+/* End of input: the lay-out of a Y record finishes, the decoders finish (a failure in a frame no
+   record used still fails), and every pool link is made. */
 static void end_frames(void) {
-  end_lay_out();
   pthread_mutex_lock(&mu);
   input_done = 1;
   pthread_cond_signal(&held_q.cv);
   pthread_cond_signal(&stream_q.cv);
+  /* a lay-out thread waiting for an object no record will bring learns it */
+  pthread_cond_broadcast(&cv_ready);
   pthread_mutex_unlock(&mu);
+  if (lay_started) pthread_join(lay_thread, NULL);
   if (held_q.started) pthread_join(held_q.thread, NULL);
   if (stream_q.started) pthread_join(stream_q.thread, NULL);
   if (linker_started > 0) {
