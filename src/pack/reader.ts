@@ -3,7 +3,7 @@
  * neighbouring frames in one range read, large frames streamed; every object is verified before
  * it becomes visible under its final name.
  */
-import { open } from 'node:fs/promises';
+import { open, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { digestHex, sha256, type Digest } from '../cas/digest.js';
@@ -68,10 +68,11 @@ export interface FrameSink {
   /** It reads the frames it accepts itself: they are handed over without their bytes. */
   readonly reads?: boolean;
   /**
-   * A directory for frames too large to read into memory (read as streams): their compressed
-   * bytes are written to a file there, which is handed over instead (`{ file, at: 0 }`).
+   * Frames handed over in a file instead of in memory: those the taker cannot hold decoded
+   * (`needs`), and those too large to read whole (streamed there). Their compressed bytes are
+   * written to a file of `dir`, handed over as `{ file, at: 0 }`.
    */
-  readonly spoolDir?: string;
+  readonly spool?: { dir: string; needs(frame: FrameRef): boolean };
   /** `compressed`: the bytes, a file holding them at `at`, or undefined when the sink reads them itself. */
   take(pack: Digest, frame: FrameRef, wanted: PackIndexEntry[], compressed: Uint8Array | { file: string; at: number } | undefined): void;
 }
@@ -255,8 +256,8 @@ async function extractInOrder(
     for (let job = await jobs.take(); job !== undefined; job = await jobs.take()) {
       if ('streamed' in job) {
         const f = job.frames[0]!;
-        if (sink?.spoolDir !== undefined && sink.accepts(f.frame)) {
-          sink.take(pack, f.frame, f.wanted, { file: await spoolFrame(registry, pack, job, sink.spoolDir), at: 0 });
+        if (sink?.spool !== undefined && sink.accepts(f.frame)) {
+          sink.take(pack, f.frame, f.wanted, { file: await spoolStreamed(registry, pack, job, sink.spool.dir), at: 0 });
           for (const w of f.wanted) onObject(w);
           await temps.sink?.pump();
         } else {
@@ -265,8 +266,10 @@ async function extractInOrder(
         continue;
       }
       if (job.sunk === true) {
-        sink!.take(pack, job.f.frame, job.f.wanted, job.compressed);
-        for (const w of job.f.wanted) onObject(w);
+        const { frame, wanted } = job.f;
+        const spooled = job.compressed !== undefined && sink!.spool?.needs(frame) === true;
+        sink!.take(pack, frame, wanted, spooled ? { file: await spoolBytes(sink!.spool!.dir, pack, frame.offset, job.compressed!), at: 0 } : job.compressed);
+        for (const w of wanted) onObject(w);
       } else {
         const x = new FrameExtractor(pack, job.f.frame, job.f.wanted, temps, onObject);
         if (job.decoded !== undefined) await x.pushDecoded(job.decoded);
@@ -285,9 +288,21 @@ async function extractInOrder(
   }
 }
 
-/** Writes a streamed range's compressed bytes to a file of `dir` (named by pack and offset); a short read names the objects it loses. */
-async function spoolFrame(registry: Registry, pack: Digest, r: RangeWork, dir: string): Promise<string> {
-  const file = join(dir, `frame-${digestHex(pack).slice(0, 16)}-${r.offset}`);
+/** The file of `dir` a frame of `pack` at `offset` is spooled to. */
+function spoolPath(dir: string, pack: Digest, offset: number): string {
+  return join(dir, `frame-${digestHex(pack).slice(0, 16)}-${offset}`);
+}
+
+/** Writes a frame's compressed bytes, read already, to its spool file. */
+async function spoolBytes(dir: string, pack: Digest, offset: number, compressed: Uint8Array): Promise<string> {
+  const file = spoolPath(dir, pack, offset);
+  await writeFile(file, compressed, { mode: 0o600, flag: 'wx' });
+  return file;
+}
+
+/** Writes a streamed range's compressed bytes to its spool file; a short read names the objects it loses. */
+async function spoolStreamed(registry: Registry, pack: Digest, r: RangeWork, dir: string): Promise<string> {
+  const file = spoolPath(dir, pack, r.offset);
   const stream: Readable = await registry.openBlob(pack, { offset: r.offset, length: r.length });
   const out = await open(file, 'wx', 0o600);
   let got = 0;

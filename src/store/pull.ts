@@ -3,7 +3,7 @@
  * byte against its digest, and lay each layer out once as a read-only tree.
  */
 import { randomBytes } from 'node:crypto';
-import { lstatSync, writeFileSync } from 'node:fs';
+import { lstatSync } from 'node:fs';
 import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { type Digest, digestHex, verifyDigest } from '../cas/digest.js';
@@ -260,20 +260,12 @@ async function fetchForLayOut(
     if (!files.has(pack)) files.set(pack, await reg.localFile?.(pack));
     return files.get(pack);
   };
-  let spooled = 0;
   const frameSink = (file: string | undefined): FrameSink => ({
     accepts: () => true,
     reads: file !== undefined,
-    spoolDir: staging,
-    take: (pack, frame, wanted, compressed) => {
-      if (compressed instanceof Uint8Array && frame.rawLength > MAX_HELPER_FRAME_BYTES) {
-        // read whole, but too large for the helper to hold decoded: it streams it from a file
-        const spool = join(staging, `spool-${spooled++}`);
-        writeFileSync(spool, compressed, { mode: 0o600, flag: 'wx' });
-        compressed = { file: spool, at: 0 };
-      }
-      handOver(pack, frame, wanted, compressed ?? { file: file! });
-    },
+    // too large for the helper to hold decoded: it streams them from a file
+    spool: { dir: staging, needs: (f) => f.rawLength > MAX_HELPER_FRAME_BYTES },
+    take: (pack, frame, wanted, compressed) => handOver(pack, frame, wanted, compressed ?? { file: file! }),
   });
   const sink: ObjectSink = {
     keep: (d, data, retain) => arrivals.hold(digestHex(d), data, retain),
