@@ -68,9 +68,8 @@ export async function nativeHelperWith(name: string, feature: NativeFeature): Pr
   }
 }
 
-/** The files a source includes with `#include "name"` (beside it, in the order they appear). */
-export async function localIncludes(source: string): Promise<string[]> {
-  const text = await readFile(source, 'utf8');
+/** The files a source's text includes with `#include "name"` (beside it, in the order they appear). */
+export function localIncludes(text: string): string[] {
   return [...text.matchAll(/^#include "([^"/]+)"/gm)].map((m) => m[1]!);
 }
 
@@ -80,9 +79,10 @@ function unwritable(e: unknown): boolean {
 
 async function build(name: string, feature: NativeFeature | undefined): Promise<string> {
   const source = join(nativeDir, `${name}.c`);
-  const hash = createHash('sha256').update(await readFile(source));
+  const text = await readFile(source);
+  const hash = createHash('sha256').update(text);
   // a source split into parts: an edited part must give a new binary too
-  for (const part of await localIncludes(source)) hash.update(await readFile(join(nativeDir, part)));
+  for (const part of localIncludes(text.toString('utf8'))) hash.update(await readFile(join(nativeDir, part)));
   if (feature !== undefined) hash.update(JSON.stringify(feature));
   const tag = hash.digest('hex').slice(0, 12);
   const file = feature === undefined ? `${name}-${tag}` : `${name}-${feature.name}-${tag}`;
