@@ -133,7 +133,7 @@ export function registerSandboxCommands(program: Command, globals: Globals, setE
         [
           `user ${r.user}${r.isRoot ? ' (root)' : ''}: sandboxes map ids 0..${host.idMap.count - 1} to ${host.idMap.uidStart}.. (uids) and ${host.idMap.gidStart}.. (gids)`,
           `launcher ${host.tools.launcher}`,
-          `fsmeta   ${fsmeta}${fsmetaFrames ? '' : ' (without frame decoding: pulls decode in node, more slowly; apt-get install libzstd-dev libssl-dev)'}`,
+          `fsmeta   ${fsmeta}${fsmetaFrames ? '' : ' (without frame decoding: pulls decode and lay out in node, more slowly; apt-get install libzstd-dev libssl-dev)'}`,
           `store    ${r.store}`,
           'ok',
         ].join('\n'),

@@ -4,6 +4,9 @@
  * as a whole: the header, canonical form, a final newline (no truncation), hardlinks only to
  * an earlier `file` entry, and no entry below a non-directory entry (a path through a symlink).
  *
+ * native/fsmeta-manifest.c applies the same rules to the manifests the lay-out helper reads
+ * itself (see store/pull.ts): a change here must be made there too.
+ *
  * Memory: a 32-byte hash per `file` entry (for the hardlink check) and a short chain of
  * recent non-directory entries; never the manifest itself.
  * A consumer that checks hardlink targets against the files it laid out itself, exactly

@@ -7,6 +7,9 @@
  * Every file-system call of the tree goes through one FsmetaStream helper process, in entry
  * order: node parses and decides, the helper creates, links and sets metadata on the other core
  * (a thread-pool round trip per call was several times slower than tar -x, measured).
+ * Pulls into root's store of manifests without escaped names skip this module: the helper reads
+ * and lays those out itself (native/fsmeta-manifest.c, the same rules; a test feeds both the same
+ * manifests), so a change here must be made there too.
  * Metadata is applied in an order that keeps it exact: owner before mode (chown clears setuid and
  * capabilities), xattrs after both, timestamps last, directories deepest-first once all their
  * children exist.
