@@ -2,10 +2,57 @@
  * Typed errors. Every error a user can meet carries a stable `code` (for scripts and `--json`)
  * and a `hint` that says what to do next.
  */
+
+/**
+ * Every code an error of minisandbox may carry: the one list scripts can match against (the CLI's
+ * `--json` errors, `err.code` in the library). A plain object, not a zod enum, so that importing
+ * errors costs nothing at start-up (the CLI loads it for every command). The constructor takes
+ * only these, so a new code is added here or the build fails.
+ */
+export const ErrorCode = {
+  /** Usage of the CLI: a missing argument, conflicting options. */
+  USAGE: 'USAGE',
+  /** A manifest, recipe, dataset row, option value or other input failed validation. */
+  INVALID_INPUT: 'INVALID_INPUT',
+  NOT_FOUND: 'NOT_FOUND',
+  UNSAFE_PATH: 'UNSAFE_PATH',
+  DIGEST_MISMATCH: 'DIGEST_MISMATCH',
+  HOST_CAPABILITY: 'HOST_CAPABILITY',
+  /** The caller's AbortSignal fired. */
+  ABORTED: 'ABORTED',
+  SANDBOX_START: 'SANDBOX_START',
+  SANDBOX_DESTROYED: 'SANDBOX_DESTROYED',
+  SANDBOX_FILE: 'SANDBOX_FILE',
+  SESSION_CLOSED: 'SESSION_CLOSED',
+  DIFF_FAILED: 'DIFF_FAILED',
+  GIT_FAILED: 'GIT_FAILED',
+  TRUNCATED_BODY: 'TRUNCATED_BODY',
+  REMOTE_STORE: 'REMOTE_STORE',
+  REF_CONTENDED: 'REF_CONTENDED',
+  BUILD_FAILED: 'BUILD_FAILED',
+  BUILD_CANCELLED: 'BUILD_CANCELLED',
+  FS_METADATA: 'FS_METADATA',
+  CAPTURE_IO: 'CAPTURE_IO',
+  CAPTURE_HASH: 'CAPTURE_HASH',
+  CAPTURE_XATTR_SORT: 'CAPTURE_XATTR_SORT',
+  CORRUPT_PACK: 'CORRUPT_PACK',
+  SOURCE_CHANGED: 'SOURCE_CHANGED',
+  PACK_LAYOUT: 'PACK_LAYOUT',
+  PACK_WRITER_CLOSED: 'PACK_WRITER_CLOSED',
+  PACK_WRITER_BUSY: 'PACK_WRITER_BUSY',
+  COMPRESS_FAILED: 'COMPRESS_FAILED',
+} as const;
+export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
+
+/** Whether `s` is one of the codes above (for readers of `--json` errors). */
+export function isErrorCode(s: unknown): s is ErrorCode {
+  return typeof s === 'string' && Object.hasOwn(ErrorCode, s);
+}
+
 export class MinisandboxError extends Error {
-  readonly code: string;
+  readonly code: ErrorCode;
   readonly hint: string | undefined;
-  constructor(code: string, message: string, opts: { hint?: string; cause?: unknown } = {}) {
+  constructor(code: ErrorCode, message: string, opts: { hint?: string; cause?: unknown } = {}) {
     super(message, opts.cause === undefined ? undefined : { cause: opts.cause });
     this.name = 'MinisandboxError';
     this.code = code;
@@ -50,6 +97,18 @@ export class HostCapabilityError extends MinisandboxError {
   constructor(message: string, hint: string) {
     super('HOST_CAPABILITY', message, { hint });
   }
+}
+
+/** The caller's AbortSignal fired before the operation finished (nothing is left running). */
+export class AbortedError extends MinisandboxError {
+  constructor(what: string, reason?: unknown) {
+    super('ABORTED', `${what}: aborted${reason instanceof Error ? ` (${reason.message})` : ''}`, { hint: 'the caller cancelled it; run it again to finish', cause: reason });
+  }
+}
+
+/** Throws AbortedError if `signal` has fired: for the points between the steps of a long call. */
+export function throwIfAborted(signal: AbortSignal | undefined, what: string): void {
+  if (signal?.aborted) throw new AbortedError(what, signal.reason);
 }
 
 export function errorMessage(e: unknown): string {
