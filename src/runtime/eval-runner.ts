@@ -17,13 +17,13 @@ export interface EvalSandboxOptions {
   maxOutputBytes?: number;
 }
 
-export function sandboxEvalRunner(reg: Registry, store: StorePaths, ref: string, opts: EvalSandboxOptions = {}): EvalRunner {
+export function refEvalRunner(reg: Registry, store: StorePaths, ref: string, opts: EvalSandboxOptions = {}): EvalRunner {
   const limits: Record<string, number> = { diskBytes: opts.diskBytes ?? 2 * 1024 ** 3 };
   if (opts.memoryBytes !== undefined) limits.memoryBytes = opts.memoryBytes;
   if (opts.pids !== undefined) limits.pids = opts.pids;
   const maxOutputBytes = opts.maxOutputBytes ?? 16 * 1024 ** 2;
   return runnerOver(
-    async () => asEvalSandbox(await openSandbox(reg, store, ref, { network: 'none', limits, maxOutputBytes: maxOutputBytes + 65536, warn: () => undefined })),
+    async (signal) => asEvalSandbox(await openSandbox(reg, store, ref, { network: 'none', limits, maxOutputBytes: maxOutputBytes + 65536, warn: () => undefined, ...(signal ? { signal } : {}) })),
     { maxOutputBytes },
   );
 }

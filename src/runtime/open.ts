@@ -2,7 +2,7 @@
  * From a ref to a running sandbox: pull the environment into the store laid out for this host's
  * id map, lease its layers for the sandbox's lifetime, start the sandbox over them.
  */
-import { HostCapabilityError } from '../errors.js';
+import { HostCapabilityError, throwIfAborted } from '../errors.js';
 import type { RuntimeConfig } from '../layer/env.js';
 import type { Registry } from '../registry/registry.js';
 import { type CreateHooks, type Sandbox, type SandboxOptions, createSandbox, forkSandbox, probeHost, reapStaleSandboxes } from '../sandbox/index.js';
@@ -15,12 +15,20 @@ export interface OpenOptions extends Omit<SandboxOptions, 'lowerDirs' | 'stateDi
   config?: Partial<RuntimeConfig>;
   onPull?: PullOptions['onProgress'];
   warn?: (message: string) => void;
+  /**
+   * Cancels the open: the pull stops between layers, and a sandbox that started meanwhile is
+   * destroyed; the call then rejects with AbortedError (code ABORTED). Once the sandbox is returned,
+   * the signal is the caller's to pass to exec/run.
+   */
+  signal?: AbortSignal;
 }
 
 export async function openSandbox(reg: Registry, store: StorePaths, ref: string, opts: OpenOptions = {}): Promise<Sandbox> {
+  const { config, onPull, warn, signal, ...rest } = opts;
+  throwIfAborted(signal, `open ${ref}`);
   const host = await probeHost();
-  const pulled = await pullEnv(reg, store, ref, { idShift: idShiftOf(host.idMap), ...(opts.onPull ? { onProgress: opts.onPull } : {}) });
-  const { config, onPull: _onPull, warn, ...rest } = opts;
+  const pulled = await pullEnv(reg, store, ref, { idShift: idShiftOf(host.idMap), ...(onPull ? { onProgress: onPull } : {}), ...(signal ? { signal } : {}) });
+  throwIfAborted(signal, `open ${ref}`);
   const hooks: CreateHooks = {
     host,
     onCreated: async (state) => {
@@ -31,7 +39,7 @@ export async function openSandbox(reg: Registry, store: StorePaths, ref: string,
     },
     ...(warn ? { warn } : {}),
   };
-  return createSandbox(
+  const sb = await createSandbox(
     {
       ...rest,
       lowerDirs: pulled.layerDirs,
@@ -40,6 +48,12 @@ export async function openSandbox(reg: Registry, store: StorePaths, ref: string,
     },
     hooks,
   );
+  if (signal?.aborted === true) {
+    // aborted while the sandbox started: nobody will get it to destroy
+    await sb.destroy();
+    throwIfAborted(signal, `open ${ref}`);
+  }
+  return sb;
 }
 
 /**

@@ -65,6 +65,8 @@ export async function runInSandbox(spec: EnterSpec, opts: RunOptions): Promise<R
     kill();
   };
   opts.signal?.addEventListener('abort', onAbort);
+  // a signal that fired before the command started sends no event
+  if (opts.signal?.aborted === true) onAbort();
   const [code, sig] = await new Promise<[number | null, NodeJS.Signals | null]>((resolve) => {
     let exited: [number | null, NodeJS.Signals | null] | undefined;
     child.on('error', (e) => {
@@ -99,7 +101,10 @@ export async function runInSandbox(spec: EnterSpec, opts: RunOptions): Promise<R
   if (m === null) {
     // The launcher reports an exit code only for a command that started: a failed setup (namespace
     // entry, chdir, exec of a missing program) is the runtime's or the caller's error, not the command's.
-    return { outcome: { status: 'infra_error', exitCode: code, signal: sig, ...base, error: `command could not be started in the sandbox: ${err.text.trim().slice(-500) || `exit ${code}`}` }, stdout: stdoutBuf };
+    // exitCode as shells give it for an exec that failed: 127 not found, 126 found but not runnable
+    const execFailed = /^minisandbox: cannot run .*: (.*)$/m.exec(err.text);
+    const exitCode = execFailed === null ? code : execFailed[1] === 'No such file or directory' ? 127 : 126;
+    return { outcome: { status: 'infra_error', exitCode, signal: sig, ...base, error: `command could not be started in the sandbox: ${err.text.trim().slice(-500) || `exit ${code}`}` }, stdout: stdoutBuf };
   }
   const exitCode = Number(m[1]);
   if (exitCode === 125 && err.text.startsWith(WORKDIR_FAILURE)) {

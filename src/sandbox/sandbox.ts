@@ -16,7 +16,7 @@ import { probeHost, type HostInfo } from './host.js';
 import { DEFAULT_MAX_OUTPUT_BYTES, type CommandOutcome } from './outcome.js';
 import { processStartTime, sameProcessAlive } from './proc.js';
 import { runInSandbox } from './runner.js';
-import { Session, type SessionOptions } from './session.js';
+import { Session, type SessionOptions, type SessionRunOptions } from './session.js';
 import { makeStateDir, sandboxDir, teardown, writeState, type SandboxState } from './state.js';
 
 export const SandboxLimitsSchema = z.strictObject({
@@ -75,6 +75,8 @@ export interface ExecOptions {
   workdir?: string;
   /** Run as this in-sandbox user instead of config.user (e.g. root for setup steps). */
   user?: { uid: number; gid: number };
+  /** Kills the command (and everything it started); the outcome is then `killed`. */
+  signal?: AbortSignal;
 }
 
 export class SandboxStartError extends MinisandboxError {
@@ -82,6 +84,10 @@ export class SandboxStartError extends MinisandboxError {
     super('SANDBOX_START', message, { hint });
   }
 }
+
+// `await using` looks the method up by Symbol.asyncDispose, which Node has from 20.4 on; on older
+// 20.x it is the symbol TypeScript's and esbuild's lowered `await using` fall back to.
+(Symbol as { asyncDispose?: symbol }).asyncDispose ??= Symbol.for('Symbol.asyncDispose');
 
 export class Sandbox {
   private destroyed = false;
@@ -159,7 +165,8 @@ export class Sandbox {
       maxOutputBytes: opts.maxOutputBytes ?? this.options.maxOutputBytes,
       stdin: opts.stdin,
       oomFile: this.cgroup?.oomFile,
-      signal: this.abort.signal,
+      // the caller's signal, or this sandbox's end, kills the command
+      signal: opts.signal === undefined ? this.abort.signal : AbortSignal.any([this.abort.signal, opts.signal]),
     });
   }
 
@@ -178,7 +185,7 @@ export class Sandbox {
   }
 
   /** Runs a command in the default session. */
-  run(cmd: string, opts: { timeoutMs?: number; maxOutputBytes?: number } = {}): Promise<CommandOutcome> {
+  run(cmd: string, opts: SessionRunOptions = {}): Promise<CommandOutcome> {
     return this.session().run(cmd, opts);
   }
 
@@ -231,6 +238,11 @@ export class Sandbox {
   destroy(): Promise<void> {
     this.destroying ??= this.doDestroy();
     return this.destroying;
+  }
+
+  /** `await using sb = await openSandbox(...)`: destroyed when the block is left, however it is left. */
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.destroy();
   }
 
   private async doDestroy(): Promise<void> {

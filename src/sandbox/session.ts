@@ -15,6 +15,8 @@ import { MinisandboxError } from '../errors.js';
 export interface SessionRunOptions {
   timeoutMs?: number;
   maxOutputBytes?: number;
+  /** Interrupts the command (as a timeout does: SIGINT, then SIGKILL); the outcome is `killed`. */
+  signal?: AbortSignal;
 }
 
 export interface SessionOptions {
@@ -151,9 +153,14 @@ export class Session {
     this.pending = p;
     child.stdin!.write(commandScript(cmd, nonce));
     const finished = (): boolean => (p.outDone !== undefined && p.errDone !== undefined) || this.child !== child;
-    const waitFor = async (ms: number): Promise<boolean> => {
+    const abortSignal = opts.signal;
+    const onAbort = (): void => p.wake();
+    abortSignal?.addEventListener('abort', onAbort, { once: true });
+    /** `stopOnAbort`: the caller's signal ends the first wait, as its deadline would. */
+    const waitFor = async (ms: number, stopOnAbort = false): Promise<boolean> => {
       const deadline = performance.now() + ms;
       while (!finished()) {
+        if (stopOnAbort && abortSignal?.aborted === true) return false;
         const left = deadline - performance.now();
         if (left <= 0) return false;
         let t: NodeJS.Timeout | undefined;
@@ -164,8 +171,10 @@ export class Session {
       return true;
     };
     let timedOut = false;
-    if (!(await waitFor(timeoutMs))) {
-      timedOut = true;
+    let aborted = false;
+    if (!(await waitFor(timeoutMs, true))) {
+      aborted = abortSignal?.aborted === true;
+      timedOut = !aborted;
       await this.interrupt(child, 'SIGINT');
       if (!(await waitFor(grace))) {
         await this.interrupt(child, 'SIGKILL');
@@ -175,12 +184,14 @@ export class Session {
         }
       }
     }
+    abortSignal?.removeEventListener('abort', onAbort);
     this.pending = undefined;
     const durationMs = performance.now() - started;
     const out = p.out.out.slice(p.outDone?.offset);
     const err = p.err.out.slice(p.errDone);
     const base = { durationMs, stdout: out.text, stderr: err.text, stdoutTruncated: out.truncated, stderrTruncated: err.truncated };
     if (timedOut) return { status: 'timeout', exitCode: p.outDone?.code ?? null, signal: 'SIGINT', ...base };
+    if (aborted) return { status: 'killed', exitCode: p.outDone?.code ?? null, signal: 'SIGINT', ...base };
     if (p.outDone === undefined) {
       // The shell ended (the command ran `exit`, or the shell was killed): the next run starts a new one.
       this.restarts++;

@@ -20,4 +20,5 @@ export interface EvalRunResult {
   truncated: boolean;
 }
 
-export type EvalRunner = (files: EvalFile[], script: string, opts: { timeoutMs: number }) => Promise<EvalRunResult>;
+/** `signal`: the caller gave up; a runner stops the script (and its sandbox) as soon as it can. */
+export type EvalRunner = (files: EvalFile[], script: string, opts: { timeoutMs: number; signal?: AbortSignal | undefined }) => Promise<EvalRunResult>;

@@ -15,7 +15,7 @@ import type { EvalRunner, EvalRunStatus } from './runner.js';
 import { shellQuote } from './shell-quote.js';
 
 export interface EvalSandbox {
-  exec(argv: string[], opts: { timeoutMs: number; maxOutputBytes: number; stdin: Buffer }): Promise<{ status: EvalRunStatus; exitCode: number | null; stdout: string; stdoutTruncated: boolean; error?: string | undefined }>;
+  exec(argv: string[], opts: { timeoutMs: number; maxOutputBytes: number; stdin: Buffer; signal?: AbortSignal | undefined }): Promise<{ status: EvalRunStatus; exitCode: number | null; stdout: string; stdoutTruncated: boolean; error?: string | undefined }>;
   destroy(): Promise<void>;
 }
 
@@ -53,17 +53,18 @@ export function evalProgram(files: { path: string; bytes: number }[], dir: strin
   ].join('\n');
 }
 
-export function sandboxEvalRunner(create: () => Promise<EvalSandbox>, options: SandboxRunnerOptions = {}): EvalRunner {
+/** `create` gets the caller's signal, to cancel a sandbox that is still starting. */
+export function sandboxEvalRunner(create: (signal?: AbortSignal) => Promise<EvalSandbox>, options: SandboxRunnerOptions = {}): EvalRunner {
   const max = options.maxOutputBytes ?? 16 * 1024 * 1024;
   const head = Math.floor(max / 4);
   const tail = max - head;
   const dir = options.dir ?? '/tmp/minisandbox-run';
-  return async (files, script, { timeoutMs }) => {
+  return async (files, script, { timeoutMs, signal }) => {
     const blobs = [...files, { path: `${dir}/eval.sh`, content: script }].map((f) => ({ path: f.path, data: Buffer.from(f.content, 'utf8') }));
     const program = evalProgram(blobs.map((b) => ({ path: b.path, bytes: b.data.length })), dir, head, tail);
-    const sb = await create();
+    const sb = await create(signal);
     try {
-      const out = await sb.exec(['/bin/bash', '-c', program], { timeoutMs, maxOutputBytes: max + 65536, stdin: Buffer.concat(blobs.map((b) => b.data)) });
+      const out = await sb.exec(['/bin/bash', '-c', program], { timeoutMs, maxOutputBytes: max + 65536, stdin: Buffer.concat(blobs.map((b) => b.data)), signal });
       let stdout = out.stdout;
       let rest = 0;
       const at = stdout.lastIndexOf(`\n${TRAILER}`);

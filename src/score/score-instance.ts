@@ -3,7 +3,7 @@
  * environment, read the log and grade it. This is the reward API: a rollout's patch (the session's
  * diff) goes in, a SWE-bench report comes out.
  */
-import { errorMessage, InvalidInputError } from '../errors.js';
+import { errorMessage, InvalidInputError, throwIfAborted } from '../errors.js';
 import { gitDirWrite } from './diff-files.js';
 import { makeEvalScript } from './eval-script.js';
 import { APPLY_PATCH_FAIL } from './markers.js';
@@ -21,6 +21,8 @@ export interface ScoreInstanceOptions {
   /** Where, inside the environment, the patch files are written; default /tmp/minisandbox-eval. */
   filesDir?: string;
   modelName?: string;
+  /** Cancels the grading: the eval script is killed and the call rejects with AbortedError (code ABORTED). */
+  signal?: AbortSignal;
 }
 
 export interface ScoreOutcome {
@@ -60,6 +62,7 @@ export async function scoreInstance(
   if (patchPath !== null) files.push({ path: patchPath, content: patch! });
   const script = makeEvalScript({ instance, spec, patchPath, testPatchPath });
 
+  throwIfAborted(opts.signal, `score ${instance.instance_id}`);
   const started = performance.now();
   let run: EvalRunResult;
   let infraError: string | undefined;
@@ -67,11 +70,13 @@ export async function scoreInstance(
   try {
     run = intoGitDir !== null
       ? { output: `${APPLY_PATCH_FAIL}\n[minisandbox: refused, the patch writes inside .git: ${intoGitDir}]\n`, status: 'ok', exitCode: 1, truncated: false }
-      : await runner(files, script, { timeoutMs: opts.timeoutMs });
+      : await runner(files, script, { timeoutMs: opts.timeoutMs, signal: opts.signal });
   } catch (e) {
     infraError = errorMessage(e);
     run = { output: `[minisandbox: the eval runner failed: ${infraError}]\n`, status: 'infra_error', exitCode: null, truncated: false };
   }
+  // a run cut short by the caller is no grade at all
+  throwIfAborted(opts.signal, `score ${instance.instance_id}`);
   const durationMs = performance.now() - started;
   let log = run.output;
   if (run.status === 'timeout') log += `\n\nTimeout error: ${Math.round(opts.timeoutMs / 1000)} seconds exceeded.`;

@@ -8,7 +8,7 @@ import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { type Digest, digestHex, verifyDigest } from '../cas/digest.js';
 import { Readable } from 'node:stream';
-import { InvalidInputError } from '../errors.js';
+import { InvalidInputError, throwIfAborted } from '../errors.js';
 import { readManifest } from '../layer/capture.js';
 import type { EnvConfig, LayerRef } from '../layer/env.js';
 import type { FrameRef } from '../pack/frame-extract.js';
@@ -56,6 +56,8 @@ export interface PullOptions {
    */
   layOutIn?: 'helper' | 'node';
   onProgress?: (p: { layer: Digest; phase: 'manifest' | 'fetch' | 'layout' | 'cached'; objects?: number; bytes?: number }) => void;
+  /** Stops the pull between layers (each layer is laid out whole or not at all): AbortedError. */
+  signal?: AbortSignal;
 }
 
 export interface PulledEnv {
@@ -74,6 +76,7 @@ export async function pullEnv(reg: Registry, store: StorePaths, refOrDigest: str
   let fetchedObjects = 0;
   let fetchedBytes = 0;
   for (const layer of config.layers) {
+    throwIfAborted(opts.signal, `pull ${refOrDigest}`);
     const r = await ensureLayer(reg, store, layer, idShift, opts);
     layerDirs.push(r.dir);
     fetchedObjects += r.fetchedObjects;
