@@ -1,16 +1,10 @@
-/** `minisandbox build`: a whole dataset (with its specs) or one recipe. */
+/** `minisandbox build`: a whole dataset (with its specs) or one recipe. What it needs is imported in the action (start-up: see main.ts). */
 import type { Command } from 'commander';
 import { join } from 'node:path';
-import { executePlan, type SummaryRow } from '../build/execute.js';
-import { datasetNameFromFile, defaultRepoSource, planCounts, planDataset, planRecipe } from '../build/plan.js';
-import { parseShard } from '../build/plan-shard.js';
-import { PhaseClock } from '../build/phases.js';
+import type { SummaryRow } from '../build/execute.js';
 import { MinisandboxError } from '../errors.js';
-import { loadDataset } from '../dataset/read.js';
-import { loadSpecs } from '../dataset/specs.js';
-import { loadRecipeCatalog } from '../recipe/catalog.js';
-import { reapStale } from '../runtime/open.js';
-import { type GlobalOptions, makeContext, parseDuration, parseSize } from './context.js';
+import { type GlobalOptions, makeContext } from './context.js';
+import { opt } from './options.js';
 import { EXIT, table } from './output.js';
 
 type Globals = () => GlobalOptions;
@@ -18,15 +12,16 @@ type Globals = () => GlobalOptions;
 interface BuildOpts {
   specs?: string;
   repos?: string;
-  jobs: string;
+  jobs: number;
   keepGoing?: boolean;
   shard?: string;
   force?: boolean;
   tag?: string;
   logDir?: string;
-  timeout: string;
+  /** Milliseconds. */
+  timeout: number;
   dataset?: string;
-  ramUpper: string;
+  ramUpper: number | 'auto';
 }
 
 export function registerBuildCommands(program: Command, globals: Globals, setExit: (code: number) => void): void {
@@ -37,19 +32,30 @@ export function registerBuildCommands(program: Command, globals: Globals, setExi
     .option('--specs <file>', 'specs mapping (repo, version) to env recipe, test command, log parser (datasets)')
     .option('--repos <dir>', 'where repositories live: <dir>/<owner>/<name> (default: fetch from GitHub)')
     .option('--dataset <name>', 'dataset name for tags (default: from the file name)')
-    .option('--jobs <n>', 'nodes built at once', '1')
+    .option('--jobs <n>', 'nodes built at once', opt.int({ min: 1, max: 256 }), 1)
     .option('--keep-going', 'go on with the rest when a node fails')
     .option('--shard <i/n>', 'build only shard i of n (0-based) of the instances')
     .option('--force', 'rebuild even when a cache key is present')
     .option('--tag <ref>', 'tag for a single recipe build')
     .option('--log-dir <dir>', 'where per-node build logs go (default: <store>/logs/<dataset>)')
-    .option('--timeout <duration>', 'limit for one node\'s build commands', '2h')
-    .option('--ram-upper <size|auto>', 'RAM each build sandbox writes into (a tmpfs; a build that outgrows it runs again on disk); auto: half the available memory / jobs; 0: on disk', 'auto')
+    .option('--timeout <duration>', 'limit for one node\'s build commands', opt.duration(), 7_200_000)
+    .option('--ram-upper <size|auto>', 'RAM each build sandbox writes into (a tmpfs; a build that outgrows it runs again on disk); auto: half the available memory / jobs; 0: on disk', opt.or('auto', opt.size({ min: 0 })), 'auto')
     .action(async (input: string, o: BuildOpts) => {
+      const { PhaseClock } = await import('../build/phases.js');
       // performance.now() counts from process start: node's boot, module loading, option parsing
       const cli = new PhaseClock();
       cli.add('cli-start', performance.now());
-      const ctx = makeContext(globals());
+      const ctx = await makeContext(globals());
+      const [{ executePlan }, { datasetNameFromFile, defaultRepoSource, planCounts, planDataset, planRecipe }, { parseShard }, { loadDataset }, { loadSpecs }, { loadRecipeCatalog }, { reapStale }] =
+        await Promise.all([
+          import('../build/execute.js'),
+          import('../build/plan.js'),
+          import('../build/plan-shard.js'),
+          import('../dataset/read.js'),
+          import('../dataset/specs.js'),
+          import('../recipe/catalog.js'),
+          import('../runtime/open.js'),
+        ]);
       const tPlan = performance.now();
       const isDataset = /\.(jsonl|json)$/.test(input) && o.specs !== undefined;
       let plan;
@@ -85,11 +91,11 @@ export function registerBuildCommands(program: Command, globals: Globals, setExi
           registry: ctx.registry,
           store: ctx.store,
           logDir,
-          jobs: Math.max(1, Number.parseInt(o.jobs, 10) || 1),
+          jobs: o.jobs,
           keepGoing: o.keepGoing === true,
           force: o.force === true,
-          timeoutMs: parseDuration(o.timeout),
-          ...(o.ramUpper === 'auto' ? {} : { ramUpperBytes: parseSize(o.ramUpper) }),
+          timeoutMs: o.timeout,
+          ...(o.ramUpper === 'auto' ? {} : { ramUpperBytes: o.ramUpper }),
           signal: abort.signal,
           // a one-node build returns once its layer is published, not after deleting its scratch
           discard: 'detach',

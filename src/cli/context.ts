@@ -1,15 +1,16 @@
 /** Global options -> the registry and store a command works on. */
-import { resolve } from 'node:path';
+import { statSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
 import { InvalidInputError } from '../errors.js';
-import { openRegistry } from '../registry/open.js';
 import type { Registry } from '../registry/registry.js';
-import { StorePaths, defaultStoreDir } from '../store/paths.js';
-import { Output } from './output.js';
+import type { StorePaths } from '../store/paths.js';
+import { Output, type ProgressMode } from './output.js';
 
 export interface GlobalOptions {
   registry?: string;
   store?: string;
   json?: boolean;
+  progress?: ProgressMode;
 }
 
 export interface Context {
@@ -22,39 +23,35 @@ export function defaultRegistry(): string {
   return process.env.MINISANDBOX_REGISTRY ?? resolve('registry');
 }
 
-export function makeContext(g: GlobalOptions): Context {
-  return {
-    registry: openRegistry(g.registry ?? defaultRegistry()),
-    store: new StorePaths(g.store ?? defaultStoreDir()),
-    out: new Output(g.json === true),
-  };
-}
-
-/** `30s`, `15m`, `2h`, `7d`, or plain seconds. */
-export function parseDuration(s: string): number {
-  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$/.exec(s.trim());
-  if (m === null) throw new InvalidInputError(`invalid duration ${JSON.stringify(s)}`, 'use e.g. 30s, 15m, 2h, 7d');
-  const n = Number(m[1]);
-  const unit = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[(m[2] ?? 's') as 'ms' | 's' | 'm' | 'h' | 'd'];
-  return n * unit;
-}
-
-/** `512m`, `2g`, `1.5G`, `100k`, or bytes. */
-export function parseSize(s: string): number {
-  const m = /^(\d+(?:\.\d+)?)([kmgt]i?b?)?$/i.exec(s.trim());
-  if (m === null) throw new InvalidInputError(`invalid size ${JSON.stringify(s)}`, 'use e.g. 512m, 2g');
-  const u = (m[2] ?? '').toLowerCase()[0];
-  const mult = u === 'k' ? 1024 : u === 'm' ? 1024 ** 2 : u === 'g' ? 1024 ** 3 : u === 't' ? 1024 ** 4 : 1;
-  return Math.round(Number(m[1]) * mult);
-}
-
-/** `K=V` pairs from repeated --env options. */
-export function parseEnvPairs(pairs: string[] | undefined): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const p of pairs ?? []) {
-    const i = p.indexOf('=');
-    if (i <= 0) throw new InvalidInputError(`invalid --env ${JSON.stringify(p)}`, 'use --env NAME=value');
-    out[p.slice(0, i)] = p.slice(i + 1);
+/**
+ * A directory option must name a directory or a place one can be made: a file on the way
+ * (`--store /etc/passwd`) is the user's mistake, said before any command fails on it with ENOTDIR.
+ */
+export function checkDirOption(option: string, path: string): void {
+  for (let p = resolve(path); ; p = dirname(p)) {
+    let isDir: boolean;
+    try {
+      isDir = statSync(p).isDirectory();
+    } catch {
+      if (dirname(p) === p) return;
+      continue; // not there (yet): made when needed, if its parent allows
+    }
+    if (isDir) return;
+    throw new InvalidInputError(`${option} ${path}: ${p} is not a directory`, `give ${option} a directory (it is created if missing)`);
   }
-  return out;
+}
+
+/**
+ * The registry, store and output of a command. The registry and store modules are imported here,
+ * not at load, so that `--help`, `--version` and bad options stay fast.
+ * `progressWhenNotTty`: what `--progress auto` means off a terminal (see Output).
+ */
+export async function makeContext(g: GlobalOptions, opts: { progressWhenNotTty?: 'json' | 'none' } = {}): Promise<Context> {
+  const out = new Output(g.json === true, g.progress ?? 'auto', process.stderr, process.stdout, opts.progressWhenNotTty ?? 'json');
+  const registry = g.registry ?? defaultRegistry();
+  if (!registry.startsWith('s3://')) checkDirOption('--registry', registry);
+  const storeDir = g.store ?? process.env.MINISANDBOX_STORE;
+  if (storeDir !== undefined) checkDirOption('--store', storeDir);
+  const [{ openRegistry }, { StorePaths, defaultStoreDir }] = await Promise.all([import('../registry/open.js'), import('../store/paths.js')]);
+  return { registry: openRegistry(registry), store: new StorePaths(g.store ?? defaultStoreDir()), out };
 }

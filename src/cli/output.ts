@@ -1,9 +1,9 @@
 /**
- * How commands talk to people and scripts: progress on a terminal as one rewritten line on stderr,
- * as JSON lines on stderr when stderr is not a terminal; results as text, or as one JSON document
- * on stdout with --json. Exit codes mean something (see EXIT).
+ * How commands talk to people and scripts: progress on stderr as one rewritten line (`plain`, the
+ * default on a terminal), as JSON lines (`json`, the default elsewhere) or not at all (`none`);
+ * results as text, or as one JSON document on stdout with --json. Exit codes mean something (see EXIT).
  */
-import { MinisandboxError, errorMessage } from '../errors.js';
+import { type ErrorCode, MinisandboxError, errorMessage } from '../errors.js';
 
 export const EXIT = {
   ok: 0,
@@ -16,28 +16,48 @@ export const EXIT = {
   host: 4,
 } as const;
 
+/** `--progress`: `auto` is `plain` on a terminal, else `json` (or `none` where a command says so). */
+export const PROGRESS_MODES = ['auto', 'plain', 'json', 'none'] as const;
+export type ProgressMode = (typeof PROGRESS_MODES)[number];
+
 export class Output {
   private lastLen = 0;
   private lastAt = 0;
+  /** What `--progress` resolved to for this command. */
+  readonly progressMode: Exclude<ProgressMode, 'auto'>;
+  /**
+   * `whenNotTty`: what `auto` means when stderr is not a terminal - `json` for most commands,
+   * `none` for `run`, whose stderr is the sandboxed command's own.
+   */
   constructor(
     readonly json: boolean,
+    progress: ProgressMode = 'auto',
     private readonly stderr: NodeJS.WriteStream = process.stderr,
     private readonly stdout: NodeJS.WriteStream = process.stdout,
-  ) {}
+    whenNotTty: 'json' | 'none' = 'json',
+  ) {
+    this.progressMode = progress !== 'auto' ? progress : this.stderr.isTTY === true ? 'plain' : whenNotTty;
+  }
 
   get tty(): boolean {
     return this.stderr.isTTY === true;
   }
 
-  /** A progress event: throttled line on a terminal, a JSON line otherwise. */
+  /** A progress event: a throttled rewritten line (`plain`), a JSON line (`json`), or nothing. */
   progress(event: Record<string, unknown> & { message: string }): void {
-    if (!this.tty) {
+    if (this.progressMode === 'none') return;
+    if (this.progressMode === 'json') {
       this.stderr.write(`${JSON.stringify({ type: 'progress', time: new Date().toISOString(), ...event })}\n`);
       return;
     }
     const now = Date.now();
     if (now - this.lastAt < 80) return;
     this.lastAt = now;
+    if (!this.tty) {
+      // plain progress into a file or pipe: one line per event, nothing to rewrite
+      this.stderr.write(`${event.message}\n`);
+      return;
+    }
     const cols = this.stderr.columns ?? 100;
     const line = event.message.length > cols - 1 ? `${event.message.slice(0, cols - 2)}…` : event.message;
     this.stderr.write(`\r${line.padEnd(this.lastLen)}`);
@@ -69,7 +89,7 @@ export class Output {
   /** Reports an error and returns the exit code it maps to. */
   error(e: unknown): number {
     this.done();
-    const code = e instanceof MinisandboxError ? e.code : 'ERROR';
+    const code: ErrorCode | 'ERROR' = e instanceof MinisandboxError ? e.code : 'ERROR';
     const hint = e instanceof MinisandboxError ? e.hint : undefined;
     if (this.json) this.stdout.write(`${JSON.stringify({ error: { code, message: errorMessage(e), hint } })}\n`);
     this.stderr.write(`error: ${errorMessage(e)}\n${hint !== undefined ? `hint: ${hint}\n` : ''}`);

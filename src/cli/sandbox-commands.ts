@@ -1,16 +1,19 @@
-/** Commands that run sandboxes: run (one command, exit code passed through) and sandbox housekeeping. */
+/**
+ * Commands that run sandboxes: run (one command, exit code passed through) and sandbox housekeeping.
+ * The runtime is imported inside each action: loading it is most of a command's start-up, and
+ * `--help` or a bad option should not pay for it.
+ */
 import type { Command } from 'commander';
-import { MinisandboxError } from '../errors.js';
-import { openSandbox, reapStale } from '../runtime/open.js';
-import { attach } from '../runtime/shell.js';
-import { type CommandOutcome, probeHost } from '../sandbox/index.js';
-import { currentUser } from '../sandbox/subid.js';
-import { fsmetaHelper } from '../store/fsmeta.js';
-import { type GlobalOptions, makeContext, parseDuration, parseEnvPairs, parseSize } from './context.js';
+import type { CommandOutcome } from '../sandbox/outcome.js';
+import { type GlobalOptions, makeContext } from './context.js';
+import { opt } from './options.js';
 
 type Globals = () => GlobalOptions;
 
-/** Exit codes for outcomes that are not a plain exit, following timeout(1) and shells. */
+/**
+ * Exit codes for outcomes that are not a plain exit, following timeout(1), shells, docker and
+ * podman: 127 a command not found, 126 one found but not executable, 125 any other runtime error.
+ */
 export function outcomeExitCode(o: CommandOutcome): number {
   switch (o.status) {
     case 'ok':
@@ -22,7 +25,7 @@ export function outcomeExitCode(o: CommandOutcome): number {
     case 'killed':
       return 128 + signalNumber(o.signal);
     case 'infra_error':
-      return 125;
+      return o.exitCode === 126 || o.exitCode === 127 ? o.exitCode : 125;
   }
 }
 
@@ -33,15 +36,17 @@ function signalNumber(sig: string | null): number {
 
 interface RunOpts {
   network: 'none' | 'host';
-  timeout?: string;
-  memory?: string;
-  pids?: string;
-  cpus?: string;
-  disk?: string;
+  timeout?: number;
+  memory?: number;
+  pids?: number;
+  cpus?: number;
+  disk: number;
   workdir?: string;
-  env?: string[];
-  maxOutput: string;
+  env: Record<string, string>;
+  maxOutput: number;
 }
+
+const NETWORK = ['none', 'host'] as const;
 
 export function registerSandboxCommands(program: Command, globals: Globals, setExit: (code: number) => void): void {
   program
@@ -49,51 +54,57 @@ export function registerSandboxCommands(program: Command, globals: Globals, setE
     .description("run one command in a fresh sandbox of an environment; exits with the command's exit code (124 timeout, 137 oom, 125 runtime error)")
     .argument('<ref>')
     .argument('<cmd...>', 'command and arguments (after --)')
-    .option('--network <mode>', 'none (loopback only) or host', 'none')
-    .option('--timeout <duration>', 'wall-clock limit for the command, e.g. 30s, 10m')
-    .option('--memory <size>', 'memory limit, e.g. 2g')
-    .option('--pids <n>', 'process limit')
-    .option('--cpus <n>', 'CPU limit in cores')
-    .option('--disk <size>', 'size cap of the writable layer', '1g')
-    .option('--workdir <dir>', 'working directory inside the sandbox')
-    .option('--env <K=V...>', 'environment variables')
-    .option('--max-output <size>', 'keep at most this much of stdout and of stderr', '16m')
+    .option('--network <mode>', 'none (loopback only) or host', opt.oneOf(NETWORK), 'none')
+    .option('--timeout <duration>', 'wall-clock limit for the command, e.g. 30s, 10m', opt.duration())
+    .option('--memory <size>', 'memory limit, e.g. 2g', opt.size({ min: 1024 ** 2 }))
+    .option('--pids <n>', 'process limit', opt.int({ min: 1 }))
+    .option('--cpus <n>', 'CPU limit in cores, e.g. 0.5', opt.number({ positive: true, max: 4096 }))
+    .option('--disk <size>', 'size cap of the writable layer', opt.size({ min: 1024 ** 2 }), 1024 ** 3)
+    .option('--workdir <dir>', 'working directory inside the sandbox (absolute)', opt.sandboxPath())
+    .option('-e, --env <K=V>', 'an environment variable (repeat for more)', opt.envPair(), {})
+    .option('--max-output <size>', 'keep at most this much of stdout and of stderr', opt.size(), 16 * 1024 ** 2)
     .action(async (ref: string, cmd: string[], o: RunOpts) => {
-      const ctx = makeContext(globals());
-      if (o.network !== 'none' && o.network !== 'host') throw new MinisandboxError('USAGE', `--network must be none or host, not ${o.network}`);
-      const limits: Record<string, number> = { diskBytes: parseSize(o.disk ?? '1g') };
-      if (o.memory !== undefined) limits.memoryBytes = parseSize(o.memory);
-      if (o.pids !== undefined) limits.pids = Number.parseInt(o.pids, 10);
-      if (o.cpus !== undefined) limits.cpus = Number(o.cpus);
-      const config: Record<string, unknown> = { env: parseEnvPairs(o.env) };
+      // `auto` progress is silent here when stderr is not a terminal: it is the command's stderr
+      const ctx = await makeContext(globals(), { progressWhenNotTty: 'none' });
+      const { openSandbox, reapStale } = await import('../runtime/open.js');
+      const limits: Record<string, number> = { diskBytes: o.disk };
+      if (o.memory !== undefined) limits.memoryBytes = o.memory;
+      if (o.pids !== undefined) limits.pids = o.pids;
+      if (o.cpus !== undefined) limits.cpus = o.cpus;
+      const config: Record<string, unknown> = { env: o.env };
       if (o.workdir !== undefined) config.workdir = o.workdir;
       await reapStale(ctx.store);
-      const sb = await openSandbox(ctx.registry, ctx.store, ref, {
-        network: o.network,
-        limits,
-        config,
-        maxOutputBytes: parseSize(o.maxOutput),
-        onPull: (p) => ctx.out.progress({ ...p, message: `pull ${ref}: ${p.phase} layer ${p.layer.slice(7, 19)}` }),
-        warn: (m) => ctx.out.warn(m),
-      });
-      ctx.out.done();
-      const stop = (): void => void sb.destroy();
+      // Ctrl-C or a TERM cancels a pull or start in progress, and kills a running command
+      const abort = new AbortController();
+      const stop = (): void => abort.abort(new Error('interrupted'));
       process.once('SIGINT', stop);
       process.once('SIGTERM', stop);
       try {
-        const outcome = await sb.exec(cmd, o.timeout === undefined ? {} : { timeoutMs: parseDuration(o.timeout) });
+        await using sb = await openSandbox(ctx.registry, ctx.store, ref, {
+          network: o.network,
+          limits,
+          config,
+          signal: abort.signal,
+          maxOutputBytes: o.maxOutput,
+          onPull: (p) => ctx.out.progress({ ...p, message: `pull ${ref}: ${p.phase} layer ${p.layer.slice(7, 19)}` }),
+          warn: (m) => ctx.out.warn(m),
+        });
+        ctx.out.done();
+        const outcome = await sb.exec(cmd, { signal: abort.signal, ...(o.timeout === undefined ? {} : { timeoutMs: o.timeout }) });
         if (ctx.out.json) ctx.out.result({ ref, sandbox: sb.id, ...outcome }, () => '');
         else {
           process.stdout.write(outcome.stdout);
           process.stderr.write(outcome.stderr);
           if (outcome.stdoutTruncated || outcome.stderrTruncated) ctx.out.warn('output was truncated (raise --max-output)');
-          if (outcome.status !== 'ok') ctx.out.warn(`command ended: ${outcome.status}${outcome.error ? ` (${outcome.error})` : ''}`);
+          // a command that could not start already said why on its stderr (127/126 say which)
+          if (outcome.status !== 'ok' && !(outcome.status === 'infra_error' && outcomeExitCode(outcome) !== 125)) {
+            ctx.out.warn(`command ended: ${outcome.status}${outcome.error ? ` (${outcome.error})` : ''}`);
+          }
         }
         setExit(outcomeExitCode(outcome));
       } finally {
         process.off('SIGINT', stop);
         process.off('SIGTERM', stop);
-        await sb.destroy();
       }
     });
 
@@ -101,13 +112,14 @@ export function registerSandboxCommands(program: Command, globals: Globals, setE
     .command('shell')
     .description('an interactive shell in a fresh sandbox of an environment (destroyed when the shell exits)')
     .argument('<ref>')
-    .option('--network <mode>', 'none (loopback only) or host', 'none')
-    .option('--workdir <dir>', 'working directory inside the sandbox')
-    .option('--env <K=V...>', 'environment variables')
-    .action(async (ref: string, o: { network: 'none' | 'host'; workdir?: string; env?: string[] }) => {
-      const ctx = makeContext(globals());
-      if (o.network !== 'none' && o.network !== 'host') throw new MinisandboxError('USAGE', `--network must be none or host, not ${o.network}`);
-      const config: Record<string, unknown> = { env: parseEnvPairs(o.env) };
+    .option('--network <mode>', 'none (loopback only) or host', opt.oneOf(NETWORK), 'none')
+    .option('--workdir <dir>', 'working directory inside the sandbox (absolute)', opt.sandboxPath())
+    .option('-e, --env <K=V>', 'an environment variable (repeat for more)', opt.envPair(), {})
+    .action(async (ref: string, o: { network: 'none' | 'host'; workdir?: string; env: Record<string, string> }) => {
+      const ctx = await makeContext(globals());
+      const { openSandbox, reapStale } = await import('../runtime/open.js');
+      const { attach } = await import('../runtime/shell.js');
+      const config: Record<string, unknown> = { env: o.env };
       if (o.workdir !== undefined) config.workdir = o.workdir;
       await reapStale(ctx.store);
       const sb = await openSandbox(ctx.registry, ctx.store, ref, { network: o.network, config, warn: (m) => ctx.out.warn(m) });
@@ -125,7 +137,8 @@ export function registerSandboxCommands(program: Command, globals: Globals, setE
     .command('check')
     .description("check that this host can run sandboxes (tools, subordinate ids, user namespaces) and compile the native helpers; exit 4 with what to fix")
     .action(async () => {
-      const ctx = makeContext(globals());
+      const ctx = await makeContext(globals());
+      const [{ probeHost }, { currentUser }, { fsmetaHelper }] = await Promise.all([import('../sandbox/host.js'), import('../sandbox/subid.js'), import('../store/fsmeta.js')]);
       const host = await probeHost();
       const { path: fsmeta, has: fsmetaFrames } = await fsmetaHelper();
       const r = { user: currentUser().name, isRoot: host.isRoot, idMap: host.idMap, tools: host.tools, fsmeta, fsmetaFrames, store: ctx.store.root };

@@ -1,19 +1,15 @@
-/** `score` and `validate`: SWE-bench grading in fresh sandboxes of each instance's environment. */
+/**
+ * `score` and `validate`: SWE-bench grading in fresh sandboxes of each instance's environment.
+ * What they need is imported inside the actions (start-up: see main.ts).
+ */
 import { readFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import type { Command } from 'commander';
-import { datasetNameFromFile } from '../build/plan.js';
-import { loadDataset } from '../dataset/read.js';
-import { loadSpecs, lookupSpec } from '../dataset/specs.js';
-import { InvalidInputError } from '../errors.js';
-import { sandboxEvalRunner } from '../runtime/eval-runner.js';
-import { reapStale } from '../runtime/open.js';
-import { evalSpecFromDataset } from '../score/dataset-spec.js';
-import { type Prediction, parsePredictions } from '../score/predictions.js';
-import { scoreRun } from '../score/score-run.js';
+import { NotFoundError } from '../errors.js';
+import type { Prediction } from '../score/predictions.js';
 import type { ScoreInstance } from '../score/instance.js';
-import { validateInstances } from '../score/validate.js';
-import { type GlobalOptions, makeContext, parseSize } from './context.js';
+import { type GlobalOptions, checkDirOption, makeContext } from './context.js';
+import { opt } from './options.js';
 import { EXIT } from './output.js';
 
 type Globals = () => GlobalOptions;
@@ -21,13 +17,22 @@ type Globals = () => GlobalOptions;
 interface Common {
   specs: string;
   dataset?: string;
-  jobs: string;
-  timeout: string;
-  memory?: string;
+  jobs: number;
+  /** Milliseconds. */
+  timeout: number;
+  memory?: number;
 }
 
 async function prepare(datasetFile: string, o: Common, globals: Globals) {
-  const ctx = makeContext(globals());
+  const ctx = await makeContext(globals());
+  const [{ datasetNameFromFile }, { loadDataset }, { loadSpecs, lookupSpec }, { refEvalRunner }, { reapStale }, { evalSpecFromDataset }] = await Promise.all([
+    import('../build/plan.js'),
+    import('../dataset/read.js'),
+    import('../dataset/specs.js'),
+    import('../runtime/eval-runner.js'),
+    import('../runtime/open.js'),
+    import('../score/dataset-spec.js'),
+  ]);
   const specs = await loadSpecs(o.specs);
   const located = await loadDataset(datasetFile);
   const rows = located.map((r) => r.row);
@@ -35,12 +40,9 @@ async function prepare(datasetFile: string, o: Common, globals: Globals) {
   const dataset = o.dataset ?? datasetNameFromFile(datasetFile);
   const specLookup = (x: ScoreInstance) => evalSpecFromDataset(lookupSpec(specs, x.repo, x.version, where.get(x.instance_id) ?? x.instance_id));
   const runnerFactory = (x: ScoreInstance) =>
-    sandboxEvalRunner(ctx.registry, ctx.store, `${dataset}/${x.instance_id}`, o.memory !== undefined ? { memoryBytes: parseSize(o.memory) } : {});
+    refEvalRunner(ctx.registry, ctx.store, `${dataset}/${x.instance_id}`, o.memory !== undefined ? { memoryBytes: o.memory } : {});
   await reapStale(ctx.store);
-  const jobs = Math.max(1, Number.parseInt(o.jobs, 10) || 1);
-  const timeoutS = Number(o.timeout);
-  if (!(timeoutS > 0)) throw new InvalidInputError(`--timeout must be a positive number of seconds, not ${o.timeout}`);
-  return { ctx, rows, specLookup, runnerFactory, jobs, timeoutS };
+  return { ctx, rows, specLookup, runnerFactory, jobs: o.jobs, timeoutS: o.timeout / 1000 };
 }
 
 export function registerScoreCommands(program: Command, globals: Globals, setExit: (code: number) => void): void {
@@ -51,17 +53,27 @@ export function registerScoreCommands(program: Command, globals: Globals, setExi
     .requiredOption('--predictions <file|gold>', 'predictions JSONL/JSON (instance_id, model_patch, model_name_or_path), or `gold` for the dataset\'s own patches')
     .requiredOption('--specs <file>', 'specs file (test command and log parser per repo/version)')
     .option('--dataset <name>', 'dataset name used in tags (default: from the file name)')
-    .option('--jobs <n>', 'instances graded at once', '1')
+    .option('--jobs <n>', 'instances graded at once', opt.int({ min: 1, max: 1024 }), 1)
     .option('--run-id <id>', 'run id for the report paths', 'minisandbox')
-    .option('--timeout <seconds>', 'limit for one instance\'s eval script', '1800')
+    .option('--timeout <duration>', 'limit for one instance\'s eval script (plain numbers are seconds)', opt.duration({ min: 1000 }), 1_800_000)
     .option('--report-dir <dir>', 'where reports go', 'logs/run_evaluation')
-    .option('--memory <size>', 'memory limit per eval sandbox')
+    .option('--memory <size>', 'memory limit per eval sandbox', opt.size({ min: 1024 ** 2 }))
     .action(async (datasetFile: string, o: Common & { predictions: string; runId: string; reportDir: string }) => {
-      const { ctx, rows, specLookup, runnerFactory, jobs, timeoutS } = await prepare(datasetFile, o, globals);
-      const predictions: Prediction[] =
+      checkDirOption('--report-dir', o.reportDir);
+      // read before any sandbox work: a missing file is exit 3 with its name, not an ENOENT later
+      const predictionsText =
         o.predictions === 'gold'
+          ? null
+          : await readFile(o.predictions, 'utf8').catch((e: unknown) => {
+              if ((e as { code?: unknown }).code === 'ENOENT') throw new NotFoundError(`predictions file ${o.predictions}`, 'give a JSONL/JSON predictions file, or --predictions gold');
+              throw e;
+            });
+      const { ctx, rows, specLookup, runnerFactory, jobs, timeoutS } = await prepare(datasetFile, o, globals);
+      const [{ parsePredictions }, { scoreRun }] = await Promise.all([import('../score/predictions.js'), import('../score/score-run.js')]);
+      const predictions: Prediction[] =
+        predictionsText === null
           ? rows.map((r) => ({ instance_id: r.instance_id, model_patch: r.patch, model_name_or_path: 'gold' }))
-          : parsePredictions(await readFile(o.predictions, 'utf8'), o.predictions);
+          : parsePredictions(predictionsText, o.predictions);
       let done = 0;
       const total = predictions.length;
       const r = await scoreRun(rows, predictions, specLookup, runnerFactory, {
@@ -92,13 +104,14 @@ export function registerScoreCommands(program: Command, globals: Globals, setExi
     .argument('<dataset>')
     .requiredOption('--specs <file>', 'specs file')
     .option('--dataset <name>', 'dataset name used in tags (default: from the file name)')
-    .option('--runs <n>', 'runs per instance and patch', '1')
-    .option('--jobs <n>', 'evaluations at once', '1')
-    .option('--timeout <seconds>', 'limit for one eval script', '1800')
-    .option('--memory <size>', 'memory limit per eval sandbox')
-    .action(async (datasetFile: string, o: Common & { runs: string }) => {
+    .option('--runs <n>', 'runs per instance and patch', opt.int({ min: 1, max: 1000 }), 1)
+    .option('--jobs <n>', 'evaluations at once', opt.int({ min: 1, max: 1024 }), 1)
+    .option('--timeout <duration>', 'limit for one eval script (plain numbers are seconds)', opt.duration({ min: 1000 }), 1_800_000)
+    .option('--memory <size>', 'memory limit per eval sandbox', opt.size({ min: 1024 ** 2 }))
+    .action(async (datasetFile: string, o: Common & { runs: number }) => {
       const { ctx, rows, specLookup, runnerFactory, jobs, timeoutS } = await prepare(datasetFile, o, globals);
-      const runs = Math.max(1, Number.parseInt(o.runs, 10) || 1);
+      const { validateInstances } = await import('../score/validate.js');
+      const runs = o.runs;
       let done = 0;
       const total = rows.length * 2 * runs;
       const report = await validateInstances(rows, specLookup, runnerFactory, {

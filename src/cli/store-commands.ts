@@ -1,25 +1,16 @@
-/** Commands over the layer store and registry: import, export, pull, ls, inspect, verify, gc, audit. */
+/**
+ * Commands over the layer store and registry: import, export, pull, ls, inspect, verify, gc, audit.
+ * What each command needs is imported inside its action (start-up: see main.ts).
+ */
 import { execFile } from 'node:child_process';
 import { mkdir, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { randomBytes } from 'node:crypto';
 import type { Command } from 'commander';
-import { audit, isInternalRef } from '../audit/audit.js';
-import { InvalidInputError, MinisandboxError } from '../errors.js';
-import { gcRegistry } from '../registry/gc.js';
-import { exportEnv } from '../store/export.js';
-import { gcStore } from '../store/gc.js';
-import { storeOwners } from '../store/owners.js';
-import { prefetch } from '../store/prefetch.js';
-import { datasetNameFromFile } from '../build/plan.js';
-import { loadDataset } from '../dataset/read.js';
-import { copyRefs, parseCopyRefs } from '../registry/copy.js';
-import { openRegistry } from '../registry/open.js';
-import { hostIdShift, reapStale } from '../runtime/open.js';
-import { pushTree, resolveEnv } from '../store/push.js';
-import { verifyRegistry, verifyStore } from '../store/verify.js';
-import { type GlobalOptions, makeContext, parseDuration, parseEnvPairs, parseSize } from './context.js';
+import { InvalidInputError, MinisandboxError, NotFoundError } from '../errors.js';
+import { type GlobalOptions, checkDirOption, makeContext } from './context.js';
+import { opt } from './options.js';
 import { EXIT, formatBytes, table } from './output.js';
 
 type Globals = () => GlobalOptions;
@@ -40,12 +31,13 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
     .requiredOption('--tag <ref>', 'ref to tag the new environment with, e.g. base/bookworm')
     .option('--parent <ref>', 'environment to stack the layer on')
     .option('--overlay-upper', 'the source is an overlayfs upper dir: record whiteouts and opaque dirs')
-    .option('--workdir <dir>', 'runtime working directory')
-    .option('--env <K=V...>', 'runtime environment variables')
-    .action(async (source: string, o: { tag: string; parent?: string; overlayUpper?: boolean; workdir?: string; env?: string[] }) => {
-      const ctx = makeContext(globals());
+    .option('--workdir <dir>', 'runtime working directory (absolute)', opt.sandboxPath())
+    .option('-e, --env <K=V>', 'a runtime environment variable (repeat for more)', opt.envPair())
+    .action(async (source: string, o: { tag: string; parent?: string; overlayUpper?: boolean; workdir?: string; env?: Record<string, string> }) => {
+      const ctx = await makeContext(globals());
       const st = await stat(source).catch(() => null);
-      if (st === null) throw new InvalidInputError(`import source ${source} does not exist`);
+      if (st === null) throw new NotFoundError(`import source ${source}`, 'give a directory or a tarball');
+      const { pushTree, resolveEnv } = await import('../store/push.js');
       let dir = source;
       let scratch: string | null = null;
       if (!st.isDirectory()) {
@@ -58,7 +50,7 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
         const parent = o.parent !== undefined ? await resolveEnv(ctx.registry, o.parent) : null;
         const config: Record<string, unknown> = {};
         if (o.workdir !== undefined) config.workdir = o.workdir;
-        if (o.env !== undefined) config.env = { ...(parent?.config.config.env ?? {}), ...parseEnvPairs(o.env) };
+        if (o.env !== undefined) config.env = { ...(parent?.config.config.env ?? {}), ...o.env };
         const r = await pushTree(ctx.registry, ctx.store, dir, {
           parent,
           tag: o.tag,
@@ -84,7 +76,9 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
     .argument('<ref>')
     .argument('<dir>')
     .action(async (ref: string, dir: string) => {
-      const ctx = makeContext(globals());
+      const ctx = await makeContext(globals());
+      checkDirOption('export directory', dir);
+      const { exportEnv } = await import('../store/export.js');
       const r = await exportEnv(ctx.registry, ctx.store, ref, dir, { onProgress: (p) => ctx.out.progress({ ...p, message: `export: ${p.phase} ${p.layer.slice(7, 19)}` }) });
       ctx.out.result({ ref, dir, ...r }, () => `exported ${ref} to ${dir}: ${r.entries} entries`);
     });
@@ -95,23 +89,25 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
     .argument('[refs...]')
     .option('--dataset <file>', 'pull <name>/<instance_id> for every row of a SWE-bench JSONL/JSON file')
     .option('--dataset-name <name>', 'tag prefix for --dataset (default: from the file name)')
-    .option('--jobs <n>', 'environments pulled at once', '4')
-    .option('--io-budget <size>', 'compressed bytes being fetched at once, across all pulls', '512m')
-    .option('--id-shift <n|auto>', 'owner shift of laid-out layers; auto: what this host\'s sandboxes use', 'auto')
-    .action(async (refs: string[], o: { dataset?: string; datasetName?: string; jobs: string; ioBudget: string; idShift: string }) => {
-      const ctx = makeContext(globals());
+    .option('--jobs <n>', 'environments pulled at once', opt.int({ min: 1, max: 256 }), 4)
+    .option('--io-budget <size>', 'compressed bytes being fetched at once, across all pulls', opt.size({ min: 1024 ** 2 }), 512 * 1024 ** 2)
+    .option('--id-shift <n|auto>', 'owner shift of laid-out layers; auto: what this host\'s sandboxes use', opt.or('auto', opt.int({ min: 0, max: 2 ** 32 - 65536 })), 'auto')
+    .action(async (refs: string[], o: { dataset?: string; datasetName?: string; jobs: number; ioBudget: number; idShift: number | 'auto' }) => {
+      const ctx = await makeContext(globals());
       const all = [...refs];
       if (o.dataset !== undefined) {
+        const [{ datasetNameFromFile }, { loadDataset }] = await Promise.all([import('../build/plan.js'), import('../dataset/read.js')]);
         const name = o.datasetName ?? datasetNameFromFile(o.dataset);
         for (const r of await loadDataset(o.dataset)) all.push(`${name}/${r.row.instance_id}`);
       }
       if (all.length === 0) throw new MinisandboxError('USAGE', 'pull needs refs or --dataset FILE', { hint: 'minisandbox pull REF... | minisandbox pull --dataset FILE' });
-      const idShift = o.idShift === 'auto' ? await hostIdShift() : Number.parseInt(o.idShift, 10);
+      const [{ hostIdShift }, { prefetch }] = await Promise.all([import('../runtime/open.js'), import('../store/prefetch.js')]);
+      const idShift = o.idShift === 'auto' ? await hostIdShift() : o.idShift;
       const t0 = performance.now();
       const results = await prefetch(ctx.registry, ctx.store, all, {
         idShift,
-        jobs: Math.max(1, Number.parseInt(o.jobs, 10) || 1),
-        budgetBytes: parseSize(o.ioBudget),
+        jobs: o.jobs,
+        budgetBytes: o.ioBudget,
         onResult: (r, done) => ctx.out.progress({ ...r, done, total: all.length, message: `pull ${done}/${all.length}: ${r.ref} ${r.status}` }),
       });
       const bytes = results.reduce((s, r) => s + r.fetchedBytes, 0);
@@ -133,11 +129,13 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
     .requiredOption('--from <registry>', 'source registry (directory or s3://bucket/prefix)')
     .requiredOption('--to <registry>', 'target registry')
     .option('--all', 'every ref of the source')
-    .option('--jobs <n>', 'blobs copied at once', '4')
-    .action(async (refs: string[], o: { from: string; to: string; all?: boolean; jobs: string }) => {
-      const ctx = makeContext(globals());
+    .option('--jobs <n>', 'blobs copied at once', opt.int({ min: 1, max: 256 }), 4)
+    .action(async (refs: string[], o: { from: string; to: string; all?: boolean; jobs: number }) => {
+      const ctx = await makeContext(globals());
+      for (const [name, where] of [['--from', o.from], ['--to', o.to]] as const) if (!where.startsWith('s3://')) checkDirOption(name, where);
+      const [{ copyRefs, parseCopyRefs }, { openRegistry }] = await Promise.all([import('../registry/copy.js'), import('../registry/open.js')]);
       const summary = await copyRefs(openRegistry(o.from), openRegistry(o.to), parseCopyRefs(refs, o.all === true), {
-        concurrency: Math.max(1, Number.parseInt(o.jobs, 10) || 1),
+        concurrency: o.jobs,
         tmpDir: ctx.store.tmpDir,
         onProgress: (p) => ctx.out.progress({ ...p, message: `copy ${p.refsDone}/${p.refsTotal} refs: ${p.ref} ${p.phase}; ${p.blobsCopied} blobs copied (${formatBytes(p.bytesCopied)}), ${p.blobsSkipped} present` }),
       });
@@ -149,7 +147,8 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
     .description('list refs with their environments')
     .option('--all', 'include the build cache refs (_cache/...)')
     .action(async (o: { all?: boolean }) => {
-      const ctx = makeContext(globals());
+      const ctx = await makeContext(globals());
+      const [{ isInternalRef }, { resolveEnv }] = await Promise.all([import('../audit/audit.js'), import('../store/push.js')]);
       const rows: { ref: string; env: string; layers: number; size: number; objects: number }[] = [];
       for await (const r of ctx.registry.listRefs()) {
         if (!o.all && isInternalRef(r.name)) continue;
@@ -164,7 +163,8 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
     .description("an environment's layers, sizes, object counts and runtime config")
     .argument('<ref>')
     .action(async (ref: string) => {
-      const ctx = makeContext(globals());
+      const ctx = await makeContext(globals());
+      const { resolveEnv } = await import('../store/push.js');
       const { digest, config } = await resolveEnv(ctx.registry, ref);
       ctx.out.result({ ref, env: digest, ...config }, () =>
         [
@@ -180,7 +180,8 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
     .description('recompute every digest in the registry and the store; exit 1 if anything is wrong')
     .option('--no-store', 'check the registry only')
     .action(async (o: { store: boolean }) => {
-      const ctx = makeContext(globals());
+      const ctx = await makeContext(globals());
+      const [{ verifyRegistry, verifyStore }, { storeOwners }] = await Promise.all([import('../store/verify.js'), import('../store/owners.js')]);
       await mkdir(ctx.store.tmpDir, { recursive: true });
       const reg = await verifyRegistry(ctx.registry, ctx.store.tmpDir, (what) => ctx.out.progress({ message: `verify ${what}` }));
       const st = o.store ? await verifyStore(ctx.store, (what) => ctx.out.progress({ message: `verify ${what}` }), await storeOwners()) : { storeFiles: 0, problems: [] };
@@ -199,12 +200,18 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
     .command('gc')
     .description('remove from store and registry what no ref (and no live sandbox) reaches')
     .option('--dry-run', 'say what would be removed')
-    .option('--grace <duration>', 'keep anything younger than this; in the registry, also how long unreached blobs stay condemned before a gc deletes them', '1h')
+    .option('--grace <duration>', 'keep anything younger than this; in the registry, also how long unreached blobs stay condemned before a gc deletes them (0: none)', opt.duration({ min: 0 }), 3_600_000)
     .option('--store-only', 'leave the registry alone')
     .option('--registry-only', 'leave the store alone')
-    .action(async (o: { dryRun?: boolean; grace: string; storeOnly?: boolean; registryOnly?: boolean }) => {
-      const ctx = makeContext(globals());
-      const graceMs = parseDuration(o.grace);
+    .action(async (o: { dryRun?: boolean; grace: number; storeOnly?: boolean; registryOnly?: boolean }) => {
+      const ctx = await makeContext(globals());
+      const [{ reapStale }, { gcStore }, { gcRegistry }, { storeOwners }] = await Promise.all([
+        import('../runtime/open.js'),
+        import('../store/gc.js'),
+        import('../registry/gc.js'),
+        import('../store/owners.js'),
+      ]);
+      const graceMs = o.grace;
       const dryRun = o.dryRun === true;
       // Sandboxes left by a crashed runtime hold leases and mounts: reclaim them first.
       const reaped = o.registryOnly || dryRun ? 0 : await reapStale(ctx.store);
@@ -217,7 +224,7 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
           store ? `store: ${store.removedLayers.length} layers, ${store.removedLinks} pooled files, ${store.removedObjects} staged objects, ${store.removedTmp} leftovers; ${formatBytes(store.freedBytes)}` : '',
           registry ? `registry: ${registry.removedBlobs.length} blobs (${formatBytes(registry.freedBytes)}), ${registry.removedPacks.length} catalog entries; ${registry.keptBlobs} blobs kept` : '',
           registry && registry.condemnedBlobs.length > 0
-            ? `registry: ${registry.condemnedBlobs.length} unreached blobs (${formatBytes(registry.condemnedBlobs.reduce((n, b) => n + b.size, 0))}) condemned: a gc at least ${o.grace} after their condemnation removes them`
+            ? `registry: ${registry.condemnedBlobs.length} unreached blobs (${formatBytes(registry.condemnedBlobs.reduce((n, b) => n + b.size, 0))}) condemned: a gc at least ${graceMs / 1000}s after their condemnation removes them`
             : '',
           ...(dryRun && registry ? registry.removedBlobs.map((b) => `  would remove ${b.digest} (${formatBytes(b.size)})`) : []),
           ...(dryRun && store ? store.removedLayers.map((l) => `  would remove layer ${l}`) : []),
@@ -230,7 +237,8 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
     .description('storage used against one container image per ref')
     .option('--all', 'count the build cache refs (_cache/...) as images too')
     .action(async (o: { all?: boolean }) => {
-      const ctx = makeContext(globals());
+      const ctx = await makeContext(globals());
+      const { audit } = await import('../audit/audit.js');
       const r = await audit(ctx.registry, { includeInternal: o.all === true });
       const t = r.totals;
       const pct = (x: number): string => `${(x * 100).toFixed(2)}%`;
