@@ -15,9 +15,14 @@ import { promisify } from 'node:util';
 import { HostCapabilityError } from '../errors.js';
 import { isErrno } from './fs.js';
 
-/** native/ at the package root: two levels up from src/util/, one from the bundled dist/. */
+/**
+ * native/ at the package root: two levels up from src/util/ (and from the CLI bundle's chunks in
+ * dist/cli-chunks/), one from the bundle's entry dist/cli.mjs, three from the library's dist/lib/util/.
+ */
 const here = dirname(fileURLToPath(import.meta.url));
-const nativeDir = [join(here, '..', '..', 'native'), join(here, '..', 'native')].find((d) => existsSync(d)) ?? join(here, '..', '..', 'native');
+const nativeDir =
+  [join(here, '..', '..', 'native'), join(here, '..', 'native'), join(here, '..', '..', '..', 'native')].find((d) => existsSync(join(d, 'sandbox-launch.c'))) ??
+  join(here, '..', '..', 'native');
 
 /**
  * Where compiled helpers go: native/build beside the sources, or, for a user who may not write

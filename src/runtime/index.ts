@@ -1,0 +1,12 @@
+/**
+ * Public surface of the runtime (`minisandbox/runtime`): from an environment ref to a running
+ * sandbox (pulled, leased, started), its commands, sessions, files and forks, and the EvalRunner
+ * that grades in fresh sandboxes of a ref.
+ */
+export { openSandbox, forkLeased, reapStale, hostIdShift } from './open.js';
+export type { OpenOptions } from './open.js';
+export { refEvalRunner } from './eval-runner.js';
+export type { EvalSandboxOptions } from './eval-runner.js';
+export { attach } from './shell.js';
+export { Sandbox, SandboxStartError, SandboxLimitsSchema, Session, CommandOutcomeSchema, CommandStatusSchema, DEFAULT_MAX_OUTPUT_BYTES, probeHost, listSandboxes } from '../sandbox/index.js';
+export type { SandboxLimits, ExecOptions, SessionOptions, SessionRunOptions, CommandOutcome, CommandStatus, HostInfo, SandboxListing } from '../sandbox/index.js';
