@@ -8,3 +8,5 @@ export * from './registry/index.js';
 export * from './store/index.js';
 export * from './runtime/index.js';
 export * from './score/index.js';
+// a root for environments without a distribution: busybox's applets (examples/, tests, quick starts)
+export { populateBusyboxRoot } from './recipe/base-rootfs.js';
