@@ -43,4 +43,32 @@ describe('a sandbox opened from a ref', () => {
     expect(readdirSync(store.leasesDir)).toEqual([]);
     expect(existsSync(join(store.sandboxesDir, sb.id))).toBe(false);
   });
+
+  it('is destroyed when an `await using` block is left, and an aborted open rejects with ABORTED leaving no sandbox', async () => {
+    let id = '';
+    {
+      await using sb = await openSandbox(reg, store, 'rt/busybox');
+      id = sb.id;
+      expect(existsSync(join(store.sandboxesDir, id))).toBe(true);
+    }
+    expect(existsSync(join(store.sandboxesDir, id))).toBe(false);
+    const abort = new AbortController();
+    abort.abort(new Error('the trainer moved on'));
+    await expect(openSandbox(reg, store, 'rt/busybox', { signal: abort.signal })).rejects.toMatchObject({ code: 'ABORTED' });
+    expect(readdirSync(store.sandboxesDir)).toEqual([]);
+    expect(readdirSync(store.leasesDir)).toEqual([]);
+  });
+
+  it('kills a command when its signal fires: exec and session run end as killed, and the sandbox goes on', async () => {
+    await using sb = await openSandbox(reg, store, 'rt/busybox');
+    const abort = new AbortController();
+    const running = sb.exec(['/bin/sh', '-c', 'echo started; exec sleep 600'], { signal: abort.signal });
+    // whether the signal fires before the command starts or while it runs, it ends killed
+    const session = sb.run('echo ready; sleep 600', { signal: AbortSignal.timeout(1000) });
+    setTimeout(() => abort.abort(), 200);
+    expect(await running).toMatchObject({ status: 'killed' });
+    expect(await session).toMatchObject({ status: 'killed' });
+    expect((await sb.exec(['/bin/busybox', 'true'])).exitCode).toBe(0);
+    expect((await sb.run('echo still')).stdout).toBe('still\n');
+  });
 });
