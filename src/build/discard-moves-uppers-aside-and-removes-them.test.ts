@@ -7,6 +7,7 @@ import { chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, wri
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { eventually } from '../../test/helpers/eventually.js';
 import { Discarder } from './discard.js';
 
 const work = mkdtempSync(join(tmpdir(), 'ms-discard-'));
@@ -27,9 +28,10 @@ function makeUpper(name: string): string {
   return upper;
 }
 
-async function until(cond: () => boolean, ms = 10_000): Promise<boolean> {
-  for (const t0 = Date.now(); Date.now() - t0 < ms; await new Promise((r) => setTimeout(r, 50))) if (cond()) return true;
-  return cond();
+/** True once `cond` holds (no deadline: the test's timeout is the safety net; see eventually). */
+async function until(cond: () => boolean): Promise<boolean> {
+  await eventually(cond, 50);
+  return true;
 }
 
 describe('Discarder', () => {

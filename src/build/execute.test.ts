@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { eventually } from '../../test/helpers/eventually.js';
 import { loadDataset } from '../dataset/read.js';
 import { loadSpecs } from '../dataset/specs.js';
 import { loadRecipeCatalog } from '../recipe/catalog.js';
@@ -58,10 +59,8 @@ describe('building a dataset', () => {
     expect(readFileSync(env.log!, 'utf8')).toMatch(/^phases: .*commands \d+\.\d\ds/m);
     // scratch is gone when executePlan returns: no sandbox, no upper dir moved aside
     expect(leftovers()).toEqual([]);
-    const t0 = performance.now();
     const again = await executePlan(await datasetPlan(), opts);
     expect(again.every((r) => r.status === 'cached')).toBe(true);
-    expect(performance.now() - t0).toBeLessThan(5000);
   });
 
   it('an instance holds the env layer and its checkout without future history', async () => {
@@ -94,7 +93,7 @@ describe('building a dataset', () => {
     const rows = await executePlan(await datasetPlan(), { ...opts, force: true, discard: 'detach' });
     expect(rows.every((r) => r.status === 'built')).toBe(true);
     expect(readdirSync(store.sandboxesDir)).toEqual([]);
-    for (let i = 0; i < 100 && leftovers().length > 0; i++) await new Promise((r) => setTimeout(r, 100));
+    await eventually(() => leftovers().length === 0, 100);
     expect(leftovers()).toEqual([]);
   });
 });

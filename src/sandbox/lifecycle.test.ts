@@ -2,6 +2,7 @@ import { spawn } from 'node:child_process';
 import { readFile, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { eventually } from '../../test/helpers/eventually.js';
 import { createSandbox, listSandboxes, reapStaleSandboxes, CommandOutcomeSchema, type HostInfo } from './index.js';
 import { busyboxLower, freshStateDir, hostInfo, leftovers, REPO_ROOT, sandboxFootprint } from './testkit.js';
 
@@ -56,10 +57,12 @@ describe('sandbox lifecycle', () => {
   it('stateless exec runs beside a busy session', async () => {
     const sb = await createSandbox({ lowerDirs: [lower], stateDir }, { host });
     try {
-      const long = sb.run('sleep 1; echo session-done');
+      // the session's command ends only once the exec has run: an exec that waited for the
+      // session would never return (the test's timeout then fails it), however slow the machine
+      const long = sb.run('while [ ! -e /tmp/go ]; do sleep 0.05; done; echo session-done');
       const quick = await sb.exec(['echo', 'exec-done']);
       expect(quick.stdout).toBe('exec-done\n');
-      expect(quick.durationMs).toBeLessThan(900);
+      expect((await sb.exec(['touch', '/tmp/go'])).exitCode).toBe(0);
       expect((await long).stdout).toBe('session-done\n');
     } finally {
       await sb.destroy();
@@ -152,7 +155,7 @@ describe('sandbox lifecycle', () => {
     // ... and its sandboxes' processes end by themselves (the launcher server and every holder
     // die with their parent), before any reaping.
     const alive = async (pid: number): Promise<boolean> => !(await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => ') Z ')).includes(') Z ');
-    for (let i = 0; i < 100 && ((await alive(state.holderPid)) || (await alive(state.initPid))); i++) await new Promise((r) => setTimeout(r, 20));
+    await eventually(async () => !(await alive(state.holderPid)) && !(await alive(state.initPid)));
     expect(await alive(state.holderPid)).toBe(false);
     expect(await alive(state.initPid)).toBe(false);
     const before = await listSandboxes(stateDir);

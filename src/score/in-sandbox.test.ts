@@ -74,8 +74,8 @@ describe('scoring in real sandboxes', () => {
 
   it('a hanging test command times out and its sandbox is gone', async () => {
     const { result } = await scoreInstance(instance, { ...spec, testCmd: 'sleep 600; #' }, instance.patch, runner(), { timeoutMs: 3_000 });
+    // `sleep 600` outlives this file's timeout: only the kill at 3 s lets the test end
     expect(result.status).toBe('timeout');
-    expect(result.runner?.duration_ms).toBeLessThan(60_000);
     expect((await listSandboxes(stateDir)).filter((l) => l.live)).toEqual([]);
   });
 });
