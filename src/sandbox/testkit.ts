@@ -1,9 +1,10 @@
 /**
  * Shared fixtures for the sandbox tests and benchmark: shifted rootfs trees cached under
- * `.cache/sandbox/`, fresh state dirs, and a "nothing left behind" probe. Not used by the runtime.
+ * `.cache/sandbox/` (the Debian rootfs under SHARED_FIXTURES_DIR, for every checkout), fresh state
+ * dirs, and a "nothing left behind" probe. Not used by the runtime.
  */
 import { execFile } from 'node:child_process';
-import { mkdtemp, readdir, readFile, readlink, rm, stat } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, readlink, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -34,9 +35,20 @@ export async function busyboxLower(idMap: IdMap, name = 'busybox'): Promise<stri
   }
 }
 
+/**
+ * Where fixtures that depend only on their inputs live, shared by every test file, run and
+ * checkout of this host: a Debian rootfs costs a debootstrap (about 35 s and 340 MB, twice with its
+ * shifted copy), which each checkout's .cache (and each CI run's fresh one) used to pay again.
+ * Names carry every input; trees are made under a temporary name and renamed, so racing test
+ * files and checkouts are harmless. MINISANDBOX_TEST_FIXTURES overrides the place.
+ */
+export const SHARED_FIXTURES_DIR = process.env.MINISANDBOX_TEST_FIXTURES ?? '/var/tmp/minisandbox-test-fixtures';
+
 export async function debianLower(idMap: IdMap): Promise<string> {
-  const src = await ensureDebianRootfs(CACHE_DIR);
-  return shiftCopyTree(src, join(CACHE_DIR, `debian-shifted-${idMap.uidStart}`), idMap);
+  // the shifted copy must be reachable by the sandbox's subordinate ids: the dir is searchable by all
+  await mkdir(SHARED_FIXTURES_DIR, { recursive: true, mode: 0o755 });
+  const src = await ensureDebianRootfs(SHARED_FIXTURES_DIR);
+  return shiftCopyTree(src, `${src}-shifted-${idMap.uidStart}-${idMap.gidStart}`, idMap);
 }
 
 export async function freshStateDir(): Promise<string> {
