@@ -8,7 +8,7 @@
  * /proc, a minimal /dev, the pivot, no capabilities and no_new_privs; init lives until its stdin
  * (a pipe from the runtime) closes. Entering joins those namespaces and runs the command in a
  * fresh pid namespace nested in the sandbox's, so one SIGKILL to its pid 1 ends the whole tree.
- * The util-linux + bubblewrap chain this replaced ran eleven programs per start (DESIGN.md).
+ * The util-linux + bubblewrap chain this replaced ran eleven programs per start (ARCHITECTURE.md, measured facts).
  */
 import type { IdMap } from './subid.js';
 

@@ -1,6 +1,6 @@
 /**
  * The sandbox: create (holder with namespaces and overlay root), exec, sessions, files, diff, fork,
- * destroy. See commands.ts for the process chain and DESIGN.md for the measured facts behind it.
+ * destroy. See commands.ts for the process chain and ARCHITECTURE.md for the measured facts behind it.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';

@@ -1,7 +1,7 @@
 /**
  * Who may give laid-out files their owners. Root chowns to any id directly. An unprivileged user
  * cannot chown at all, yet a layer laid out for its rootless sandboxes must be owned by its
- * subordinate ids (base + in-sandbox id, see DESIGN.md): so its lay-out helper, and the removal and
+ * subordinate ids (base + in-sandbox id, see ARCHITECTURE.md): so its lay-out helper, and the removal and
  * reading of such trees, run as root of the user namespace of sandbox/userns.ts, where chown to
  * in-sandbox ids is allowed and the store's own directories stay writable.
  */
