@@ -4,6 +4,9 @@
  *   - `minisandbox run REF -- true` on an environment already in the store vs `node -e 0`
  *     (target: within node + 60 ms). The environment is a busybox root pushed to a temp registry.
  * Runs the bundle bin/setup builds (dist/cli.mjs; `npm run build:cli` first). Scale: BENCH_ITER (15).
+ * BENCH_COMPARE_CLI=other/cli.mjs times another bundle (e.g. an older commit's) in the same rounds.
+ * Besides wall time it prints CPU time (user + system, children included, from /usr/bin/time),
+ * which a loaded machine inflates far less than wall time.
  */
 import { spawnSync } from 'node:child_process';
 import { chmodSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
@@ -18,12 +21,19 @@ const ITER = Number(process.env.BENCH_ITER ?? 15);
 const cli = resolve('dist/cli.mjs');
 if (!existsSync(cli)) throw new Error('dist/cli.mjs is missing: run `npm run build:cli` first');
 
-function timed(args: string[]): number {
+interface Sample {
+  wall: number;
+  cpu: number;
+}
+
+/** Wall and CPU milliseconds of `node ARGS` (GNU time writes its line last on stderr). */
+function timed(args: string[]): Sample {
   const t = performance.now();
-  const r = spawnSync(process.execPath, args, { stdio: ['ignore', 'ignore', 'pipe'] });
-  const ms = performance.now() - t;
-  if (r.status !== 0) throw new Error(`node ${args.join(' ')} exited ${r.status}: ${r.stderr.toString()}`);
-  return ms;
+  const r = spawnSync('/usr/bin/time', ['-f', 'MSBTIME %U %S', process.execPath, ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const wall = performance.now() - t;
+  const m = /MSBTIME ([\d.]+) ([\d.]+)\s*$/.exec(r.stderr.toString());
+  if (r.status !== 0 || m === null) throw new Error(`node ${args.join(' ')} exited ${r.status}: ${r.stderr.toString()}`);
+  return { wall, cpu: (Number(m[1]) + Number(m[2])) * 1000 };
 }
 
 function median(xs: number[]): number {
@@ -39,22 +49,30 @@ try {
   const registry = join(work, 'registry');
   const store = join(work, 'store');
   await pushTree(new LocalRegistry(registry), new StorePaths(join(work, 'push')), root, { tag: 'bench/busybox' });
-  const run = [cli, '--registry', registry, '--store', store, 'run', 'bench/busybox', '--', 'true'];
-  timed(run); // pulls it into the store: what follows is a run on a pulled environment
-  const node: number[] = [];
-  const version: number[] = [];
-  const runs: number[] = [];
+  const other = process.env.BENCH_COMPARE_CLI;
+  const clis = other === undefined ? [cli] : [cli, resolve(other)];
+  const runArgs = (c: string): string[] => [c, '--registry', registry, '--store', store, 'run', 'bench/busybox', '--', 'true'];
+  timed(runArgs(cli)); // pulls it into the store: what follows is a run on a pulled environment
+  const node: Sample[] = [];
+  const version = clis.map((): Sample[] => []);
+  const runs = clis.map((): Sample[] => []);
   for (let i = 0; i < ITER; i++) {
     node.push(timed(['-e', '0']));
-    version.push(timed([cli, '--version']));
-    runs.push(timed(run));
+    clis.forEach((c, k) => {
+      version[k]!.push(timed([c, '--version']));
+      runs[k]!.push(timed(runArgs(c)));
+    });
   }
-  const n = median(node);
-  const v = median(version);
-  const r = median(runs);
-  console.log(`node -e 0                      median ${n.toFixed(1)} ms`);
-  console.log(`minisandbox --version          median ${v.toFixed(1)} ms   ${(v / n).toFixed(2)}x node   (target <= 1.5x)`);
-  console.log(`minisandbox run REF -- true    median ${r.toFixed(1)} ms   node + ${(r - n).toFixed(1)} ms   (target <= node + 60 ms)`);
+  const n = { wall: median(node.map((x) => x.wall)), cpu: median(node.map((x) => x.cpu)) };
+  const f = (x: number): string => `${x.toFixed(0).padStart(5)} ms`;
+  console.log(`node -e 0                    wall ${f(n.wall)}  cpu ${f(n.cpu)}`);
+  clis.forEach((c, k) => {
+    const v = { wall: median(version[k]!.map((x) => x.wall)), cpu: median(version[k]!.map((x) => x.cpu)) };
+    const r = { wall: median(runs[k]!.map((x) => x.wall)), cpu: median(runs[k]!.map((x) => x.cpu)) };
+    console.log(`${c}:`);
+    console.log(`  --version                  wall ${f(v.wall)}  cpu ${f(v.cpu)}   ${(v.wall / n.wall).toFixed(2)}x node wall, ${(v.cpu / n.cpu).toFixed(2)}x cpu (target <= 1.5x)`);
+    console.log(`  run REF -- true (pulled)   wall ${f(r.wall)}  cpu ${f(r.cpu)}   node + ${(r.wall - n.wall).toFixed(0)} ms wall, + ${(r.cpu - n.cpu).toFixed(0)} ms cpu (target <= node + 60 ms)`);
+  });
 } finally {
   rmSync(work, { recursive: true, force: true });
 }
