@@ -55,7 +55,7 @@ beforeAll(async () => {
   }
   await fh.close();
   big = { digest: `sha256:${h.digest('hex')}`, size: SIZE, path };
-}, 120_000);
+}, 600_000);
 
 afterAll(async () => {
   await rm(work, { recursive: true, force: true });
@@ -83,5 +83,5 @@ describe('a multi-hundred-MB object', () => {
     expect(await hashFile(out)).toBe(big.digest);
     expect(packGrowth).toBeLessThan(RSS_BUDGET);
     expect(fetchGrowth).toBeLessThan(RSS_BUDGET);
-  }, 240_000);
+  }, 600_000);
 });

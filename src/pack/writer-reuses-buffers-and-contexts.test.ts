@@ -37,7 +37,7 @@ beforeAll(async () => {
     else data = sourceText(Math.floor(rand() * 20_000), rand);
     sources.push(await writeObject(src, `o${i}`, data));
   }
-}, 60_000);
+}, 600_000);
 
 afterAll(async () => {
   await rm(work, { recursive: true, force: true });
@@ -56,5 +56,5 @@ describe('a writer reusing its buffers and compression contexts', () => {
       const same = (await readFile(join(dest, digestHex(s.digest)))).equals(await readFile(s.path));
       expect(same, `object ${String(s.path)} (${s.size} bytes)`).toBe(true);
     }
-  }, 120_000);
+  }, 600_000);
 });

@@ -129,7 +129,7 @@ describe('keyrings', () => {
     expect(inside.stdout).toContain('search failed');
     expect(inside.stdout).not.toContain('hunter2');
     expect(inside.stdout).not.toContain('msb-host-session');
-  }, 60_000);
+  }, 600_000);
 
   it('the seccomp filter refuses the syscalls outside a task\'s needs with EPERM, and allows the rest', async () => {
     const host = await hostInfo();

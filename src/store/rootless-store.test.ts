@@ -67,7 +67,7 @@ beforeAll(async () => {
     mkdirSync(join(work, d));
     chownSync(join(work, d), uid, uid);
   }
-}, 120_000);
+}, 600_000);
 
 afterAll(async () => {
   if (work !== undefined) await rm(work, { recursive: true, force: true });
@@ -120,5 +120,5 @@ describe('an unprivileged user', () => {
     expect(gc.code, gc.stderr).toBe(0);
     expect(readdirSync(join(work, 'store/layers')).filter((n) => !n.endsWith('.lock'))).toEqual([]);
     expect(readdirSync(join(work, 'store/links'))).toEqual([]);
-  }, 180_000);
+  }, 600_000);
 });
