@@ -76,15 +76,24 @@ export function registerScoreCommands(program: Command, globals: Globals, setExi
           : parsePredictions(predictionsText, o.predictions);
       let done = 0;
       const total = predictions.length;
+      // Ctrl-C or TERM: evaluations in flight are killed with their sandboxes; a rerun resumes
+      const abort = new AbortController();
+      const stop = (): void => abort.abort(new Error('interrupted'));
+      process.once('SIGINT', stop);
+      process.once('SIGTERM', stop);
       const r = await scoreRun(rows, predictions, specLookup, runnerFactory, {
         jobs,
         runId: o.runId,
         reportDir: resolve(o.reportDir),
         timeoutS,
+        signal: abort.signal,
         onResult: (res) => {
           done++;
           ctx.out.progress({ instance: res.instance_id, status: res.status, resolved: res.resolved, done, total, message: `score ${done}/${total}: ${res.instance_id} ${res.resolved ? 'resolved' : res.status}` });
         },
+      }).finally(() => {
+        process.off('SIGINT', stop);
+        process.off('SIGTERM', stop);
       });
       const s = r.summary;
       ctx.out.result({ summaryPath: r.summaryPath, summary: s, results: r.results }, () =>

@@ -82,4 +82,23 @@ describe('scoring a run of predictions', () => {
   it('refuses a run id that would escape the report directory', async () => {
     await expect(scoreRun([], [], () => ({ testCmd: 'true', parser: 'pytest' }), factory, { jobs: 1, runId: '../x', reportDir: root, timeoutS: 1 })).rejects.toThrow(/run id/);
   });
+
+  it('stops when its signal fires: the run rejects with ABORTED, writes no result for the cancelled instance, and a rerun grades it', async () => {
+    const rows = [...repos.values()].map((r) => r.instance);
+    const id = 'demo__calc-1';
+    const predictions: Prediction[] = [{ instance_id: id, model_patch: repos.get(id)!.gold, model_name_or_path: 'org/cancelled' }];
+    const specs = (i: { instance_id: string }) => repos.get(i.instance_id)!.spec;
+    const reportDir = join(root, 'reports-abort');
+    const abort = new AbortController();
+    // a runner that is still working when the signal fires, and stops because of it
+    const hanging: RunnerFactory = () => (_files, _script, { signal }) =>
+      new Promise((resolve) => {
+        signal?.addEventListener('abort', () => resolve({ output: '', status: 'killed', exitCode: null, truncated: false }), { once: true });
+        abort.abort(new Error('the trainer moved on'));
+      });
+    await expect(scoreRun(rows, predictions, specs, hanging, { jobs: 1, runId: 'r1', reportDir, timeoutS: 60, signal: abort.signal })).rejects.toMatchObject({ code: 'ABORTED' });
+    expect(existsSync(join(reportDir, 'r1', 'org__cancelled', id, 'result.json'))).toBe(false);
+    const again = await scoreRun(rows, predictions, specs, factory, { jobs: 1, runId: 'r1', reportDir, timeoutS: 60, filesDir: (i) => join(root, 'files', i.instance_id) });
+    expect(again.summary.resolved_ids).toEqual([id]);
+  });
 });

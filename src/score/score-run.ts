@@ -8,7 +8,7 @@
  */
 import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { errorMessage, InvalidInputError } from '../errors.js';
+import { AbortedError, errorMessage, InvalidInputError, throwIfAborted } from '../errors.js';
 import { isErrno } from '../util/fs.js';
 import { parseScoreInstance, type ScoreInstance } from './instance.js';
 import type { Prediction } from './predictions.js';
@@ -39,6 +39,11 @@ export interface ScoreRunOptions {
   filesDir?: FilesDir;
   /** Called as each instance finishes, e.g. for progress lines. */
   onResult?: (result: ScoreResult) => void;
+  /**
+   * Stops the run: evaluations in flight are killed, none starts, and the call rejects with
+   * AbortedError. Finished instances keep their reports, so a rerun resumes after them.
+   */
+  signal?: AbortSignal;
 }
 
 export interface ScoreRunOutcome {
@@ -97,6 +102,7 @@ export async function scoreRun(
   const todo = [...preds.values()].filter((p) => byId.has(p.instance_id) && p.model_patch !== null && p.model_patch !== '');
   const results = new Map<string, ScoreResult>();
   await runPool(todo, opts.jobs, async (pred) => {
+    throwIfAborted(opts.signal, 'score run');
     const instance = byId.get(pred.instance_id)!;
     const result = await scoreOne(instance, pred, specs, runnerFactory, opts);
     results.set(instance.instance_id, result);
@@ -124,6 +130,7 @@ async function scoreOne(instance: ScoreInstance, pred: Prediction, specs: SpecLo
       timeoutMs: opts.timeoutS * 1000,
       modelName,
       ...filesDirFor(opts.filesDir, instance),
+      ...(opts.signal ? { signal: opts.signal } : {}),
     });
     await writeAtomic(join(dir, 'eval.sh'), script);
     await writeAtomic(join(dir, 'test_output.txt'), log);
@@ -131,6 +138,8 @@ async function scoreOne(instance: ScoreInstance, pred: Prediction, specs: SpecLo
     await writeAtomic(join(dir, 'result.json'), JSON.stringify(result, null, 2) + '\n');
     return result;
   } catch (e) {
+    // cancelled: no result at all, so that a rerun grades this instance
+    if (e instanceof AbortedError) throw e;
     // A bad spec, a runner that could not be made, a full disk: this instance errored, the run goes on.
     const result: ScoreResult = {
       instance_id: instance.instance_id,
