@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import type { SummaryRow } from '../build/execute.js';
 import { MinisandboxError } from '../errors.js';
 import { type GlobalOptions, makeContext } from './context.js';
-import { opt } from './options.js';
+import { opt, option } from './options.js';
 import { EXIT, table } from './output.js';
 
 type Globals = () => GlobalOptions;
@@ -38,7 +38,7 @@ export function registerBuildCommands(program: Command, globals: Globals, setExi
     .option('--force', 'rebuild even when a cache key is present')
     .option('--tag <ref>', 'tag for a single recipe build')
     .option('--log-dir <dir>', 'where per-node build logs go (default: <store>/logs/<dataset>)')
-    .option('--timeout <duration>', 'limit for one node\'s build commands', opt.duration(), 7_200_000)
+    .addOption(option('--timeout <duration>', 'limit for one node\'s build commands', opt.duration(), { value: 7_200_000, shown: '2h' }))
     .option('--ram-upper <size|auto>', 'RAM each build sandbox writes into (a tmpfs; a build that outgrows it runs again on disk); auto: half the available memory / jobs; 0: on disk', opt.or('auto', opt.size({ min: 0 })), 'auto')
     .action(async (input: string, o: BuildOpts) => {
       const { PhaseClock } = await import('../build/phases.js');

@@ -6,15 +6,25 @@
  * and exit 2. Defaults given to commander are already parsed values (commander never parses them).
  *
  * Adding an option: `.option('--foo <n>', 'what it is', opt.int({ min: 1 }), 4)`; values that
- * are a number or a keyword: `opt.or('auto', opt.int({ min: 0 }))`.
+ * are a number or a keyword: `opt.or('auto', opt.int({ min: 0 }))`; a default best shown as typed:
+ * `.addOption(option('--cap <size>', 'what it is', opt.size(), { value: 2 ** 30, shown: '1g' }))`.
  *
  * Schemas are made on first use, not at load: building zod schemas is part of what made the CLI
  * slow to start, and most commands use few of these.
  */
-import { InvalidArgumentError } from 'commander';
+import { InvalidArgumentError, Option } from 'commander';
 import { z } from 'zod';
 
 export type ArgParser<T> = (value: string, previous?: T) => T;
+
+/**
+ * An option whose default is a parsed value shown to people as they would type it
+ * (`--disk <size>` ... `(default: 1g)`, not `1073741824`): `.addOption(option(...))`.
+ */
+export function option<T>(flags: string, description: string, parse: ArgParser<T>, defaultValue?: { value: T; shown: string }): Option {
+  const o = new Option(flags, description).argParser(parse);
+  return defaultValue === undefined ? o : o.default(defaultValue.value, defaultValue.shown);
+}
 
 /** A commander parser from a zod schema over the option's text; the first issue is the message. */
 export function fromSchema<T>(make: () => z.ZodType<T, string>): ArgParser<T> {

@@ -6,7 +6,7 @@
 import type { Command } from 'commander';
 import type { CommandOutcome } from '../sandbox/outcome.js';
 import { type GlobalOptions, makeContext } from './context.js';
-import { opt } from './options.js';
+import { opt, option } from './options.js';
 
 type Globals = () => GlobalOptions;
 
@@ -59,10 +59,10 @@ export function registerSandboxCommands(program: Command, globals: Globals, setE
     .option('--memory <size>', 'memory limit, e.g. 2g', opt.size({ min: 1024 ** 2 }))
     .option('--pids <n>', 'process limit', opt.int({ min: 1 }))
     .option('--cpus <n>', 'CPU limit in cores, e.g. 0.5', opt.number({ positive: true, max: 4096 }))
-    .option('--disk <size>', 'size cap of the writable layer', opt.size({ min: 1024 ** 2 }), 1024 ** 3)
+    .addOption(option('--disk <size>', 'size cap of the writable layer', opt.size({ min: 1024 ** 2 }), { value: 1024 ** 3, shown: '1g' }))
     .option('--workdir <dir>', 'working directory inside the sandbox (absolute)', opt.sandboxPath())
-    .option('-e, --env <K=V>', 'an environment variable (repeat for more)', opt.envPair(), {})
-    .option('--max-output <size>', 'keep at most this much of stdout and of stderr', opt.size(), 16 * 1024 ** 2)
+    .addOption(option('-e, --env <K=V>', 'an environment variable (repeat for more)', opt.envPair(), { value: {}, shown: 'none' }))
+    .addOption(option('--max-output <size>', 'keep at most this much of stdout and of stderr', opt.size(), { value: 16 * 1024 ** 2, shown: '16m' }))
     .action(async (ref: string, cmd: string[], o: RunOpts) => {
       // `auto` progress is silent here when stderr is not a terminal: it is the command's stderr
       const ctx = await makeContext(globals(), { progressWhenNotTty: 'none' });
@@ -114,7 +114,7 @@ export function registerSandboxCommands(program: Command, globals: Globals, setE
     .argument('<ref>')
     .option('--network <mode>', 'none (loopback only) or host', opt.oneOf(NETWORK), 'none')
     .option('--workdir <dir>', 'working directory inside the sandbox (absolute)', opt.sandboxPath())
-    .option('-e, --env <K=V>', 'an environment variable (repeat for more)', opt.envPair(), {})
+    .addOption(option('-e, --env <K=V>', 'an environment variable (repeat for more)', opt.envPair(), { value: {}, shown: 'none' }))
     .action(async (ref: string, o: { network: 'none' | 'host'; workdir?: string; env: Record<string, string> }) => {
       const ctx = await makeContext(globals());
       const { openSandbox, reapStale } = await import('../runtime/open.js');

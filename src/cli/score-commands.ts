@@ -9,7 +9,7 @@ import { NotFoundError } from '../errors.js';
 import type { Prediction } from '../score/predictions.js';
 import type { ScoreInstance } from '../score/instance.js';
 import { type GlobalOptions, checkDirOption, makeContext } from './context.js';
-import { opt } from './options.js';
+import { opt, option } from './options.js';
 import { EXIT } from './output.js';
 
 type Globals = () => GlobalOptions;
@@ -55,7 +55,7 @@ export function registerScoreCommands(program: Command, globals: Globals, setExi
     .option('--dataset <name>', 'dataset name used in tags (default: from the file name)')
     .option('--jobs <n>', 'instances graded at once', opt.int({ min: 1, max: 1024 }), 1)
     .option('--run-id <id>', 'run id for the report paths', 'minisandbox')
-    .option('--timeout <duration>', 'limit for one instance\'s eval script (plain numbers are seconds)', opt.duration({ min: 1000 }), 1_800_000)
+    .addOption(option('--timeout <duration>', 'limit for one instance\'s eval script (plain numbers are seconds)', opt.duration({ min: 1000 }), { value: 1_800_000, shown: '30m' }))
     .option('--report-dir <dir>', 'where reports go', 'logs/run_evaluation')
     .option('--memory <size>', 'memory limit per eval sandbox', opt.size({ min: 1024 ** 2 }))
     .action(async (datasetFile: string, o: Common & { predictions: string; runId: string; reportDir: string }) => {
@@ -115,7 +115,7 @@ export function registerScoreCommands(program: Command, globals: Globals, setExi
     .option('--dataset <name>', 'dataset name used in tags (default: from the file name)')
     .option('--runs <n>', 'runs per instance and patch', opt.int({ min: 1, max: 1000 }), 1)
     .option('--jobs <n>', 'evaluations at once', opt.int({ min: 1, max: 1024 }), 1)
-    .option('--timeout <duration>', 'limit for one eval script (plain numbers are seconds)', opt.duration({ min: 1000 }), 1_800_000)
+    .addOption(option('--timeout <duration>', 'limit for one eval script (plain numbers are seconds)', opt.duration({ min: 1000 }), { value: 1_800_000, shown: '30m' }))
     .option('--memory <size>', 'memory limit per eval sandbox', opt.size({ min: 1024 ** 2 }))
     .action(async (datasetFile: string, o: Common & { runs: number }) => {
       const { ctx, rows, specLookup, runnerFactory, jobs, timeoutS } = await prepare(datasetFile, o, globals);

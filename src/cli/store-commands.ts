@@ -10,7 +10,7 @@ import { randomBytes } from 'node:crypto';
 import type { Command } from 'commander';
 import { InvalidInputError, MinisandboxError, NotFoundError } from '../errors.js';
 import { type GlobalOptions, checkDirOption, makeContext } from './context.js';
-import { opt } from './options.js';
+import { opt, option } from './options.js';
 import { EXIT, formatBytes, table } from './output.js';
 
 type Globals = () => GlobalOptions;
@@ -90,7 +90,7 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
     .option('--dataset <file>', 'pull <name>/<instance_id> for every row of a SWE-bench JSONL/JSON file')
     .option('--dataset-name <name>', 'tag prefix for --dataset (default: from the file name)')
     .option('--jobs <n>', 'environments pulled at once', opt.int({ min: 1, max: 256 }), 4)
-    .option('--io-budget <size>', 'compressed bytes being fetched at once, across all pulls', opt.size({ min: 1024 ** 2 }), 512 * 1024 ** 2)
+    .addOption(option('--io-budget <size>', 'compressed bytes being fetched at once, across all pulls', opt.size({ min: 1024 ** 2 }), { value: 512 * 1024 ** 2, shown: '512m' }))
     .option('--id-shift <n|auto>', 'owner shift of laid-out layers; auto: what this host\'s sandboxes use', opt.or('auto', opt.int({ min: 0, max: 2 ** 32 - 65536 })), 'auto')
     .action(async (refs: string[], o: { dataset?: string; datasetName?: string; jobs: number; ioBudget: number; idShift: number | 'auto' }) => {
       const ctx = await makeContext(globals());
@@ -200,7 +200,7 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
     .command('gc')
     .description('remove from store and registry what no ref (and no live sandbox) reaches')
     .option('--dry-run', 'say what would be removed')
-    .option('--grace <duration>', 'keep anything younger than this; in the registry, also how long unreached blobs stay condemned before a gc deletes them (0: none)', opt.duration({ min: 0 }), 3_600_000)
+    .addOption(option('--grace <duration>', 'keep anything younger than this; in the registry, also how long unreached blobs stay condemned before a gc deletes them (0: none)', opt.duration({ min: 0 }), { value: 3_600_000, shown: '1h' }))
     .option('--store-only', 'leave the registry alone')
     .option('--registry-only', 'leave the store alone')
     .action(async (o: { dryRun?: boolean; grace: number; storeOnly?: boolean; registryOnly?: boolean }) => {
