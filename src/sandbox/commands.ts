@@ -45,6 +45,8 @@ export interface HolderSpec {
   /** The compiled native/sandbox-launch. */
   launcher: string;
   idMap: IdMap;
+  /** Mount the lower dirs idmapped through the sandbox's user namespace (they hold real owners). */
+  idmapLowers?: boolean;
   /** Host dir for upper+work (a tmpfs is mounted on it when tmpfsBytes is set). */
   upperDir: string;
   mergedDir: string;
@@ -95,6 +97,7 @@ export function holderArgs(s: HolderSpec): string[] {
     '--lower', overlayLowerOption(s.lowerDirs),
     ...(s.tmpfsBytes === undefined ? [] : ['--tmpfs-size', String(s.tmpfsBytes)]),
     ...(s.volatileUpper ? ['--volatile', '1'] : []),
+    ...(s.idmapLowers === true ? ['--idmap-lowers', '1'] : []),
     ...(s.fromTar ? ['--from-tar-fd', String(FORK_TAR_FD)] : []),
     '--net', s.network,
     '--hostname', s.hostname,
