@@ -16,7 +16,7 @@ import { datasetNameFromFile } from '../build/plan.js';
 import { loadDataset } from '../dataset/read.js';
 import { copyRefs, parseCopyRefs } from '../registry/copy.js';
 import { openRegistry } from '../registry/open.js';
-import { hostIdShift, reapStale } from '../runtime/open.js';
+import { hostIdShift, reapStale, shiftedLayersObsolete } from '../runtime/open.js';
 import { pushTree, resolveEnv } from '../store/push.js';
 import { verifyRegistry, verifyStore } from '../store/verify.js';
 import { type GlobalOptions, makeContext, parseDuration, parseEnvPairs, parseSize } from './context.js';
@@ -106,7 +106,7 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
         for (const r of await loadDataset(o.dataset)) all.push(`${name}/${r.row.instance_id}`);
       }
       if (all.length === 0) throw new MinisandboxError('USAGE', 'pull needs refs or --dataset FILE', { hint: 'minisandbox pull REF... | minisandbox pull --dataset FILE' });
-      const idShift = o.idShift === 'auto' ? await hostIdShift() : Number.parseInt(o.idShift, 10);
+      const idShift = o.idShift === 'auto' ? await hostIdShift(ctx.store) : Number.parseInt(o.idShift, 10);
       const t0 = performance.now();
       const results = await prefetch(ctx.registry, ctx.store, all, {
         idShift,
@@ -208,7 +208,7 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
       const dryRun = o.dryRun === true;
       // Sandboxes left by a crashed runtime hold leases and mounts: reclaim them first.
       const reaped = o.registryOnly || dryRun ? 0 : await reapStale(ctx.store);
-      const store = o.registryOnly ? null : await gcStore(ctx.store, { graceMs, dryRun, owners: await storeOwners() });
+      const store = o.registryOnly ? null : await gcStore(ctx.store, { graceMs, dryRun, owners: await storeOwners(), dropShifted: await shiftedLayersObsolete(ctx.store) });
       const registry = o.storeOnly ? null : await gcRegistry(ctx.registry, { graceMs, dryRun });
       ctx.out.result({ dryRun, reapedSandboxes: reaped, store, registry }, () =>
         [
