@@ -812,8 +812,30 @@ static void init_main(const struct opts *o, int holder_alive) {
   init_loop();
 }
 
+/*
+ * Over idmapped layers the sandbox's ids need reach no path of the store at all: the holder, still
+ * host root, moves into the sandbox's dir (the parent of --upper and --merged), and every later path
+ * (the upper, the merged root, the overlay's options, init's mounts, a fork's tar) is relative to
+ * it, so the dirs above it may be private to root. Lookups from the working directory check only
+ * the components they walk.
+ */
+static void work_from_sandbox_dir(struct opts *o) {
+  static char up[4096], mg[4096];
+  const char *su = strrchr(o->upper, '/'), *sm = strrchr(o->merged, '/');
+  if (su == NULL || sm == NULL || su == o->upper || su[1] == '\0' || sm[1] == '\0') return;
+  if (su - o->upper != sm - o->merged || strncmp(o->upper, o->merged, (size_t)(su - o->upper)) != 0) return;
+  char dir[4096];
+  xsnprintf(dir, sizeof dir, "%.*s", (int)(su - o->upper), o->upper);
+  if (chdir(dir) < 0) die("chdir %s", dir);
+  xsnprintf(up, sizeof up, "%s", su + 1);
+  xsnprintf(mg, sizeof mg, "%s", sm + 1);
+  o->upper = up;
+  o->merged = mg;
+}
+
 static int holder_main(struct opts *o) {
   if (o->upper == NULL || o->merged == NULL || o->lower == NULL || o->uid_count == 0 || o->gid_count == 0 || o->info_fd < 0) usage("holder needs --upper --merged --lower --uid-map --gid-map --info-fd");
+  if (o->idmap_lowers) work_from_sandbox_dir(o);
   join_cgroups_and_limit(o);
   int idmap[2] = {-1, -1};
   if (o->idmap_lowers && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, idmap) < 0) die("socketpair");

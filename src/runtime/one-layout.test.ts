@@ -20,7 +20,7 @@ import { pushTree } from '../store/push.js';
 import { hostIdShift, layerMapping, openSandbox, shiftedLayersObsolete } from './open.js';
 
 const work = mkdtempSync(join(tmpdir(), 'ms-one-layout-'));
-// The sandbox ids reach their own mount points under sandboxes/, never the layers (see newStore).
+// Shifted sandboxes (the older stores below) walk the store's path with their own ids.
 chmodSync(work, 0o711);
 const reg = new LocalRegistry(join(work, 'registry'));
 afterAll(() => rmSync(work, { recursive: true, force: true }));
@@ -35,11 +35,15 @@ beforeAll(async () => {
   await pushTree(reg, new StorePaths(join(work, 'push')), root, { tag: 'one/busybox', config: { workdir: '/root' } });
 });
 
-/** A store whose layers/ only root can enter: idmapped sandboxes never walk it with their own ids. */
-function newStore(name: string): StorePaths {
+/**
+ * A store only root can enter (`open`: one shifted sandboxes can walk): idmapped sandboxes never
+ * walk a store path with their own ids.
+ */
+function newStore(name: string, open = false): StorePaths {
   const store = new StorePaths(join(work, name));
   mkdirSync(store.layersDir, { recursive: true, mode: 0o700 });
-  chmodSync(store.root, 0o711);
+  chmodSync(store.root, open ? 0o711 : 0o700);
+  if (open) chmodSync(store.layersDir, 0o711);
   return store;
 }
 
@@ -48,7 +52,7 @@ async function hostRangeStart(sb: Sandbox): Promise<number> {
 }
 
 describe('one lay-out per layer on a root store', () => {
-  it('sandboxes, a build-style pull and export share layers/<hex>; inside, files show their real owners', async () => {
+  it('sandboxes, a build-style pull and export share layers/<hex> of a root-only store; inside, files show their real owners', async () => {
     const store = newStore('store-a');
     expect(await layerMapping(store, await probeHost())).toEqual({ kind: 'idmap' });
     expect(await hostIdShift(store)).toBe(0);
@@ -74,8 +78,7 @@ describe('one lay-out per layer on a root store', () => {
   });
 
   it('a store with shifted trees from before keeps working, and gc removes those trees once no sandbox leases them', async () => {
-    const store = newStore('store-b');
-    chmodSync(store.layersDir, 0o711); // the shifted sandboxes of before walk it
+    const store = newStore('store-b', true);
     const host = await probeHost();
     const shift = host.idMap.uidStart;
     // what the previous version left: the layer laid out shifted for sandboxes
@@ -107,8 +110,7 @@ describe('one lay-out per layer on a root store', () => {
   });
 
   it('without idmapped mounts (MINISANDBOX_IDMAP=0) root falls back to the shifted lay-out, saying so', async () => {
-    const store = newStore('store-c');
-    chmodSync(store.layersDir, 0o711);
+    const store = newStore('store-c', true);
     const warnings: string[] = [];
     process.env.MINISANDBOX_IDMAP = '0';
     try {

@@ -160,4 +160,21 @@ describe('idmapped layers', () => {
     }
     expect(await leftovers(fp)).toEqual([]);
   });
+
+  it('need nothing above their own dir reachable by their ids: a state dir under a root-only dir works, forks and disk uppers included', async () => {
+    const privateState = join(work, 'private-state'); // work is 0700, root's
+    for (const upper of ['tmpfs', 'disk'] as const) {
+      const sb = await createSandbox({ lowerDirs: [lower], stateDir: privateState, idmapLowers: true, upper, capabilities: 'default' }, { host });
+      const branches: Sandbox[] = [];
+      try {
+        expect((await sb.exec('echo hi > /tmp/x && cat /etc/secret')).stdout).toBe('root only\n');
+        expect((await sb.run('cat /tmp/x')).stdout).toBe('hi\n');
+        branches.push(...(await forkSandbox(sb, 1)));
+        expect((await branches[0]!.exec('cat /tmp/x')).stdout).toBe('hi\n');
+      } finally {
+        await Promise.all(branches.map((b) => b.destroy()));
+        await sb.destroy();
+      }
+    }
+  });
 });

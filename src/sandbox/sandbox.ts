@@ -354,7 +354,8 @@ async function startSandbox(opts: ParsedOptions, hooks: CreateHooks, forkFrom: S
   if (opts.idmapLowers && !host.isRoot) {
     throw new InvalidInputError('idmapped lower layers need root', 'lay layers out shifted for this user (pull with `--id-shift auto`) and leave idmapLowers off');
   }
-  makeStateDir(opts.stateDir);
+  // Over idmapped layers the holder reaches its dir from inside it: the dirs above may be private.
+  makeStateDir(opts.stateDir, { othersReachParents: !opts.idmapLowers });
   const dir = sandboxDir(opts.stateDir, id);
   // Over idmapped layers, a range of the sandbox's own; else the one its layers were shifted to.
   const range = opts.idmapLowers ? sandboxIdRange(id, host.idMap, warn) : { idMap: host.idMap };
@@ -483,7 +484,7 @@ function sandboxIdRange(id: string, shared: IdMap, warn: (m: string) => void): {
 
 /** Pipes a tar of the source's upper dir (read inside its mount namespace) into the new holder's fd 4. */
 async function streamUpper(src: Sandbox, holder: ChildProcess): Promise<void> {
-  const argv = forkSourceTarCommand(src.state.holderPid, src.state.upperDir);
+  const argv = forkSourceTarCommand(src.state.holderPid, src.state.upperDir, src.state.idmapLowers === true);
   const tar = spawn(argv[0]!, argv.slice(1), { stdio: ['ignore', 'pipe', 'pipe'], env: { PATH: HOST_PATH } });
   let err = '';
   tar.stderr!.on('data', (c: Buffer) => {

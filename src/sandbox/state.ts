@@ -166,10 +166,16 @@ export async function removeTree(dir: string, idMap: IdMap | undefined, opts: { 
   await removeTreeAs(idMap, dir);
 }
 
-export function makeStateDir(stateDir: string): void {
+/**
+ * `othersReachParents` (default): the sandbox's ids walk the whole path to their mount points, so
+ * every parent must be searchable by others; a holder over idmapped layers starts from inside its
+ * own dir (see sandbox-launch.c work_from_sandbox_dir) and needs only the state dir itself.
+ */
+export function makeStateDir(stateDir: string, opts: { othersReachParents?: boolean } = {}): void {
   // Searchable by others: the sandbox's own root (a subordinate id, "other" to us) walks through it
   // to its mount points; names inside are not listable.
   mkdirSync(stateDir, { recursive: true, mode: 0o711 });
+  if (opts.othersReachParents === false) return;
   for (let d = stateDir; ; d = dirname(d)) {
     const st = statSync(d);
     if ((st.mode & 0o001) === 0) {
