@@ -80,7 +80,7 @@ export function slotIdMap(pool: IdPool, slot: number): IdMap {
   return { uidStart: pool.uidStart + slot * pool.count, gidStart: pool.gidStart + slot * pool.count, count: pool.count };
 }
 
-/** Random picks before a pass that reaps slots of dead sandboxes, and again after it. */
+/** Random picks before a pass that reaps slots of dead sandboxes and then tries every free one. */
 const PICKS = 64;
 
 /**
@@ -92,24 +92,33 @@ export function allocateIdRange(pool: IdPool, sandboxId: string, dir = idRangeDi
   const tmp = join(dir, `.new-${process.pid}-${randomBytes(6).toString('hex')}`);
   const slot: Slot = { sandboxId, ownerPid: process.pid, ownerStartTime: processStartTime(process.pid) };
   writeFileSync(tmp, JSON.stringify(slot), { mode: 0o600 });
+  const take = (n: number): IdRangeLease | undefined => {
+    const path = join(dir, String(n));
+    try {
+      linkSync(tmp, path);
+      return { slot: n, path, idMap: slotIdMap(pool, n) };
+    } catch (e) {
+      if (!isErrno(e, 'EEXIST')) throw e;
+      return undefined;
+    }
+  };
   try {
-    for (let round = 0; round < 2; round++) {
-      for (let i = 0; i < Math.min(PICKS, pool.slots * 2); i++) {
-        const n = 1 + randomInt(pool.slots);
-        const path = join(dir, String(n));
-        try {
-          linkSync(tmp, path);
-          return { slot: n, path, idMap: slotIdMap(pool, n) };
-        } catch (e) {
-          if (!isErrno(e, 'EEXIST')) throw e;
-        }
-      }
-      if (round === 0) reapStaleIdRanges(dir);
+    for (let i = 0; i < PICKS; i++) {
+      const got = take(1 + randomInt(pool.slots));
+      if (got !== undefined) return got;
+    }
+    // Mostly taken (or by dead sandboxes): reap, then try every slot the directory lacks.
+    reapStaleIdRanges(dir);
+    const taken = new Set(liveIdRanges(dir));
+    for (let n = 1; n <= pool.slots; n++) {
+      if (taken.has(n)) continue;
+      const got = take(n);
+      if (got !== undefined) return got;
     }
   } finally {
     unlinkSync(tmp);
   }
-  throw new MinisandboxError('ID_RANGES_EXHAUSTED', `no free id range for sandbox ${sandboxId}: ${pool.slots} ranges of ${pool.count} ids, picked at random, were all in use (see ${dir})`, {
+  throw new MinisandboxError('ID_RANGES_EXHAUSTED', `no free id range for sandbox ${sandboxId}: all ${pool.slots} ranges of ${pool.count} ids are in use by live sandboxes (see ${dir})`, {
     hint: 'destroy sandboxes that are no longer needed, or give root a larger subordinate range in /etc/subuid and /etc/subgid',
   });
 }
