@@ -71,20 +71,33 @@ describe('id range pool', () => {
 
   it('processes allocating at once never share a slot', async () => {
     const big: IdPool = { ...pool, slots: 4 };
+    // each holds its slot (stays alive) until every one has reported
     const script = `import { allocateIdRange } from ${JSON.stringify(join(REPO_ROOT, 'src/sandbox/idpool.ts'))};
       const l = allocateIdRange(${JSON.stringify(big)}, 'sb-' + process.pid, ${JSON.stringify(dir)});
-      process.stdout.write(String(l.slot));
-      setTimeout(() => undefined, 300);`;
+      process.stdout.write(String(l.slot) + '\\n');
+      process.stdin.resume();
+      process.stdin.on('end', () => process.exit(0));`;
     await writeFile(join(dir, '.x.mts'), script);
-    const runOne = (): Promise<string> =>
-      new Promise((resolve, reject) => {
-        const p = spawn(join(REPO_ROOT, 'node_modules/.bin/tsx'), [join(dir, '.x.mts')], { stdio: ['ignore', 'pipe', 'inherit'] });
-        let out = '';
-        p.stdout.on('data', (d: Buffer) => (out += d.toString()));
-        p.on('error', reject);
-        p.on('close', (code) => (code === 0 ? resolve(out) : reject(new Error(`exit ${code}`))));
-      });
-    const slots = await Promise.all([runOne(), runOne(), runOne(), runOne()]);
-    expect(new Set(slots).size).toBe(4);
+    const children = [0, 1, 2, 3].map(() => spawn(join(REPO_ROOT, 'node_modules/.bin/tsx'), [join(dir, '.x.mts')], { stdio: ['pipe', 'pipe', 'inherit'] }));
+    try {
+      const slots = await Promise.all(
+        children.map(
+          (p) =>
+            new Promise<string>((resolve, reject) => {
+              let out = '';
+              p.stdout!.on('data', (d: Buffer) => {
+                out += d.toString();
+                if (out.endsWith('\n')) resolve(out.trim());
+              });
+              p.on('error', reject);
+              p.on('close', (code) => reject(new Error(`exit ${code} before reporting`)));
+            }),
+        ),
+      );
+      expect(new Set(slots).size).toBe(4);
+    } finally {
+      for (const p of children) p.stdin!.end();
+      await Promise.all(children.map((p) => new Promise((r) => (p.exitCode === null ? p.on('close', r) : r(null)))));
+    }
   }, 60_000);
 });
