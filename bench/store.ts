@@ -21,6 +21,12 @@
  *
  *   npx tsx bench/store.ts
  *   BENCH_ONLY=import npx tsx bench/store.ts   # tree A's import time and peak RSS only
+ *   BENCH_ONLY=disk npx tsx bench/store.ts     # store bytes per layer on a node that builds and runs
+ *
+ * disk (root): the store's layers/ and links/ (hardlinks counted once, allocated bytes) against the
+ * laid-out tree, for a node that builds, exports and runs sandboxes. Before: builds and export used
+ * layers/<hex>, sandboxes layers/<hex>+<shift> (each file a second pool inode with shifted owners).
+ * Now: one layers/<hex>, which a sandbox mounts idmapped (one is opened over it to show it runs).
  */
 import { execFileSync, spawnSync } from 'node:child_process';
 import { appendFileSync, copyFileSync, mkdirSync, readdirSync, statSync, writeFileSync } from 'node:fs';
@@ -32,6 +38,8 @@ import { realFiles } from './real-files.js';
 import { StorePaths } from '../src/store/paths.js';
 import { pullEnv } from '../src/store/pull.js';
 import { pushTree } from '../src/store/push.js';
+import { layerMapping, openSandbox } from '../src/runtime/open.js';
+import { probeHost } from '../src/sandbox/index.js';
 
 const FILES = Number(process.env.BENCH_FILES ?? 50_000);
 const LARGE = Number(process.env.BENCH_LARGE ?? 4);
@@ -211,13 +219,46 @@ async function measureImport(tree: string, bytes: number, work: string): Promise
   await peakImportRss(tree, bytes, work);
 }
 
+/** Allocated bytes under `paths`, each inode counted once across all of them. */
+function duBytes(paths: string[]): number {
+  const out = execFileSync('du', ['-scB1', ...paths], { encoding: 'utf8' }).trim().split('\n');
+  return Number(out[out.length - 1]!.split('\t')[0]);
+}
+
+/** BENCH_ONLY=disk: see the header. */
+async function measureDisk(tree: string, work: string): Promise<void> {
+  const host = await probeHost();
+  const reg = new LocalRegistry(join(work, 'disk-reg'));
+  await pushTree(reg, new StorePaths(join(work, 'disk-push')), tree, { tag: 'bench/disk' });
+  const laid = duBytes([tree]);
+  const before = new StorePaths(join(work, 'disk-before'));
+  await pullEnv(reg, before, 'bench/disk', { idShift: 0 }); // build parent / export
+  await pullEnv(reg, before, 'bench/disk', { idShift: host.idMap.uidStart }); // sandboxes
+  const after = new StorePaths(join(work, 'disk-after'));
+  await pullEnv(reg, after, 'bench/disk', { idShift: 0 }); // build parent / export
+  const mapping = await layerMapping(after, host);
+  const sb = await openSandbox(reg, after, 'bench/disk'); // sandboxes: the same tree, idmapped
+  await sb.destroy();
+  const b = duBytes([before.layersDir, before.linksDir]);
+  const a = duBytes([after.layersDir, after.linksDir]);
+  console.log(`\n## store bytes per layer, a node that builds and runs (${FILES} files + ${LARGE} large; laid-out tree ${mib(laid)})`);
+  console.log(`before (layers/<hex> + layers/<hex>+<shift>): ${mib(b)}  ${(b / laid).toFixed(2)}x the tree`);
+  console.log(`now (${mapping.kind === 'idmap' ? 'one layers/<hex>, sandboxes mount it idmapped' : 'no idmapped mounts here: shifted fallback'}): ${mib(a)}  ${(a / laid).toFixed(2)}x the tree`);
+}
+
 async function main(): Promise<void> {
   const work = await mkdtemp(join(process.env.BENCH_DIR ?? tmpdir(), 'ms-bench-store-'));
+  // sandboxes (BENCH_ONLY=disk) reach their state dirs under it with their own ids
+  execFileSync('chmod', ['0711', work]);
   try {
     const a = join(work, 'A');
     const b = join(work, 'B');
     console.log(`generating trees: ${FILES} files + ${LARGE} large ...`);
     const bytesA = makeTreeA(a);
+    if (ONLY === 'disk') {
+      await measureDisk(a, work);
+      return;
+    }
     if (ONLY === 'import') {
       await measureImport(a, bytesA, work);
       return;

@@ -8,11 +8,12 @@
  *
  *   sandbox-launch holder [common] --uid-map START:COUNT --gid-map START:COUNT --upper DIR
  *       --merged DIR --lower OVERLAY_LOWERDIR [--tmpfs-size BYTES] [--volatile 1] [--from-tar-fd N]
- *       [--net none|host] --hostname NAME --workdir DIR --info-fd N
+ *       [--net none|host] --hostname NAME --workdir DIR --info-fd N [--idmap-lowers 1]
  *   sandbox-launch serve     (starts holders on request; see serve_main)
  *   sandbox-launch enter [common] --holder PID --init PID --pidns-fd N --status-fd N
  *       [--net none|host] --workdir DIR [--cap NAME]... [--user UID:GID] [--env K=V]... [--pty 1] -- ARGV...
  *   sandbox-launch userns --uid-map START:COUNT --gid-map START:COUNT -- ARGV...
+ *   sandbox-launch idmap-probe --uid-map START:COUNT --gid-map START:COUNT -- DIR
  *   common: [--rlimit NAME=SOFT:HARD]... [--cgroup PROCS_FILE]...
  *
  * holder: joins the cgroups, sets rlimits, makes a user namespace mapping in-sandbox ids 0..COUNT-1
@@ -38,6 +39,13 @@
  * the command's foreground job inside, not on the sandbox.
  * Every process of the chain dies with its parent (PR_SET_PDEATHSIG), so killing the enter
  * process ends everything it started.
+ *
+ * --idmap-lowers 1 (root only): the lower dirs hold layers laid out once with their real owners; each
+ * is mounted idmapped through the sandbox's own user namespace (real id k shows as START + k on the
+ * host, so as k inside), and the overlay is built on those mounts (see mount_idmapped_lowers).
+ *
+ * idmap-probe: exits 0 if DIR can be mounted idmapped here (root, kernel >= 5.12, a file system
+ * that supports it), else prints why and exits 4. Mounts nothing.
  *
  * userns: runs ARGV as root of a user namespace mapping ids 0..COUNT-1 to the subordinate range
  * and id COUNT to the caller's own uid and gid, nothing else. An unprivileged user lays out and
@@ -91,7 +99,7 @@ struct opts {
   /* holder */
   unsigned long uid_start, uid_count, gid_start, gid_count;
   const char *upper, *merged, *lower, *tmpfs_size, *hostname, *workdir;
-  int from_tar_fd, info_fd, net_none, volatile_upper;
+  int from_tar_fd, info_fd, net_none, volatile_upper, idmap_lowers;
   /* userns: also map the caller's own ids, at COUNT */
   int map_self;
   uid_t self_uid;
@@ -200,6 +208,7 @@ static void parse_args(struct opts *o, int argc, char **argv) {
     else if (strcmp(a, "--lower") == 0) o->lower = v;
     else if (strcmp(a, "--tmpfs-size") == 0) o->tmpfs_size = v;
     else if (strcmp(a, "--volatile") == 0) o->volatile_upper = strcmp(v, "1") == 0;
+    else if (strcmp(a, "--idmap-lowers") == 0) o->idmap_lowers = strcmp(v, "1") == 0;
     else if (strcmp(a, "--from-tar-fd") == 0) o->from_tar_fd = (int)parse_ul(v, a);
     else if (strcmp(a, "--info-fd") == 0) o->info_fd = (int)parse_ul(v, a);
     else if (strcmp(a, "--net") == 0) {
@@ -461,7 +470,140 @@ static void write_id_maps(pid_t target, const struct opts *o) {
   run_quiet(gargv);
 }
 
-static void enter_user_namespace(const struct opts *o) {
+/* ---- idmapped lower layers ---------------------------------------------------------------- */
+
+#define MAX_LOWERS 256
+
+/* The overlay lowerdir option (paths joined by ':', top first) split into `paths` (within `buf`). */
+static int split_lowers(const char *lower, char *buf, size_t cap, char **paths) {
+  xsnprintf(buf, cap, "%s", lower);
+  int n = 0;
+  for (char *s = buf, *save = NULL, *tok; (tok = strtok_r(s, ":", &save)) != NULL; s = NULL) {
+    if (n >= MAX_LOWERS) usage("too many lower dirs");
+    paths[n++] = tok;
+  }
+  if (n == 0) usage("--lower");
+  return n;
+}
+
+/*
+ * A detached, read-only clone of the mount of `path` whose owners are mapped through `userns_fd`:
+ * an id k on disk shows as the host id that user namespace maps k to. Needs CAP_SYS_ADMIN in the
+ * initial user namespace, so only the mapper (which never left it) can make one. Returns the
+ * mount's fd, or -1 with errno set.
+ */
+static int idmapped_clone(const char *path, int userns_fd) {
+  int t = (int)syscall(SYS_open_tree, AT_FDCWD, path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+  if (t < 0) return -1;
+  struct mount_attr a;
+  memset(&a, 0, sizeof a);
+  /* nodev, nosuid: nothing of a layer acts as a device or a privilege, whatever it holds. */
+  a.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+  a.userns_fd = (uint64_t)userns_fd;
+  if (syscall(SYS_mount_setattr, t, "", AT_EMPTY_PATH, &a, sizeof a) < 0) {
+    int e = errno;
+    close(t);
+    errno = e;
+    return -1;
+  }
+  return t;
+}
+
+static void send_fd(int sock, int fd) {
+  char byte = 'm';
+  struct iovec iov = {&byte, 1};
+  char ctrl[CMSG_SPACE(sizeof(int))];
+  memset(ctrl, 0, sizeof ctrl);
+  struct msghdr msg = {0};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = ctrl;
+  msg.msg_controllen = sizeof ctrl;
+  struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  memcpy(CMSG_DATA(c), &fd, sizeof fd);
+  if (sendmsg(sock, &msg, MSG_NOSIGNAL) != 1) die("hand an idmapped layer mount to the holder");
+}
+
+/* One fd sent by send_fd; -1 once the sender is gone without sending it. */
+static int receive_fd(int sock) {
+  char byte;
+  struct iovec iov = {&byte, 1};
+  char ctrl[CMSG_SPACE(sizeof(int))];
+  struct msghdr msg = {0};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = ctrl;
+  msg.msg_controllen = sizeof ctrl;
+  ssize_t got;
+  do got = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+  while (got < 0 && errno == EINTR);
+  if (got != 1) return -1;
+  struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+  if (c == NULL || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) return -1;
+  int fd;
+  memcpy(&fd, CMSG_DATA(c), sizeof fd);
+  return fd;
+}
+
+/*
+ * In the mapper, once the maps of `target`'s user namespace are written (an idmapping copies the
+ * maps when it is made): an idmapped clone of each lower dir through that namespace, handed to
+ * the holder in order. The holder, root of that namespace only, could not make them itself.
+ */
+static void send_idmapped_lowers(pid_t target, const struct opts *o, int sock) {
+  char p[64];
+  xsnprintf(p, sizeof p, "/proc/%d/ns/user", target);
+  int ns = open(p, O_RDONLY | O_CLOEXEC);
+  if (ns < 0) die("open %s", p);
+  char buf[16384];
+  char *paths[MAX_LOWERS];
+  int n = split_lowers(o->lower, buf, sizeof buf, paths);
+  for (int i = 0; i < n; i++) {
+    int t = idmapped_clone(paths[i], ns);
+    if (t < 0) die("idmapped mount of layer %s", paths[i]);
+    send_fd(sock, t);
+    close(t);
+  }
+  close(ns);
+}
+
+/*
+ * In the holder, in its own mount namespace: attaches the idmapped lowers received from the
+ * mapper at <upper>/l/<i> (inside the upper's tmpfs, or the sandbox's own dir) and writes the
+ * overlay lowerdir option naming them, top first as given. The store's paths are never resolved
+ * by the sandbox's ids, so the store need not be reachable by them.
+ */
+static void mount_idmapped_lowers(const struct opts *o, int sock, char *lowerdir, size_t cap) {
+  char buf[16384], dir[4096], mp[4096];
+  char *paths[MAX_LOWERS];
+  int n = split_lowers(o->lower, buf, sizeof buf, paths);
+  xsnprintf(dir, sizeof dir, "%s/l", o->upper);
+  if (mkdir(dir, 0755) < 0 && errno != EEXIST) die("mkdir %s", dir);
+  size_t len = 0;
+  lowerdir[0] = '\0';
+  for (int i = 0; i < n; i++) {
+    int t = receive_fd(sock);
+    if (t < 0) {
+      errno = 0;
+      die("the idmapped mount of layer %s never arrived", paths[i]);
+    }
+    xsnprintf(mp, sizeof mp, "%s/%d", dir, i);
+    if (mkdir(mp, 0755) < 0 && errno != EEXIST) die("mkdir %s", mp);
+    if (syscall(SYS_move_mount, t, "", AT_FDCWD, mp, MOVE_MOUNT_F_EMPTY_PATH) < 0) die("attach the idmapped mount of layer %s", paths[i]);
+    close(t);
+    xsnprintf(lowerdir + len, cap - len, "%s%s", i == 0 ? "" : ":", mp);
+    len += strlen(lowerdir + len);
+  }
+}
+
+/*
+ * `idmap_sock` >= 0: the mapper also sends the holder an idmapped mount of each lower dir on it
+ * (see send_idmapped_lowers).
+ */
+static void enter_user_namespace_with(const struct opts *o, int idmap_sock) {
   int go[2];
   if (pipe2(go, O_CLOEXEC) < 0) die("pipe");
   pid_t self = getpid();
@@ -471,6 +613,7 @@ static void enter_user_namespace(const struct opts *o) {
     char c;
     if (read(go[0], &c, 1) != 1) _exit(1);
     write_id_maps(self, o);
+    if (idmap_sock >= 0) send_idmapped_lowers(self, o, idmap_sock);
     _exit(0);
   }
   close(go[0]);
@@ -480,7 +623,7 @@ static void enter_user_namespace(const struct opts *o) {
   int st = wait_status(mapper);
   if (st < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
     errno = 0;
-    die("writing the uid_map/gid_map of the sandbox failed");
+    die(idmap_sock >= 0 ? "writing the uid_map/gid_map of the sandbox or mounting its layers idmapped failed" : "writing the uid_map/gid_map of the sandbox failed");
   }
   become_ns_root(o->map_self);
   /*
@@ -489,6 +632,10 @@ static void enter_user_namespace(const struct opts *o) {
    * this process: it lives in the host's pid namespace.
    */
   prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
+}
+
+static void enter_user_namespace(const struct opts *o) {
+  enter_user_namespace_with(o, -1);
 }
 
 static void extract_tar(const struct opts *o, const char *dest) {
@@ -665,10 +812,35 @@ static void init_main(const struct opts *o, int holder_alive) {
   init_loop();
 }
 
+/*
+ * Over idmapped layers the sandbox's ids need reach no path of the store at all: the holder, still
+ * host root, moves into the sandbox's dir (the parent of --upper and --merged), and every later path
+ * (the upper, the merged root, the overlay's options, init's mounts, a fork's tar) is relative to
+ * it, so the dirs above it may be private to root. Lookups from the working directory check only
+ * the components they walk.
+ */
+static void work_from_sandbox_dir(struct opts *o) {
+  static char up[4096], mg[4096];
+  const char *su = strrchr(o->upper, '/'), *sm = strrchr(o->merged, '/');
+  if (su == NULL || sm == NULL || su == o->upper || su[1] == '\0' || sm[1] == '\0') return;
+  if (su - o->upper != sm - o->merged || strncmp(o->upper, o->merged, (size_t)(su - o->upper)) != 0) return;
+  char dir[4096];
+  xsnprintf(dir, sizeof dir, "%.*s", (int)(su - o->upper), o->upper);
+  if (chdir(dir) < 0) die("chdir %s", dir);
+  xsnprintf(up, sizeof up, "%s", su + 1);
+  xsnprintf(mg, sizeof mg, "%s", sm + 1);
+  o->upper = up;
+  o->merged = mg;
+}
+
 static int holder_main(struct opts *o) {
   if (o->upper == NULL || o->merged == NULL || o->lower == NULL || o->uid_count == 0 || o->gid_count == 0 || o->info_fd < 0) usage("holder needs --upper --merged --lower --uid-map --gid-map --info-fd");
+  if (o->idmap_lowers) work_from_sandbox_dir(o);
   join_cgroups_and_limit(o);
-  enter_user_namespace(o);
+  int idmap[2] = {-1, -1};
+  if (o->idmap_lowers && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, idmap) < 0) die("socketpair");
+  enter_user_namespace_with(o, idmap[0]);
+  if (idmap[0] >= 0) close(idmap[0]);
   if (unshare(CLONE_NEWNS) < 0) die("unshare a mount namespace");
   mount_or_die("none", "/", NULL, MS_REC | MS_PRIVATE, NULL);
   if (o->tmpfs_size != NULL) {
@@ -685,7 +857,14 @@ static int holder_main(struct opts *o) {
     extract_tar(o, u);
     close(o->from_tar_fd);
   }
-  xsnprintf(data, sizeof data, "lowerdir=%s,upperdir=%s,workdir=%s,userxattr%s", o->lower, u, w, o->volatile_upper ? ",volatile" : "");
+  const char *lower = o->lower;
+  char idmapped[8192];
+  if (idmap[1] >= 0) {
+    mount_idmapped_lowers(o, idmap[1], idmapped, sizeof idmapped);
+    close(idmap[1]);
+    lower = idmapped;
+  }
+  xsnprintf(data, sizeof data, "lowerdir=%s,upperdir=%s,workdir=%s,userxattr%s", lower, u, w, o->volatile_upper ? ",volatile" : "");
   mount_or_die("msb-root", o->merged, "overlay", 0, data);
   int rootfd = open(o->merged, O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
   if (rootfd < 0) die("open %s", o->merged);
@@ -1389,6 +1568,54 @@ static int userns_main(struct opts *o) {
   return 125;
 }
 
+/*
+ * Whether DIR can be mounted idmapped: a child makes a user namespace, we (root) map it and try
+ * an idmapped clone of DIR through it. Nothing is attached anywhere; the clone is closed.
+ */
+static int idmap_probe_main(struct opts *o) {
+  if (o->uid_count == 0 || o->gid_count == 0 || o->argv == NULL || o->argv[0] == NULL) usage("idmap-probe needs --uid-map, --gid-map and -- DIR");
+  if (geteuid() != 0) {
+    printf("idmapped mounts need root (CAP_SYS_ADMIN in the initial user namespace)\n");
+    return 4;
+  }
+  int ready[2], hold[2];
+  if (pipe2(ready, O_CLOEXEC) < 0 || pipe2(hold, O_CLOEXEC) < 0) die("pipe");
+  pid_t child = fork_or_die();
+  if (child == 0) {
+    close(ready[0]);
+    close(hold[1]);
+    die_with_parent();
+    if (unshare(CLONE_NEWUSER) < 0) _exit(1);
+    write_all(ready[1], "x", 1);
+    char c;
+    while (read(hold[0], &c, 1) < 0 && errno == EINTR) {
+    }
+    _exit(0);
+  }
+  close(ready[1]);
+  close(hold[0]);
+  char c;
+  if (read(ready[0], &c, 1) != 1) {
+    printf("cannot create a user namespace\n");
+    return 4;
+  }
+  write_id_maps(child, o);
+  char p[64];
+  xsnprintf(p, sizeof p, "/proc/%d/ns/user", child);
+  int ns = open(p, O_RDONLY | O_CLOEXEC);
+  if (ns < 0) die("open %s", p);
+  int t = idmapped_clone(o->argv[0], ns);
+  int err = errno;
+  close(hold[1]);
+  wait_status(child);
+  if (t < 0) {
+    printf("idmapped mount of %s refused: %s\n", o->argv[0], strerror(err));
+    return 4;
+  }
+  close(t);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   struct opts o;
   parse_args(&o, argc, argv);
@@ -1396,6 +1623,7 @@ int main(int argc, char **argv) {
   if (strcmp(o.mode, "enter") == 0) return enter_main(&o);
   if (strcmp(o.mode, "serve") == 0) return serve_main();
   if (strcmp(o.mode, "userns") == 0) return userns_main(&o);
-  usage("mode must be holder, enter, serve or userns");
+  if (strcmp(o.mode, "idmap-probe") == 0) return idmap_probe_main(&o);
+  usage("mode must be holder, enter, serve, userns or idmap-probe");
   return 125;
 }

@@ -21,6 +21,8 @@ export const ErrorCode = {
   /** The caller's AbortSignal fired. */
   ABORTED: 'ABORTED',
   SANDBOX_START: 'SANDBOX_START',
+  /** Every per-sandbox id range of the subordinate pool is taken. */
+  ID_RANGES_EXHAUSTED: 'ID_RANGES_EXHAUSTED',
   SANDBOX_DESTROYED: 'SANDBOX_DESTROYED',
   SANDBOX_FILE: 'SANDBOX_FILE',
   SESSION_CLOSED: 'SESSION_CLOSED',

@@ -19,7 +19,7 @@ import { checkoutAtCommit } from '../recipe/checkout.js';
 import type { EnvRecipe, InstanceRecipe, Recipe } from '../recipe/schema.js';
 import type { NormalizedRecipe } from '../recipe/normalize.js';
 import type { Registry } from '../registry/registry.js';
-import { idShiftOf } from '../runtime/open.js';
+import { idShiftOf, layerIdShift, layerMapping } from '../runtime/open.js';
 import { type Sandbox, createSandbox, probeHost } from '../sandbox/index.js';
 import { acquireLease, releaseLease } from '../store/leases.js';
 import type { StorePaths } from '../store/paths.js';
@@ -148,8 +148,10 @@ async function buildInSandbox(parent: Parent, script: string, ctx: BuildEnvConte
 async function buildInSandboxOn(parent: Parent, script: string, ctx: BuildEnvContext, opts: SandboxBuild, ramBytes: number): Promise<Digest> {
   const clock = ctx.clock;
   const host = await clock.time('host-probe', () => probeHost());
-  const shift = idShiftOf(host.idMap);
-  const pulled = await clock.time('parent-layout', () => pullEnv(ctx.registry, ctx.store, parent.digest, { idShift: shift }));
+  // Builds mount the parent's real-owner lay-out idmapped where the host can (see open.ts): the
+  // same trees export and task sandboxes use, so a node that builds and runs lays each out once.
+  const mapping = await layerMapping(ctx.store, host, (m) => void log(ctx.logPath, `warning: ${m}`));
+  const pulled = await clock.time('parent-layout', () => pullEnv(ctx.registry, ctx.store, parent.digest, { idShift: layerIdShift(mapping) }));
   const inRam = ramBytes > 0;
   const t0 = performance.now();
   const sb = await createSandbox(
@@ -164,6 +166,7 @@ async function buildInSandboxOn(parent: Parent, script: string, ctx: BuildEnvCon
       volatileUpper: !inRam,
       ...(inRam ? { limits: { diskBytes: ramBytes } } : {}),
       capabilities: 'default',
+      idmapLowers: mapping.kind === 'idmap',
       commandTimeoutMs: ctx.timeoutMs,
       maxOutputBytes: 64 << 20,
     },
@@ -175,6 +178,9 @@ async function buildInSandboxOn(parent: Parent, script: string, ctx: BuildEnvCon
     },
   );
   clock.add('sandbox-create', performance.now() - t0);
+  // What the commands write is owned by the sandbox's own range (its slot of root's pool over
+  // idmapped layers): the capture takes that range's start off every owner.
+  const shift = idShiftOf(sb.state.idMap);
   // A tmpfs upper is mounted in the holder's mount namespace only: reached through its root link.
   const ramUpper = `/proc/${sb.state.holderPid}/root${sb.state.upperDir}`;
   const onAbort = (): void => void sb.destroy();

@@ -102,7 +102,7 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
       }
       if (all.length === 0) throw new MinisandboxError('USAGE', 'pull needs refs or --dataset FILE', { hint: 'minisandbox pull REF... | minisandbox pull --dataset FILE' });
       const [{ hostIdShift }, { prefetch }] = await Promise.all([import('../runtime/open.js'), import('../store/prefetch.js')]);
-      const idShift = o.idShift === 'auto' ? await hostIdShift() : o.idShift;
+      const idShift = o.idShift === 'auto' ? await hostIdShift(ctx.store) : o.idShift;
       const t0 = performance.now();
       const results = await prefetch(ctx.registry, ctx.store, all, {
         idShift,
@@ -205,7 +205,7 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
     .option('--registry-only', 'leave the store alone')
     .action(async (o: { dryRun?: boolean; grace: number; storeOnly?: boolean; registryOnly?: boolean }) => {
       const ctx = await makeContext(globals());
-      const [{ reapStale }, { gcStore }, { gcRegistry }, { storeOwners }] = await Promise.all([
+      const [{ reapStale, shiftedLayersObsolete }, { gcStore }, { gcRegistry }, { storeOwners }] = await Promise.all([
         import('../runtime/open.js'),
         import('../store/gc.js'),
         import('../registry/gc.js'),
@@ -215,7 +215,7 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
       const dryRun = o.dryRun === true;
       // Sandboxes left by a crashed runtime hold leases and mounts: reclaim them first.
       const reaped = o.registryOnly || dryRun ? 0 : await reapStale(ctx.store);
-      const store = o.registryOnly ? null : await gcStore(ctx.store, { graceMs, dryRun, owners: await storeOwners() });
+      const store = o.registryOnly ? null : await gcStore(ctx.store, { graceMs, dryRun, owners: await storeOwners(), dropShifted: await shiftedLayersObsolete(ctx.store) });
       const registry = o.storeOnly ? null : await gcRegistry(ctx.registry, { graceMs, dryRun });
       ctx.out.result({ dryRun, reapedSandboxes: reaped, store, registry }, () =>
         [

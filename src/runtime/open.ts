@@ -1,11 +1,15 @@
 /**
- * From a ref to a running sandbox: pull the environment into the store laid out for this host's
- * id map, lease its layers for the sandbox's lifetime, start the sandbox over them.
+ * From a ref to a running sandbox: pull the environment into the store, lease its layers for the
+ * sandbox's lifetime, start the sandbox over them. As root, layers are laid out once with their
+ * real owners (what builds and export use too) and mounted idmapped per sandbox, each sandbox with
+ * an id range of its own; an unprivileged user's store, or a host without idmapped mounts, lays
+ * them out shifted into the one range its sandboxes share.
  */
 import { HostCapabilityError, throwIfAborted } from '../errors.js';
 import type { RuntimeConfig } from '../layer/env.js';
 import type { Registry } from '../registry/registry.js';
-import { type CreateHooks, type Sandbox, type SandboxOptions, createSandbox, forkSandbox, probeHost, reapStaleSandboxes } from '../sandbox/index.js';
+import { type CreateHooks, type HostInfo, type Sandbox, type SandboxOptions, createSandbox, forkSandbox, probeHost, reapStaleSandboxes } from '../sandbox/index.js';
+import { probeIdmappedLayers } from '../sandbox/idmap.js';
 import { acquireLease, releaseLease } from '../store/leases.js';
 import type { StorePaths } from '../store/paths.js';
 import { type PullOptions, pullEnv } from '../store/pull.js';
@@ -27,7 +31,8 @@ export async function openSandbox(reg: Registry, store: StorePaths, ref: string,
   const { config, onPull, warn, signal, ...rest } = opts;
   throwIfAborted(signal, `open ${ref}`);
   const host = await probeHost();
-  const pulled = await pullEnv(reg, store, ref, { idShift: idShiftOf(host.idMap), ...(onPull ? { onProgress: onPull } : {}), ...(signal ? { signal } : {}) });
+  const mapping = await layerMapping(store, host, warn);
+  const pulled = await pullEnv(reg, store, ref, { idShift: layerIdShift(mapping), ...(onPull ? { onProgress: onPull } : {}), ...(signal ? { signal } : {}) });
   throwIfAborted(signal, `open ${ref}`);
   const hooks: CreateHooks = {
     host,
@@ -42,6 +47,7 @@ export async function openSandbox(reg: Registry, store: StorePaths, ref: string,
   const sb = await createSandbox(
     {
       ...rest,
+      idmapLowers: mapping.kind === 'idmap',
       lowerDirs: pulled.layerDirs,
       stateDir: store.sandboxesDir,
       config: { ...pulled.env.config, ...(config ?? {}), env: { ...pulled.env.config.env, ...(config?.env ?? {}) } },
@@ -68,6 +74,34 @@ export async function forkLeased(store: StorePaths, sb: Sandbox, n: number): Pro
   });
 }
 
+/**
+ * How this host's sandboxes get their layers' owners: `idmap`, the layers hold their real owners and
+ * each sandbox mounts them idmapped (root, where the kernel and the store's file system can); else
+ * `shift`, the layers are laid out with owners shifted into the range every sandbox shares.
+ */
+export type LayerMapping = { kind: 'idmap' } | { kind: 'shift'; idShift: number };
+
+let warnedShift = false;
+
+export async function layerMapping(store: StorePaths, host: HostInfo, warn?: (message: string) => void): Promise<LayerMapping> {
+  if (host.isRoot) {
+    const s = await probeIdmappedLayers(host, store.layersDir);
+    if (s.ok) return { kind: 'idmap' };
+    if (!warnedShift) {
+      warnedShift = true;
+      const message =
+        `idmapped mounts are not available for ${store.layersDir} (${s.reason}): sandboxes use layers laid out a second time, owned by uids from ${host.idMap.uidStart}, ` +
+        'and all share that range. A kernel >= 5.12 and a store on ext4, xfs, btrfs or tmpfs give every layer one lay-out and every sandbox its own range.';
+      (warn ?? ((m: string) => process.emitWarning(m, 'MinisandboxWarning')))(message);
+    }
+  }
+  return { kind: 'shift', idShift: idShiftOf(host.idMap) };
+}
+
+export function layerIdShift(m: LayerMapping): number {
+  return m.kind === 'idmap' ? 0 : m.idShift;
+}
+
 /** Layers are laid out with one shift for owners and groups, so the two ranges must start together. */
 export function idShiftOf(idMap: { uidStart: number; gidStart: number }): number {
   if (idMap.uidStart !== idMap.gidStart) {
@@ -79,14 +113,30 @@ export function idShiftOf(idMap: { uidStart: number; gidStart: number }): number
   return idMap.uidStart;
 }
 
-/** The owner shift this host's sandboxes lay layers out with (0 where sandboxes cannot run). */
-export async function hostIdShift(): Promise<number> {
+/**
+ * The owner shift this host's sandboxes lay layers out with: 0 where they mount layers idmapped
+ * (and where sandboxes cannot run, as root).
+ */
+export async function hostIdShift(store: StorePaths): Promise<number> {
   try {
-    return idShiftOf((await probeHost()).idMap);
+    return layerIdShift(await layerMapping(store, await probeHost()));
   } catch (e) {
     // root can still lay out unshifted trees; anyone else could not give them their owners
     if (process.getuid?.() === 0) return 0;
     throw e;
+  }
+}
+
+/**
+ * Whether this store's `layers/<hex>+<shift>` trees are left over from before layers were mounted
+ * idmapped (root's store on a host that can): nothing reads them any more, so gc removes them.
+ */
+export async function shiftedLayersObsolete(store: StorePaths): Promise<boolean> {
+  if (process.getuid?.() !== 0) return false;
+  try {
+    return (await layerMapping(store, await probeHost(), () => undefined)).kind === 'idmap';
+  } catch {
+    return false;
   }
 }
 

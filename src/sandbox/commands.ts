@@ -10,6 +10,7 @@
  * fresh pid namespace nested in the sandbox's, so one SIGKILL to its pid 1 ends the whole tree.
  * The util-linux + bubblewrap chain this replaced ran eleven programs per start (ARCHITECTURE.md, measured facts).
  */
+import { basename } from 'node:path';
 import type { IdMap } from './subid.js';
 
 /** PATH for the host-side tools of the chain (newuidmap, tar, nsenter). */
@@ -45,6 +46,8 @@ export interface HolderSpec {
   /** The compiled native/sandbox-launch. */
   launcher: string;
   idMap: IdMap;
+  /** Mount the lower dirs idmapped through the sandbox's user namespace (they hold real owners). */
+  idmapLowers?: boolean;
   /** Host dir for upper+work (a tmpfs is mounted on it when tmpfsBytes is set). */
   upperDir: string;
   mergedDir: string;
@@ -95,6 +98,7 @@ export function holderArgs(s: HolderSpec): string[] {
     '--lower', overlayLowerOption(s.lowerDirs),
     ...(s.tmpfsBytes === undefined ? [] : ['--tmpfs-size', String(s.tmpfsBytes)]),
     ...(s.volatileUpper ? ['--volatile', '1'] : []),
+    ...(s.idmapLowers === true ? ['--idmap-lowers', '1'] : []),
     ...(s.fromTar ? ['--from-tar-fd', String(FORK_TAR_FD)] : []),
     '--net', s.network,
     '--hostname', s.hostname,
@@ -155,6 +159,12 @@ export function enterArgs(s: EnterSpec): string[] {
 /** Prefix of the message a command that could not enter its workdir fails with. */
 export const WORKDIR_FAILURE = 'minisandbox: cannot enter workdir';
 
-export function forkSourceTarCommand(holderPid: number, upperDir: string): string[] {
-  return ['nsenter', `--target=${holderPid}`, '--user', '--mount', '--', 'tar', '-C', `${upperDir}/u`, '--xattrs', "--xattrs-include=user.*", '--numeric-owner', '-cpf', '-', '.'];
+/**
+ * `relative`: the source's holder works from its sandbox dir (over idmapped layers, see the
+ * launcher's work_from_sandbox_dir): tar starts there (nsenter opens the holder's working
+ * directory before it enters the namespaces), so the sandbox's ids need not reach the store.
+ */
+export function forkSourceTarCommand(holderPid: number, upperDir: string, relative = false): string[] {
+  const from = relative ? ['--wd', '--', 'tar', '-C', `${basename(upperDir)}/u`] : ['--', 'tar', '-C', `${upperDir}/u`];
+  return ['nsenter', `--target=${holderPid}`, '--user', '--mount', ...from, '--xattrs', "--xattrs-include=user.*", '--numeric-owner', '-cpf', '-', '.'];
 }

@@ -2,7 +2,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createSandbox, forkSandbox, shiftCopyTree, type HostInfo } from './index.js';
+import { createSandbox, ensureDebianRootfs, forkSandbox, shiftCopyTree, type HostInfo } from './index.js';
 import { CACHE_DIR, debianLower, freshStateDir, hostInfo, leftovers, run, sandboxFootprint } from './testkit.js';
 
 let host: HostInfo;
@@ -126,6 +126,36 @@ describe('diff and fork over a real repository', () => {
       expect((await sb.run('id -u; cd /tmp && touch mine && stat -c %u mine')).stdout).toBe('1000\n1000\n');
       const asRoot = await sb.exec(['id', '-u'], { user: { uid: 0, gid: 0 } });
       expect(asRoot.stdout).toBe('0\n');
+    } finally {
+      await sb.destroy();
+    }
+  });
+});
+
+describe('diff and fork over idmapped layers (real owners, a range per sandbox)', () => {
+  it('the agent submission and the branches are the same as over shifted layers', async () => {
+    // the unshifted sources of the lowers above: debootstrap's tree and the repository layer
+    const real = [await ensureDebianRootfs(CACHE_DIR), layerSrc!];
+    const sb = await createSandbox({ lowerDirs: real, stateDir, idmapLowers: true, config: { workdir: '/work/repo' } }, { host });
+    try {
+      expect((await sb.exec(['stat', '-c', '%u:%g', '/etc/passwd', '/work/repo/hello.txt'])).stdout).toBe('0:0\n0:0\n');
+      await sb.run('echo step1 >> hello.txt && rm gone.txt && echo new > added.txt');
+      const [fork] = await forkSandbox(sb, 1);
+      try {
+        expect(fork!.state.idMap.uidStart).not.toBe(sb.state.idMap.uidStart);
+        await fork!.run('echo only-fork >> hello.txt');
+        const mine = await sb.diff();
+        const theirs = await fork!.diff();
+        for (const p of [mine, theirs]) {
+          expect(p).toContain('+step1');
+          expect(p).toContain('deleted file mode');
+          expect(p).toContain('+++ b/added.txt');
+        }
+        expect(theirs).toContain('+only-fork');
+        expect(mine).not.toContain('only-fork');
+      } finally {
+        await fork!.destroy();
+      }
     } finally {
       await sb.destroy();
     }

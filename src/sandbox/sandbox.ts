@@ -14,10 +14,12 @@ import { DEFAULT_CAPS, forkSourceTarCommand, holderArgs, holderCommand, HOST_PAT
 import { launcherServer, spawnedHolder, type HolderHandle } from './launcher-server.js';
 import { probeHost, type HostInfo } from './host.js';
 import { DEFAULT_MAX_OUTPUT_BYTES, type CommandOutcome } from './outcome.js';
+import { allocateIdRange, type IdPool, recordIdRangeHolder, releaseIdRange, resolveIdPool } from './idpool.js';
 import { processStartTime, sameProcessAlive } from './proc.js';
 import { runInSandbox } from './runner.js';
 import { Session, type SessionOptions, type SessionRunOptions } from './session.js';
 import { makeStateDir, sandboxDir, teardown, writeState, type SandboxState } from './state.js';
+import type { IdMap } from './subid.js';
 
 export const SandboxLimitsSchema = z.strictObject({
   memoryBytes: z.number().int().positive().optional(),
@@ -30,7 +32,10 @@ export const SandboxLimitsSchema = z.strictObject({
 export type SandboxLimits = z.input<typeof SandboxLimitsSchema>;
 
 export const SandboxOptionsSchema = z.strictObject({
-  /** Laid-out read-only layer trees, lowest first, owned by host ids idMap.start + in-sandbox id. */
+  /**
+   * Laid-out read-only layer trees, lowest first: owned by host ids idMap.start + in-sandbox id,
+   * or, with idmapLowers, by their real owners.
+   */
   lowerDirs: z.array(z.string().startsWith('/').regex(/^[^:,\n]+$/, 'layer paths may not contain ":" "," or newlines (overlayfs option syntax)')).min(1),
   config: RuntimeConfigSchema.prefault({}),
   stateDir: z.string().startsWith('/'),
@@ -54,6 +59,12 @@ export const SandboxOptionsSchema = z.strictObject({
    * needs to install packages (see DEFAULT_CAPS), as builds do.
    */
   capabilities: z.enum(['none', 'default']).default('none'),
+  /**
+   * The lower dirs hold their real owners (one lay-out for builds, export and every sandbox), and
+   * are mounted idmapped through the sandbox's own user namespace; the sandbox then gets an id
+   * range of its own from root's pool (idpool.ts). Root only; see idmap.ts for when a host can.
+   */
+  idmapLowers: z.boolean().default(false),
 });
 export type SandboxOptions = z.input<typeof SandboxOptionsSchema>;
 type ParsedOptions = z.output<typeof SandboxOptionsSchema>;
@@ -336,6 +347,7 @@ async function readHolderInfo(holder: ChildProcess, timeoutMs: number): Promise<
 
 function startHint(stderr: string): string {
   if (/newuidmap|newgidmap|uid_map|gid_map/.test(stderr)) return 'the subordinate id map could not be written: check /etc/subuid and /etc/subgid hold a range for this user and that newuidmap/newgidmap (Debian `uidmap`) are setuid root';
+  if (/idmapped|open_tree|mount_setattr/.test(stderr)) return 'the layers could not be mounted idmapped: check the layer dirs exist; MINISANDBOX_IDMAP=0 falls back to layers laid out shifted for sandboxes';
   if (/overlay|lowerdir/.test(stderr)) return 'the overlay mount failed: layer dirs must exist, be searchable by the sandbox ids and be owned by the shifted ids (see shiftCopyTree)';
   if (/Permission denied/.test(stderr)) return 'the state dir and layer dirs must be searchable (o+x) by the subordinate ids the sandbox runs as';
   if (/\/bin\/sh/.test(stderr)) return 'the environment has no /bin/sh; sandboxes need one';
@@ -351,11 +363,18 @@ async function startSandbox(opts: ParsedOptions, hooks: CreateHooks, forkFrom: S
   const host = hooks.host ?? (await probeHost());
   const warn = hooks.warn ?? ((m: string) => process.emitWarning(m, 'MinisandboxWarning'));
   const id = opts.id ?? newId();
-  makeStateDir(opts.stateDir);
+  if (opts.idmapLowers && !host.isRoot) {
+    throw new InvalidInputError('idmapped lower layers need root', 'lay layers out shifted for this user (pull with `--id-shift auto`) and leave idmapLowers off');
+  }
+  // Over idmapped layers the holder reaches its dir from inside it: the dirs above may be private.
+  makeStateDir(opts.stateDir, { othersReachParents: !opts.idmapLowers });
   const dir = sandboxDir(opts.stateDir, id);
+  // Over idmapped layers, a range of the sandbox's own; else the one its layers were shifted to.
+  const range = opts.idmapLowers ? sandboxIdRange(id, host.idMap, warn) : { idMap: host.idMap };
   try {
     mkdirSync(dir, { mode: 0o711 });
   } catch (e) {
+    if (range.slotPath !== undefined) releaseIdRange(range.slotPath, id);
     throw new InvalidInputError(`cannot create sandbox dir ${dir}: ${String(e)}`, 'pick another id, or run reapStaleSandboxes on the state dir');
   }
   const upperDir = join(dir, 'upper');
@@ -366,7 +385,7 @@ async function startSandbox(opts: ParsedOptions, hooks: CreateHooks, forkFrom: S
   if (opts.upper === 'disk') {
     // Rootless owners cannot chown to a subordinate id: open the dir instead (its parent is 0711,
     // so only someone who knows the random sandbox id could reach it).
-    if (host.isRoot) chownSync(upperDir, host.idMap.uidStart, host.idMap.gidStart);
+    if (host.isRoot) chownSync(upperDir, range.idMap.uidStart, range.idMap.gidStart);
     else chmodSync(upperDir, 0o777);
   }
   mkdirSync(mergedDir, { mode: 0o711 });
@@ -383,7 +402,9 @@ async function startSandbox(opts: ParsedOptions, hooks: CreateHooks, forkFrom: S
     mergedDir,
     network: opts.network,
     cgroupDirs: [],
-    idMap: host.idMap,
+    idMap: range.idMap,
+    ...(range.slotPath === undefined ? {} : { idSlot: range.slotPath }),
+    ...(opts.idmapLowers ? { idmapLowers: true } : {}),
     createdAt: new Date().toISOString(),
     ...(forkFrom === undefined ? {} : { forkedFrom: forkFrom.id }),
   };
@@ -407,7 +428,8 @@ async function startSandbox(opts: ParsedOptions, hooks: CreateHooks, forkFrom: S
     };
     const spec: HolderSpec = {
       launcher: host.tools.launcher,
-      idMap: host.idMap,
+      idMap: range.idMap,
+      idmapLowers: opts.idmapLowers,
       upperDir,
       mergedDir,
       lowerDirs: opts.lowerDirs,
@@ -439,6 +461,7 @@ async function startSandbox(opts: ParsedOptions, hooks: CreateHooks, forkFrom: S
     state.holderStartTime = processStartTime(holder.pid);
     state.initPid = holder.initPid;
     writeState(opts.stateDir, state);
+    if (range.slotPath !== undefined) recordIdRangeHolder({ path: range.slotPath }, id, holder.pid, state.holderStartTime);
     const sb = new Sandbox(state, opts, host, holder, cgroup, rlimits, hooks, [...unenforced]);
     await hooks.onCreated?.(state);
     return sb;
@@ -454,9 +477,26 @@ async function startSandbox(opts: ParsedOptions, hooks: CreateHooks, forkFrom: S
   }
 }
 
+let pool: { value: IdPool | undefined } | undefined;
+let warnedNoPool = false;
+
+/** The id range of a sandbox over idmapped layers: a slot of root's pool, or the shared range if it has none. */
+function sandboxIdRange(id: string, shared: IdMap, warn: (m: string) => void): { idMap: IdMap; slotPath?: string } {
+  pool ??= { value: resolveIdPool() };
+  if (pool.value === undefined) {
+    if (!warnedNoPool) {
+      warnedNoPool = true;
+      warn(`root's subordinate ranges (/etc/subuid, /etc/subgid) hold no more than one sandbox's ${shared.count} ids: every sandbox shares uids ${shared.uidStart}.. Give root a larger range (\`bin/setup\` writes root:1000000:1000000000) so each sandbox gets its own.`);
+    }
+    return { idMap: shared };
+  }
+  const lease = allocateIdRange(pool.value, id);
+  return { idMap: lease.idMap, slotPath: lease.path };
+}
+
 /** Pipes a tar of the source's upper dir (read inside its mount namespace) into the new holder's fd 4. */
 async function streamUpper(src: Sandbox, holder: ChildProcess): Promise<void> {
-  const argv = forkSourceTarCommand(src.state.holderPid, src.state.upperDir);
+  const argv = forkSourceTarCommand(src.state.holderPid, src.state.upperDir, src.state.idmapLowers === true);
   const tar = spawn(argv[0]!, argv.slice(1), { stdio: ['ignore', 'pipe', 'pipe'], env: { PATH: HOST_PATH } });
   let err = '';
   tar.stderr!.on('data', (c: Buffer) => {

@@ -10,6 +10,7 @@ import { z } from 'zod';
 import { InvalidInputError } from '../errors.js';
 import { isErrno } from '../util/fs.js';
 import { removeCgroup, unthrottle } from './cgroup.js';
+import { reapStaleIdRanges, releaseIdRange } from './idpool.js';
 import { sameProcessAlive, trySignal } from './proc.js';
 import { IdMapSchema, type IdMap } from './subid.js';
 import { removeTreeAs } from './userns.js';
@@ -34,6 +35,10 @@ export const SandboxStateSchema = z.strictObject({
   network: z.enum(['none', 'host']),
   cgroupDirs: z.array(z.string()),
   idMap: IdMapSchema,
+  /** The slot file of the sandbox's own id range (idpool.ts), released at teardown. */
+  idSlot: z.string().optional(),
+  /** Its lower dirs are mounted idmapped (they hold real owners). */
+  idmapLowers: z.boolean().optional(),
   createdAt: z.string(),
   forkedFrom: z.string().optional(),
 });
@@ -104,6 +109,8 @@ export async function reapStaleSandboxes(stateDir: string, idMapForRemoval?: IdM
     await teardown(stateDir, entry.id, entry.state, idMapForRemoval);
     reaped.push(entry.id);
   }
+  // slots of sandboxes whose state dirs are already gone (a runtime killed mid-teardown)
+  if (process.getuid?.() === 0) reapStaleIdRanges();
   return reaped;
 }
 
@@ -124,9 +131,14 @@ export async function teardown(stateDir: string, id: string, state: SandboxState
     await waitGone(state.holderPid, state.holderStartTime);
     await removeCgroup(state.cgroupDirs);
   }
-  // A tmpfs upper left only a few empty dirs and state.json: removed in place, faster than a
-  // thread-pool round trip. A disk upper may be large, so it never blocks the event loop.
-  await removeTree(sandboxDir(stateDir, id), idMap ?? state?.idMap, { small: state?.upperKind === 'tmpfs' });
+  try {
+    // A tmpfs upper left only a few empty dirs and state.json: removed in place, faster than a
+    // thread-pool round trip. A disk upper may be large, so it never blocks the event loop.
+    await removeTree(sandboxDir(stateDir, id), idMap ?? state?.idMap, { small: state?.upperKind === 'tmpfs' });
+  } finally {
+    // Only now, with every process and file of the range gone, may another sandbox take its ids.
+    if (state?.idSlot !== undefined) releaseIdRange(state.idSlot, id);
+  }
 }
 
 /** Up to ~2 s; polled every millisecond at first, since a killed process is usually gone in one or two. */
@@ -154,10 +166,16 @@ export async function removeTree(dir: string, idMap: IdMap | undefined, opts: { 
   await removeTreeAs(idMap, dir);
 }
 
-export function makeStateDir(stateDir: string): void {
+/**
+ * `othersReachParents` (default): the sandbox's ids walk the whole path to their mount points, so
+ * every parent must be searchable by others; a holder over idmapped layers starts from inside its
+ * own dir (see sandbox-launch.c work_from_sandbox_dir) and needs only the state dir itself.
+ */
+export function makeStateDir(stateDir: string, opts: { othersReachParents?: boolean } = {}): void {
   // Searchable by others: the sandbox's own root (a subordinate id, "other" to us) walks through it
   // to its mount points; names inside are not listable.
   mkdirSync(stateDir, { recursive: true, mode: 0o711 });
+  if (opts.othersReachParents === false) return;
   for (let d = stateDir; ; d = dirname(d)) {
     const st = statSync(d);
     if ((st.mode & 0o001) === 0) {

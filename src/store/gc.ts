@@ -32,8 +32,12 @@ async function treeBytes(p: string): Promise<number> {
   return n;
 }
 
-/** `owners`: a rootless store's layer trees belong to subordinate ids and are removed with their rights. */
-export async function gcStore(store: StorePaths, opts: { graceMs: number; dryRun: boolean; owners?: Owners }): Promise<StoreGcResult> {
+/**
+ * `owners`: a rootless store's layer trees belong to subordinate ids and are removed with their
+ * rights. `dropShifted`: `<hex>+<shift>` trees go even when a ref reaches their layer (unless a live
+ * sandbox leases them): left over from before sandboxes mounted the real-owner lay-out idmapped.
+ */
+export async function gcStore(store: StorePaths, opts: { graceMs: number; dryRun: boolean; owners?: Owners; dropShifted?: boolean }): Promise<StoreGcResult> {
   const owners = opts.owners ?? DIRECT_OWNERS;
   // Read the clock at each check: removing a layer moves its pool inodes' ctime to "now".
   const now = (): number => Date.now();
@@ -71,7 +75,8 @@ export async function gcStore(store: StorePaths, opts: { graceMs: number; dryRun
       continue;
     }
     const hex = name.split('+')[0] ?? name;
-    if (liveLayers.has(hex) || leased.has(name) || !(await old(p))) continue;
+    const reached = liveLayers.has(hex) && !(opts.dropShifted === true && name.includes('+'));
+    if (reached || leased.has(name) || !(await old(p))) continue;
     res.removedLayers.push(name);
     await remove(p);
   }

@@ -8,7 +8,10 @@
  *                                    xattrs: a lay-out compares its stat), `<hex>.<key>` one for other
  *                                    metadata. Flat: a directory per content cost a mkdir per file.
  *   links/<hex>/<meta key>           (older stores) the same, a directory per content; gc removes them
- *   layers/<hex>[+<idShift>]/        laid-out read-only layer trees (the rename into place commits them)
+ *   layers/<hex>/                    laid-out read-only layer trees with their real owners (the rename into
+ *                                    place commits them): root's builds, export and idmapped sandboxes
+ *   layers/<hex>+<idShift>/          the same with owners shifted: rootless stores, hosts without idmapped
+ *                                    mounts, and stores of earlier versions (gc removes those)
  *   manifests/<hex>                  verified, uncompressed layer manifests
  *   indexes/<hex>                    cached pack index blobs (immutable, so cached forever)
  *   envs/<hex>.json                  environment configs that were pulled
