@@ -27,9 +27,8 @@ export function parseSourceRef(text: string): SourceRef {
     if (!text.startsWith(prefix)) continue;
     const rest = text.slice(prefix.length);
     if (rest === '') throw new InvalidInputError(`${text}: no path`, `write ${kind}:PATH`);
-    // PATH[:TAG]: the first ':' after the path's last '/' starts the tag (as skopeo splits it)
-    const slash = rest.lastIndexOf('/');
-    const colon = rest.indexOf(':', slash + 1);
+    // PATH[:TAG]: the first ':' ends the path (as skopeo splits it), so a tag may hold '/' and ':'
+    const colon = rest.indexOf(':');
     if (colon < 0) return { kind, path: rest, text };
     const tag = rest.slice(colon + 1);
     return tag === '' ? { kind, path: rest.slice(0, colon), text } : { kind, path: rest.slice(0, colon), tag, text };
