@@ -174,8 +174,19 @@ export async function convertLayer(reg: Registry, chunks: AsyncIterable<Buffer>,
     if (old !== undefined && 'group' in old) old.group.members.delete(path);
   };
 
+  const inner = chunks[Symbol.asyncIterator]();
+  // a source that fails (a registry gone) is reported as such, never as a digest mismatch
+  let sourceFailed = false;
+  const rawIt: AsyncIterator<Buffer> = {
+    next: () =>
+      inner.next().catch((e: unknown) => {
+        sourceFailed = true;
+        throw e;
+      }),
+  };
+  const rawOnce: AsyncIterable<Buffer> = { [Symbol.asyncIterator]: () => rawIt };
   try {
-    for await (const { header: h, body } of readTar(decompressed(chunks, tap), (r) => (tarEnd = r))) {
+    for await (const { header: h, body } of readTar(decompressed(rawOnce, tap), (r) => (tarEnd = r))) {
       const n = normalize(h.name, opts.what);
       if (n === null) {
         for await (const _ of body()) void _;
@@ -343,6 +354,23 @@ export async function convertLayer(reg: Registry, chunks: AsyncIterable<Buffer>,
     };
   } catch (e) {
     await writer.abort().catch(() => undefined);
+    // A corrupt blob usually breaks decompression or the tar first; when the blob's digest is
+    // known, read the rest of it and say what really happened: its bytes are not the image's.
+    if (opts.expectDigest !== undefined && !(e instanceof DigestMismatchError) && tarEnd === undefined && !sourceFailed) {
+      let complete = false;
+      try {
+        for (;;) {
+          const r = await rawIt.next();
+          if (r.done === true) break;
+          tap(Buffer.isBuffer(r.value) ? r.value : Buffer.from(r.value as Uint8Array));
+        }
+        complete = true;
+      } catch {
+        // the source failed too: report the first error
+      }
+      const actual: Digest = `sha256:${rawHash.digest('hex')}`;
+      if (complete && !sourceFailed && actual !== opts.expectDigest) throw new DigestMismatchError(`${opts.what} blob`, opts.expectDigest, actual);
+    }
     throw e;
   }
 

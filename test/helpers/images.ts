@@ -159,8 +159,8 @@ export async function startRegistry(dir: string, htpasswd?: { user: string; pass
 export interface Faults {
   /** Blob digests whose body gets one byte flipped. */
   flip?: Set<string>;
-  /** Blob digests whose body is cut (connection destroyed) after this many bytes, every time. */
-  cutAfter?: Map<string, number>;
+  /** Blob digests whose body is cut (connection destroyed) after `after` bytes, the next `times` requests. */
+  cutAfter?: Map<string, { after: number; times: number }>;
 }
 
 export interface TokenFront {
@@ -206,7 +206,9 @@ export async function startTokenFront(upstream: string, creds: { user: string; p
     const blob = /\/blobs\/(sha256:[0-9a-f]{64})$/.exec(url.pathname)?.[1];
     const up = request({ host: upstream.split(':')[0], port: Number(upstream.split(':')[1]), method: req.method, path: req.url, headers }, (ur) => {
       res.writeHead(ur.statusCode ?? 502, ur.headers);
-      const cut = blob === undefined ? undefined : faults.cutAfter?.get(blob);
+      const c = blob === undefined ? undefined : faults.cutAfter?.get(blob);
+      const cut = c !== undefined && c.times > 0 ? c.after : undefined;
+      if (c !== undefined && c.times > 0) c.times--;
       const flip = blob !== undefined && faults.flip?.has(blob) === true;
       let sent = 0;
       let flipped = false;
