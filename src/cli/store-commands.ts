@@ -18,11 +18,38 @@ import { copyRefs, parseCopyRefs } from '../registry/copy.js';
 import { openRegistry } from '../registry/open.js';
 import { hostIdShift, reapStale } from '../runtime/open.js';
 import { pushTree, resolveEnv } from '../store/push.js';
+import { importImage } from '../image/import.js';
+import { isImageSource } from '../image/reference.js';
 import { verifyRegistry, verifyStore } from '../store/verify.js';
 import { type GlobalOptions, makeContext, parseDuration, parseEnvPairs, parseSize } from './context.js';
 import { EXIT, formatBytes, table } from './output.js';
 
 type Globals = () => GlobalOptions;
+
+/** `import docker://...|oci:...|oci-archive:...|docker-archive:...`: a container image becomes an environment. */
+async function importImageCommand(
+  ctx: ReturnType<typeof makeContext>,
+  source: string,
+  o: { tag: string; parent?: string; overlayUpper?: boolean; platform: string; tlsVerify: string; authfile?: string; jobs: string },
+): Promise<void> {
+  if (o.parent !== undefined || o.overlayUpper === true) throw new InvalidInputError('--parent and --overlay-upper do not apply to images', 'an image brings its own layers');
+  if (o.tlsVerify !== 'true' && o.tlsVerify !== 'false') throw new InvalidInputError(`--tls-verify ${o.tlsVerify}: expected true or false`);
+  const r = await importImage(ctx.registry, ctx.store, source, {
+    tag: o.tag,
+    platform: o.platform,
+    tlsVerify: o.tlsVerify === 'true',
+    ...(o.authfile === undefined ? {} : { authFile: o.authfile }),
+    jobs: Math.max(1, Number.parseInt(o.jobs, 10) || 1),
+    onProgress: (p) => ctx.out.progress({ ...p, message: p.message ?? `import: ${p.phase}` }),
+  });
+  ctx.out.result({ ref: o.tag, ...r }, () =>
+    [
+      `${o.tag} -> ${r.env} (${r.status === 'present' ? 'imported before, nothing fetched' : 'imported'})`,
+      ...r.layers.map((l) => `  layer ${l.layer.slice(0, 19)} from ${l.diffId.slice(0, 19)}: ${l.converted ? 'converted' : 'converted before'}, image ${formatBytes(l.compressedSize)} compressed / ${formatBytes(l.size)}`),
+      `fetched ${formatBytes(r.fetchedBytes)}; objects: ${r.newObjects} new, ${r.reusedObjects} already in the registry`,
+    ].join('\n'),
+  );
+}
 
 async function extractTarball(file: string, dest: string): Promise<void> {
   await mkdir(dest, { recursive: true });
@@ -35,15 +62,23 @@ async function extractTarball(file: string, dest: string): Promise<void> {
 export function registerStoreCommands(program: Command, globals: Globals, setExit: (code: number) => void): void {
   program
     .command('import')
-    .description('capture a directory tree or rootfs tarball as a layer, push it and tag the environment')
-    .argument('<source>', 'directory or tarball (.tar, .tar.gz, .tar.zst, ...)')
+    .description('capture a directory tree or rootfs tarball as a layer, or convert a container image, push it and tag the environment')
+    .argument('<source>', 'directory, tarball (.tar, .tar.gz, .tar.zst, ...), or image: docker://HOST/REPO:TAG|@sha256:..., oci:DIR[:TAG], oci-archive:FILE, docker-archive:FILE')
     .requiredOption('--tag <ref>', 'ref to tag the new environment with, e.g. base/bookworm')
     .option('--parent <ref>', 'environment to stack the layer on')
     .option('--overlay-upper', 'the source is an overlayfs upper dir: record whiteouts and opaque dirs')
     .option('--workdir <dir>', 'runtime working directory')
     .option('--env <K=V...>', 'runtime environment variables')
-    .action(async (source: string, o: { tag: string; parent?: string; overlayUpper?: boolean; workdir?: string; env?: string[] }) => {
+    .option('--platform <os/arch>', 'images: the entry of a manifest list or index to import', 'linux/amd64')
+    .option('--tls-verify <bool>', 'images: false talks plain HTTP to the registry', 'true')
+    .option('--authfile <file>', 'images: registry credentials (else $REGISTRY_AUTH_FILE, containers auth.json, ~/.docker/config.json)')
+    .option('--jobs <n>', 'images: layers downloaded and converted at once', '3')
+    .action(async (source: string, o: { tag: string; parent?: string; overlayUpper?: boolean; workdir?: string; env?: string[]; platform: string; tlsVerify: string; authfile?: string; jobs: string }) => {
       const ctx = makeContext(globals());
+      if (isImageSource(source)) {
+        await importImageCommand(ctx, source, o);
+        return;
+      }
       const st = await stat(source).catch(() => null);
       if (st === null) throw new InvalidInputError(`import source ${source} does not exist`);
       let dir = source;
