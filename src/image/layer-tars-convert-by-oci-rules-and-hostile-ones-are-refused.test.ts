@@ -1,9 +1,9 @@
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
-import tar from 'tar-stream';
 import { afterAll, describe, expect, it } from 'vitest';
+import { makeTar, type TarItem, writeLayout } from '../../test/helpers/oci-layout.js';
 import { compress } from 'zstd-napi';
 import { sha256 } from '../cas/digest.js';
 import { readManifest } from '../layer/capture.js';
@@ -17,49 +17,11 @@ import { importImage } from './import.js';
 const work = mkdtempSync(join(tmpdir(), 'ms-layer-tars-'));
 afterAll(() => rmSync(work, { recursive: true, force: true }));
 
-type TarItem = { name: string; type?: 'file' | 'directory' | 'link' | 'symlink'; data?: string; linkname?: string; mode?: number; pax?: Record<string, string>; mtime?: Date };
-
-async function makeTar(items: TarItem[]): Promise<Buffer> {
-  const p = tar.pack();
-  const chunks: Buffer[] = [];
-  p.on('data', (c: unknown) => chunks.push(c as Buffer));
-  const done = new Promise<void>((r) => p.on('end', () => r()));
-  for (const it of items) {
-    const type = it.type ?? 'file';
-    const header = { name: it.name, type, mode: it.mode ?? (type === 'directory' ? 0o755 : 0o644), uid: 0, gid: 0, mtime: it.mtime ?? new Date(1_700_000_000_000), ...(it.linkname === undefined ? {} : { linkname: it.linkname }), ...(it.pax === undefined ? {} : { pax: it.pax }) };
-    await new Promise<void>((res, rej) => {
-      const cb = (e?: Error | null): void => (e ? rej(e) : res());
-      if (type === 'file') p.entry(header, it.data ?? '', cb);
-      else p.entry(header, cb);
-    });
-  }
-  p.finalize();
-  await done;
-  return Buffer.concat(chunks);
-}
-
 let n = 0;
 /** An OCI layout of one image whose layers are the given blobs (compressed as given), diff ids of their tars. */
 function makeLayout(layers: Array<{ blob: Buffer; tar: Buffer }>): string {
   const dir = join(work, `layout-${n++}`);
-  mkdirSync(join(dir, 'blobs', 'sha256'), { recursive: true });
-  const put = (b: Buffer): string => {
-    const d = sha256(b);
-    writeFileSync(join(dir, 'blobs', 'sha256', d.slice(7)), b);
-    return d;
-  };
-  const config = Buffer.from(JSON.stringify({ architecture: 'amd64', os: 'linux', config: {}, rootfs: { type: 'layers', diff_ids: layers.map((l) => sha256(l.tar)) } }));
-  const manifest = Buffer.from(
-    JSON.stringify({
-      schemaVersion: 2,
-      mediaType: 'application/vnd.oci.image.manifest.v1+json',
-      config: { mediaType: 'application/vnd.oci.image.config.v1+json', digest: put(config), size: config.length },
-      layers: layers.map((l) => ({ mediaType: 'application/vnd.oci.image.layer.v1.tar', digest: put(l.blob), size: l.blob.length })),
-    }),
-  );
-  const md = put(manifest);
-  writeFileSync(join(dir, 'oci-layout'), '{"imageLayoutVersion":"1.0.0"}');
-  writeFileSync(join(dir, 'index.json'), JSON.stringify({ schemaVersion: 2, manifests: [{ mediaType: 'application/vnd.oci.image.manifest.v1+json', digest: md, size: manifest.length }] }));
+  writeLayout(dir, [{ layers }]);
   return dir;
 }
 
