@@ -1,11 +1,12 @@
 /** Commands over the layer store and registry: import, export, pull, ls, inspect, verify, gc, audit. */
 import { execFile } from 'node:child_process';
-import { mkdir, rm, stat } from 'node:fs/promises';
+import { mkdir, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { randomBytes } from 'node:crypto';
 import type { Command } from 'commander';
 import { audit, isInternalRef } from '../audit/audit.js';
+import { auditHtml } from '../audit/html.js';
 import { InvalidInputError, MinisandboxError } from '../errors.js';
 import { gcRegistry } from '../registry/gc.js';
 import { exportEnv } from '../store/export.js';
@@ -264,9 +265,11 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
     .command('audit')
     .description('storage used against one container image per ref')
     .option('--all', 'count the build cache refs (_cache/...) as images too')
-    .action(async (o: { all?: boolean }) => {
+    .option('--html <file>', 'also write a self-contained HTML report (tables and a chart, no network needed)')
+    .action(async (o: { all?: boolean; html?: string }) => {
       const ctx = makeContext(globals());
       const r = await audit(ctx.registry, { includeInternal: o.all === true });
+      if (o.html !== undefined) await writeFile(o.html, auditHtml(r));
       const t = r.totals;
       const pct = (x: number): string => `${(x * 100).toFixed(2)}%`;
       ctx.out.result(r, () =>
@@ -278,6 +281,8 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
           `unique file contents:           ${formatBytes(t.uniqueContentBytes)} (${t.distinctObjects} objects)`,
           `registry on disk (compressed):  ${formatBytes(t.registryBytes)}`,
           `registry / images: ${pct(t.registryToLogical)}   registry / layer-shared store: ${pct(t.registryToDockerStyle)}`,
+          ...(t.imageCompressedBytes > 0 ? [`source images' layers:         ${formatBytes(t.imageCompressedBytes)} compressed, ${formatBytes(t.imageBytes)} uncompressed; registry / compressed images: ${pct(t.registryBytes / t.imageCompressedBytes)}`] : []),
+          ...(o.html !== undefined ? [`report written to ${o.html}`] : []),
         ].join('\n'),
       );
     });
