@@ -2,7 +2,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { makeTestImages, pushImage, removeWorkDir, type RunningRegistry, startRegistry, startTokenFront, type TestImages, type TokenFront } from '../../test/helpers/images.js';
+import { makeTestImages, pushImage, pushManifestList, removeWorkDir, type RunningRegistry, startRegistry, startTokenFront, type TestImages, type TokenFront } from '../../test/helpers/images.js';
 import { LocalRegistry } from '../registry/local.js';
 import type { Registry } from '../registry/registry.js';
 import { StorePaths } from '../store/paths.js';
@@ -73,6 +73,17 @@ describe('registry auth', () => {
     } finally {
       delete process.env['REGISTRY_AUTH_FILE'];
     }
+  }, 120_000);
+});
+
+describe('manifest lists', () => {
+  it('a list without the platform asked for names the platforms it has; --platform picks one', async () => {
+    const { reg, store } = fresh();
+    await pushManifestList(img, img.app1, open.host, 'mstest/list', '1', { os: 'linux', architecture: 'arm64' });
+    const src = `docker://${open.host}/mstest/list:1`;
+    await expect(importImage(reg, store, src, { tlsVerify: false, tag: 'l/x' })).rejects.toThrow(/no image for platform linux\/amd64 \(it has: linux\/arm64\)/);
+    expect(await refNames(reg)).toEqual([]);
+    await expect(importImage(reg, store, src, { tlsVerify: false, tag: 'l/x', platform: 'linux/arm64' })).resolves.toMatchObject({ status: 'imported' });
   }, 120_000);
 });
 

@@ -217,7 +217,7 @@ export class RegistrySource implements ImageSource {
 
   async resolve(platform: Platform): Promise<ResolvedImage> {
     const m = await this.client.manifest(this.ref.digest ?? this.ref.tag ?? 'latest');
-    const reader: BlobReader = { small: (d) => this.client.smallBlob(d), stream: (d) => this.client.blob(d) };
+    const reader: BlobReader = { small: (d) => this.client.smallBlob(d), manifest: async (d) => (await this.client.manifest(d.digest)).bytes, stream: (d) => this.client.blob(d) };
     const desc: Descriptor = { digest: m.digest, size: m.bytes.length, ...(m.mediaType === undefined ? {} : { mediaType: m.mediaType }) };
     return resolveFrom(reader, desc, m.bytes, platform, this.name);
   }

@@ -50,6 +50,8 @@ export interface ImageSource {
 export interface BlobReader {
   /** A small blob, verified against its digest. */
   small(d: Descriptor): Promise<Buffer>;
+  /** A manifest named by an index, verified (registries serve manifests apart from blobs; default: small). */
+  manifest?(d: Descriptor): Promise<Buffer>;
   stream(d: Descriptor): AsyncIterable<Buffer>;
 }
 
@@ -72,7 +74,7 @@ export async function resolveFrom(reader: BlobReader, top: Descriptor, topBytes:
     if (depth > 4) throw new InvalidInputError(`${what}: indexes nested too deep`);
     const index = parseJson(bytes, ImageIndexSchema, `${what} index`);
     desc = pickPlatform(index, platform, what);
-    bytes = await reader.small(desc);
+    bytes = await (reader.manifest ?? reader.small).call(reader, desc);
   }
   const manifest = parseJson(bytes, ImageManifestSchema, `${what} manifest`);
   const configBytes = await reader.small(manifest.config);

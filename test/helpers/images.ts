@@ -5,6 +5,7 @@
  * in front of it implements the bearer flow and injects faults (a flipped byte, a connection cut
  * mid-blob).
  */
+import { createHash } from 'node:crypto';
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { chmodSync, copyFileSync, linkSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createServer, request, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
@@ -102,6 +103,20 @@ export function umociUnpack(layoutDir: string, tag: string, bundle: string): str
 
 export function pushImage(img: TestImages, name: string, dest: string, creds?: string): void {
   run('skopeo', ['copy', '--quiet', '--dest-tls-verify=false', ...(creds === undefined ? [] : ['--dest-creds', creds]), img.cs(name), dest]);
+}
+
+/**
+ * Pushes `image` to `host/repo:member`, then an OCI index `host/repo:tag` holding only that
+ * image, annotated with `platform` (a list without the platform an import asks for).
+ */
+export async function pushManifestList(img: TestImages, image: string, host: string, repo: string, tag: string, platform: { os: string; architecture: string }): Promise<void> {
+  pushImage(img, image, `docker://${host}/${repo}:member`);
+  const res = await fetch(`http://${host}/v2/${repo}/manifests/member`, { headers: { accept: 'application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json' } });
+  const bytes = Buffer.from(await res.arrayBuffer());
+  const mediaType = res.headers.get('content-type') ?? 'application/vnd.oci.image.manifest.v1+json';
+  const index = { schemaVersion: 2, mediaType: 'application/vnd.oci.image.index.v1+json', manifests: [{ mediaType, digest: `sha256:${createHash('sha256').update(bytes).digest('hex')}`, size: bytes.length, platform }] };
+  const put = await fetch(`http://${host}/v2/${repo}/manifests/${tag}`, { method: 'PUT', headers: { 'content-type': 'application/vnd.oci.image.index.v1+json' }, body: JSON.stringify(index) });
+  if (!put.ok) throw new Error(`pushing the index: HTTP ${put.status} ${await put.text()}`);
 }
 
 async function freePort(): Promise<number> {
