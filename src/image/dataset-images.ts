@@ -75,6 +75,7 @@ export async function importDatasetImages(reg: Registry, store: StorePaths, item
   let done = 0;
   let stop = false;
   // one catalog for the whole dataset: loaded once, not per image
+  // conversions add the packs they publish to it, so it stays current without reloading
   let catalogP: ReturnType<typeof loadCatalog> | undefined;
   const catalog = (): ReturnType<typeof loadCatalog> => (catalogP ??= loadCatalog(reg, store));
   const worker = async (): Promise<void> => {
@@ -93,8 +94,6 @@ export async function importDatasetImages(reg: Registry, store: StorePaths, item
           else {
             const out = await importImage(reg, store, it.source, { ...opts, tag: it.tag, catalog });
             r = { ...base, status: out.status === 'present' ? 'cached' : 'built', seconds: (performance.now() - t0) / 1000, env: out.env, fetchedBytes: out.fetchedBytes };
-            // objects packed by this image are not in the loaded catalog: reload for the next ones
-            if (out.newObjects > 0) catalogP = undefined;
           }
         } catch (e) {
           if (opts.keepGoing !== true) stop = true;

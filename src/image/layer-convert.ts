@@ -24,6 +24,7 @@ import { fastEntryLine } from '../layer/capture-line.js';
 import type { LayerRef, PackRef } from '../layer/env.js';
 import { canonicalJson, MANIFEST_HEADER, type Entry, type FileEntry } from '../layer/manifest.js';
 import { checkRelativePath, encodePath } from '../layer/path.js';
+import { parsePackIndex } from '../pack/pack-index.js';
 import { publishPacks } from '../pack/publish.js';
 import { FRAME_TARGET_BYTES } from '../pack/settings.js';
 import { PackWriter } from '../pack/writer.js';
@@ -329,7 +330,12 @@ export async function convertLayer(reg: Registry, chunks: AsyncIterable<Buffer>,
 
     const packs = await writer.finish();
     await publishPacks(reg, packs);
-    for (const p of packs) used.set(p.pack, { pack: p.pack, index: p.index });
+    for (const p of packs) {
+      const ref = { pack: p.pack, index: p.index };
+      used.set(p.pack, ref);
+      // the next layers and images of this import find these objects without reloading the catalog
+      for (const e of parsePackIndex(p.indexBytes, p.index).entries) if (!opts.catalog.has(e.digest)) opts.catalog.set(e.digest, ref);
+    }
     const compressed = join(opts.workDir, 'manifest.jsonl.zst');
     const m = await compressFile(manifestPath, compressed);
     await reg.putBlobFile(m.digest, compressed);
