@@ -76,6 +76,31 @@ describe('registry auth', () => {
   }, 120_000);
 });
 
+describe('manifest formats and compressions', () => {
+  it('Docker schema 2 with gzip and OCI with zstd layers give the layers the OCI gzip image gives', async () => {
+    pushImage(img, img.app1, `docker://${open.host}/mstest/app1:v2s2`, undefined, ['--format', 'v2s2']);
+    // a registry of its own: skopeo would otherwise reuse the gzip blobs it knows are there
+    const zreg = await startRegistry(join(work, 'zstd'));
+    try {
+      pushImage(img, img.app1, `docker://${zreg.host}/mstest/app1:zstd`, undefined, ['--format', 'oci', '--dest-compress-format', 'zstd']);
+      const layersOf = async (host: string, tag: string): Promise<string[]> => {
+        const { reg, store } = fresh();
+        const r = await importImage(reg, store, `docker://${host}/mstest/app1:${tag}`, { tlsVerify: false });
+        return r.layers.map((l) => l.layer);
+      };
+      const oci = await layersOf(open.host, '1');
+      expect(await layersOf(open.host, 'v2s2')).toEqual(oci);
+      expect(await layersOf(zreg.host, 'zstd')).toEqual(oci);
+      const m = await fetch(`http://${zreg.host}/v2/mstest/app1/manifests/zstd`, { headers: { accept: 'application/vnd.oci.image.manifest.v1+json' } }).then((x) => x.json() as Promise<{ layers: Array<{ mediaType: string }> }>);
+      expect(m.layers.map((l) => l.mediaType)).toContain('application/vnd.oci.image.layer.v1.tar+zstd');
+      const v2 = await fetch(`http://${open.host}/v2/mstest/app1/manifests/v2s2`, { headers: { accept: 'application/vnd.docker.distribution.manifest.v2+json' } });
+      expect(v2.headers.get('content-type')).toBe('application/vnd.docker.distribution.manifest.v2+json');
+    } finally {
+      await zreg.stop();
+    }
+  }, 120_000);
+});
+
 describe('manifest lists', () => {
   it('a list without the platform asked for names the platforms it has; --platform picks one', async () => {
     const { reg, store } = fresh();

@@ -101,8 +101,8 @@ export function umociUnpack(layoutDir: string, tag: string, bundle: string): str
   return join(bundle, 'rootfs');
 }
 
-export function pushImage(img: TestImages, name: string, dest: string, creds?: string): void {
-  run('skopeo', ['copy', '--quiet', '--dest-tls-verify=false', ...(creds === undefined ? [] : ['--dest-creds', creds]), img.cs(name), dest]);
+export function pushImage(img: TestImages, name: string, dest: string, creds?: string, extra: string[] = []): void {
+  run('skopeo', ['copy', '--quiet', '--dest-tls-verify=false', ...(creds === undefined ? [] : ['--dest-creds', creds]), ...extra, img.cs(name), dest]);
 }
 
 /**
