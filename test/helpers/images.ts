@@ -101,6 +101,18 @@ export function umociUnpack(layoutDir: string, tag: string, bundle: string): str
   return join(bundle, 'rootfs');
 }
 
+/** `podman export` of a container created (not run) from the image, extracted with every attribute. */
+export function podmanExport(img: TestImages, name: string, dest: string): string {
+  const id = run('podman', [...img.storage, 'create', '--runtime', 'runc', name, '/bin/sh']).trim().split('\n').at(-1)!;
+  try {
+    mkdirSync(dest, { recursive: true });
+    execFileSync('sh', ['-c', `podman ${img.storage.join(' ')} export ${id} | tar -C ${dest} --numeric-owner -xpf - --xattrs --xattrs-include='*'`], { stdio: ['ignore', 'ignore', 'pipe'] });
+  } finally {
+    run('podman', [...img.storage, 'rm', id]);
+  }
+  return dest;
+}
+
 export function pushImage(img: TestImages, name: string, dest: string, creds?: string, extra: string[] = []): void {
   run('skopeo', ['copy', '--quiet', '--dest-tls-verify=false', ...(creds === undefined ? [] : ['--dest-creds', creds]), ...extra, img.cs(name), dest]);
 }
@@ -271,13 +283,4 @@ export function removeWorkDir(dir: string): void {
     .sort((a, b) => b.length - a.length);
   for (const m of mounts) spawnSync('umount', ['-l', m]);
   rmSync(dir, { recursive: true, force: true });
-}
-
-export function hasImageTools(): boolean {
-  try {
-    for (const t of ['buildah', 'skopeo', 'umoci', 'docker-registry', 'podman', 'htpasswd']) run('sh', ['-c', `command -v ${t}`]);
-    return true;
-  } catch {
-    return false;
-  }
 }
