@@ -17,7 +17,7 @@
  *   npx tsx bench/images.ts
  */
 import { execFileSync } from 'node:child_process';
-import { cpSync, mkdtempSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdtempSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { removeWorkDir, startRegistry } from '../test/helpers/images.js';
@@ -85,6 +85,8 @@ async function main(): Promise<void> {
     const results = [];
     for (const n of names) results.push(await importImage(reg, store, n, { tlsVerify: false }));
     const msSeconds = (performance.now() - t0) / 1000;
+    // the process's peak resident memory so far: the imports (the images were built by other processes)
+    const peakRssMiB = Number(/VmHWM:\s+(\d+) kB/.exec(readFileSync('/proc/self/status', 'utf8'))?.[1] ?? 0) / 1024;
     const msBytes = duBytes(join(work, 'ms-registry', 'blobs'));
     const perTaskCompressed = results.reduce((s, r) => s + r.layers.reduce((a, l) => a + l.compressedSize, 0), 0);
     const second = results[1]!;
@@ -101,7 +103,7 @@ async function main(): Promise<void> {
 
     const out = {
       images: N,
-      import: { minisandboxSeconds: +msSeconds.toFixed(2), skopeoUmociSeconds: +baseSeconds.toFixed(2), speedup: +(baseSeconds / msSeconds).toFixed(2) },
+      import: { peakRssMiB: +peakRssMiB.toFixed(0), minisandboxSeconds: +msSeconds.toFixed(2), skopeoUmociSeconds: +baseSeconds.toFixed(2), speedup: +(baseSeconds / msSeconds).toFixed(2) },
       bytes: {
         minisandboxRegistry: msBytes,
         imageRegistry: imageRegistryBytes,
