@@ -83,6 +83,7 @@ export function registerBuildCommands(program: Command, globals: Globals, setExi
         let shard = o.shard !== undefined ? parseShard(o.shard) : undefined;
         // entries naming images are imported, not planned; the shard is cut over all rows first
         const split = splitImageRows(rows, specs, dataset, shard);
+        const cut = shard;
         if (split !== null) {
           rows = split.recipeRows;
           imageItems = split.images;
@@ -95,6 +96,8 @@ export function registerBuildCommands(program: Command, globals: Globals, setExi
           repoSource: defaultRepoSource(o.repos),
           ...(shard !== undefined ? { shard } : {}),
         });
+        // the rows were cut already; the result still names the shard asked for
+        if (cut !== undefined) plan.shard = cut;
       } else {
         if (/\.(jsonl)$/.test(input)) throw new MinisandboxError('USAGE', 'building a dataset needs --specs FILE', { hint: 'minisandbox build DATASET.jsonl --specs specs.yaml' });
         const { catalog, root } = await loadRecipeCatalog(input);
