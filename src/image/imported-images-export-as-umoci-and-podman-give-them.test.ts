@@ -44,8 +44,21 @@ const sources = (n: 'app1' | 'app2'): Array<[string, string]> => [
 ];
 
 describe('an imported image exports the tree umoci unpacks and podman exports from it', () => {
+  it('(the reference trees hold what the images were made with)', () => {
+    const t = expected['app1']!;
+    expect(t['data/gone.txt']).toBeUndefined();
+    expect(t['opq/old.txt']).toBeUndefined();
+    expect(t['opq/new.txt']).toMatchObject({ type: 'file' });
+    expect(t['data/keep/k.txt']).toMatchObject({ type: 'file' });
+    expect(t['data/a']!.links).toEqual(['data/a', 'data/b']);
+    expect(t['data/su']).toMatchObject({ mode: '4755', xattrs: { 'security.capability': expect.stringMatching(/^0x01/) } });
+    expect(t['data/null']).toMatchObject({ type: 'char', rdev: String((1 << 8) | 3) });
+    expect(t['data/fifo']).toMatchObject({ type: 'fifo' });
+    expect(expected['app2']!['data/big.bin']).toMatchObject({ size: 5 << 20 });
+  });
+
   for (const kind of ['a registry', 'an OCI layout', 'an oci-archive', 'a docker-archive']) {
-    it(`from ${kind}: deletions, opaque dir, hardlinks, setuid, xattr, fifo, a file larger than a frame`, async () => {
+    it(`from ${kind}: deletions, opaque dir, hardlinks, setuid, xattr, fifo, device, a file larger than a frame`, async () => {
       const dir = join(work, kind.replaceAll(' ', '-'));
       const reg = new LocalRegistry(join(dir, 'registry'));
       const store = new StorePaths(join(dir, 'store'));

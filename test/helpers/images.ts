@@ -29,7 +29,8 @@ export interface TestImages {
 /**
  * base: busybox, /etc/passwd with user `app`, /data/gone.txt, /opq/old.txt;
  * app1 (on base): gone.txt deleted, /opq made opaque (old.txt hidden, new.txt added), a
- *   hardlink pair, a setuid file with a security.capability xattr, a symlink, a fifo; config
+ *   hardlink pair, a setuid file with a security.capability xattr, a symlink, a fifo, a char
+ *   device; config
  *   with Env, WorkingDir, User app, Entrypoint, Cmd and a label;
  * app2 (on base): a 5 MiB file (larger than a pack frame) and a small one.
  */
@@ -68,6 +69,7 @@ export function makeTestImages(dir: string): TestImages {
   run('setfattr', ['-n', 'security.capability', '-v', '0x0100000200040000000000000000000000000000', join(m1, 'data/su')]);
   symlinkSync('../data/a', join(m1, 'data/link'));
   run('mkfifo', [join(m1, 'data/fifo')]);
+  run('mknod', [join(m1, 'data/null'), 'c', '1', '3']);
   b('umount', c1);
   b('config', '--env', 'FOO=bar', '--env', 'PATH=/bin', '--workingdir', '/data', '--user', 'app', '--entrypoint', '["/bin/sh","-c"]', '--cmd', 'echo hi', '--label', 'org.test=yes', c1);
   b('commit', '--quiet', c1, names.app1);
