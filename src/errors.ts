@@ -43,6 +43,12 @@ export const ErrorCode = {
   PACK_WRITER_CLOSED: 'PACK_WRITER_CLOSED',
   PACK_WRITER_BUSY: 'PACK_WRITER_BUSY',
   COMPRESS_FAILED: 'COMPRESS_FAILED',
+  /** A container registry wants credentials it was not given (or refused them). */
+  AUTH_REQUIRED: 'AUTH_REQUIRED',
+  /** A container registry answered with an error. */
+  REGISTRY_ERROR: 'REGISTRY_ERROR',
+  /** A container registry could not be reached (or stopped answering) after retries. */
+  REGISTRY_UNREACHABLE: 'REGISTRY_UNREACHABLE',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 

@@ -24,6 +24,23 @@ export const AuditRefSchema = z.object({
   layers: z.number(),
   files: z.number(),
   logicalBytes: z.number(),
+  /** For refs imported from a container image: the image's layers as a registry stores them (what a pull downloads). */
+  imageCompressedBytes: z.number().optional(),
+  /** ... and uncompressed (the layer tars a container engine keeps on disk). */
+  imageBytes: z.number().optional(),
+});
+
+/** Storage after the first k refs, in the order listed: the audit's chart. */
+export const AuditPointSchema = z.object({
+  ref: z.string(),
+  /** One uncompressed image per ref (nothing shared). */
+  perTaskBytes: z.number(),
+  /** Each distinct layer once, uncompressed (a container engine sharing identical layers). */
+  layerSharedBytes: z.number(),
+  /** What the registry holds for these refs (every blob they reach, once). */
+  registryBytes: z.number(),
+  /** The source images' distinct layers, compressed (an image registry); refs not imported from images add their layers' size. */
+  imageRegistryBytes: z.number(),
 });
 
 export const AuditReportSchema = z.object({
@@ -43,7 +60,11 @@ export const AuditReportSchema = z.object({
     registryToDockerStyle: z.number(),
     /** uniqueContentBytes / logicalBytes */
     uniqueToLogical: z.number(),
+    /** Over refs imported from images: distinct image layers, compressed and uncompressed. */
+    imageCompressedBytes: z.number(),
+    imageBytes: z.number(),
   }),
+  cumulative: z.array(AuditPointSchema),
 });
 export type AuditReport = z.infer<typeof AuditReportSchema>;
 
@@ -57,9 +78,18 @@ export function isInternalRef(name: string): boolean {
 export async function audit(reg: Registry, opts: { includeInternal?: boolean } = {}): Promise<AuditReport> {
   const refs: AuditReport['refs'] = [];
   const layers = new Map<Digest, EnvConfig['layers'][number]>();
-  for await (const r of reg.listRefs()) {
-    if (!opts.includeInternal && isInternalRef(r.name)) continue;
-    const { config } = await envClosure(reg, r.digest);
+  const cumulative: AuditReport['cumulative'] = [];
+  const reached = new Set<Digest>();
+  const blobSize = new Map<Digest, number>();
+  // distinct image layers by diff id: [compressed, uncompressed]
+  const imageLayers = new Map<Digest, [number, number]>();
+  const sharedLayers = new Map<string, number>();
+  let perTask = 0;
+  let registrySoFar = 0;
+  const listed: Array<{ name: string; digest: Digest }> = [];
+  for await (const r of reg.listRefs()) if (opts.includeInternal || !isInternalRef(r.name)) listed.push(r);
+  for (const r of listed) {
+    const { config, blobs } = await envClosure(reg, r.digest);
     let files = 0;
     let logical = 0;
     for (const l of config.layers) {
@@ -67,7 +97,34 @@ export async function audit(reg: Registry, opts: { includeInternal?: boolean } =
       logical += l.size;
       files += l.entries;
     }
-    refs.push({ ref: r.name, env: r.digest, layers: config.layers.length, files, logicalBytes: logical });
+    const row: AuditReport['refs'][number] = { ref: r.name, env: r.digest, layers: config.layers.length, files, logicalBytes: logical };
+    if (config.image !== undefined) {
+      row.imageCompressedBytes = config.image.layers.reduce((a, l) => a + l.compressedSize, 0);
+      row.imageBytes = config.image.layers.reduce((a, l) => a + l.size, 0);
+      for (const l of config.image.layers) imageLayers.set(l.diffId, [l.compressedSize, l.size]);
+      for (const l of config.image.layers) sharedLayers.set(`image:${l.diffId}`, l.compressedSize);
+    } else {
+      for (const l of config.layers) sharedLayers.set(`layer:${l.digest}`, l.size);
+    }
+    refs.push(row);
+    for (const b of blobs) {
+      if (reached.has(b)) continue;
+      reached.add(b);
+      let size = blobSize.get(b);
+      if (size === undefined) {
+        size = (await reg.statBlob(b))?.size ?? 0;
+        blobSize.set(b, size);
+      }
+      registrySoFar += size;
+    }
+    perTask += logical;
+    cumulative.push({
+      ref: r.name,
+      perTaskBytes: perTask,
+      layerSharedBytes: [...layers.values()].reduce((a, l) => a + l.size, 0),
+      registryBytes: registrySoFar,
+      imageRegistryBytes: [...sharedLayers.values()].reduce((a, n) => a + n, 0),
+    });
   }
   const objects = new Map<Digest, number>();
   for (const l of layers.values()) {
@@ -108,6 +165,9 @@ export async function audit(reg: Registry, opts: { includeInternal?: boolean } =
       registryToLogical: ratio(registryBytes, logicalBytes),
       registryToDockerStyle: ratio(registryBytes, dockerStyleBytes),
       uniqueToLogical: ratio(uniqueContentBytes, logicalBytes),
+      imageCompressedBytes: [...imageLayers.values()].reduce((a, [c]) => a + c, 0),
+      imageBytes: [...imageLayers.values()].reduce((a, [, u]) => a + u, 0),
     },
+    cumulative,
   };
 }

@@ -3,6 +3,10 @@ import type { Command } from 'commander';
 import { join } from 'node:path';
 import type { SummaryRow } from '../build/execute.js';
 import { MinisandboxError } from '../errors.js';
+import type { Specs } from '../dataset/specs.js';
+import type { LocatedRow } from '../dataset/row.js';
+import type { Shard } from '../build/plan-shard.js';
+import type { DatasetImageItem } from '../image/dataset-images.js';
 import { type GlobalOptions, makeContext } from './context.js';
 import { opt, option } from './options.js';
 import { EXIT, table } from './output.js';
@@ -22,6 +26,28 @@ interface BuildOpts {
   timeout: number;
   dataset?: string;
   ramUpper: number | 'auto';
+  platform?: string;
+  tlsVerify: 'true' | 'false';
+}
+
+/** Rows whose spec names an image become import items (after the shard cut over all rows); null when none does. */
+async function splitImageRows(rows: LocatedRow[], specs: Specs, dataset: string, shard: Shard | undefined): Promise<{ recipeRows: LocatedRow[]; images: DatasetImageItem[] } | null> {
+  if (![...specs.entries.values()].some((e) => e.image !== undefined)) return null;
+  const [{ selectShard }, { lookupSpec }, { imageForRow }, { parseRefName }] = await Promise.all([
+    import('../build/plan-shard.js'),
+    import('../dataset/specs.js'),
+    import('../image/dataset-images.js'),
+    import('../registry/registry.js'),
+  ]);
+  const mine = shard === undefined ? rows : selectShard(rows, shard, (r) => r.row);
+  const recipeRows: LocatedRow[] = [];
+  const images: DatasetImageItem[] = [];
+  for (const r of mine) {
+    const spec = lookupSpec(specs, r.row.repo, r.row.version, r.where);
+    if (spec.image === undefined) recipeRows.push(r);
+    else images.push({ instanceId: r.row.instance_id, source: imageForRow(spec.image, r.row), tag: parseRefName(`${dataset}/${r.row.instance_id}`) });
+  }
+  return { recipeRows, images };
 }
 
 export function registerBuildCommands(program: Command, globals: Globals, setExit: (code: number) => void): void {
@@ -39,6 +65,8 @@ export function registerBuildCommands(program: Command, globals: Globals, setExi
     .option('--tag <ref>', 'tag for a single recipe build')
     .option('--log-dir <dir>', 'where per-node build logs go (default: <store>/logs/<dataset>)')
     .addOption(option('--timeout <duration>', 'limit for one node\'s build commands', opt.duration(), { value: 7_200_000, shown: '2h' }))
+    .option('--platform <os/arch>', 'dataset entries with images: the platform to import (default linux/amd64)')
+    .option('--tls-verify <bool>', 'dataset entries with images: false talks plain HTTP to their registry', opt.oneOf(['true', 'false']), 'true')
     .option('--ram-upper <size|auto>', 'RAM each build sandbox writes into (a tmpfs; a build that outgrows it runs again on disk); auto: half the available memory / jobs; 0: on disk', opt.or('auto', opt.size({ min: 0 })), 'auto')
     .action(async (input: string, o: BuildOpts) => {
       const { PhaseClock } = await import('../build/phases.js');
@@ -59,16 +87,29 @@ export function registerBuildCommands(program: Command, globals: Globals, setExi
       const tPlan = performance.now();
       const isDataset = /\.(jsonl|json)$/.test(input) && o.specs !== undefined;
       let plan;
+      let imageItems: DatasetImageItem[] = [];
       if (isDataset) {
         const specs = await loadSpecs(o.specs!);
-        const rows = await loadDataset(input);
+        let rows = await loadDataset(input);
+        const dataset = o.dataset ?? datasetNameFromFile(input);
+        let shard = o.shard !== undefined ? parseShard(o.shard) : undefined;
+        // entries naming images are imported, not planned; the shard is cut over all rows first
+        const split = await splitImageRows(rows, specs, dataset, shard);
+        const cut = shard;
+        if (split !== null) {
+          rows = split.recipeRows;
+          imageItems = split.images;
+          shard = undefined;
+        }
         plan = planDataset({
-          dataset: o.dataset ?? datasetNameFromFile(input),
+          dataset,
           rows,
           specs,
           repoSource: defaultRepoSource(o.repos),
-          ...(o.shard !== undefined ? { shard: parseShard(o.shard) } : {}),
+          ...(shard !== undefined ? { shard } : {}),
         });
+        // the rows were cut already; the result still names the shard asked for
+        if (cut !== undefined) plan.shard = cut;
       } else {
         if (/\.(jsonl)$/.test(input)) throw new MinisandboxError('USAGE', 'building a dataset needs --specs FILE', { hint: 'minisandbox build DATASET.jsonl --specs specs.yaml' });
         const { catalog, root } = await loadRecipeCatalog(input);
@@ -115,6 +156,24 @@ export function registerBuildCommands(program: Command, globals: Globals, setExi
       } finally {
         process.off('SIGINT', onSig);
         process.off('SIGTERM', onSig);
+      }
+      if (imageItems.length > 0) {
+        const tImages = performance.now();
+        // without --keep-going, a failed recipe node stops the build: the images are not started
+        const stopped = rows.some((r) => r.status === 'failed') && o.keepGoing !== true;
+        const imageRows = stopped
+          ? imageItems.map((it) => ({ id: `image:${it.instanceId}`, kind: 'image', label: it.instanceId, status: 'skipped' as const, seconds: 0, tag: it.tag }))
+          : await (await import('../image/dataset-images.js')).importDatasetImages(ctx.registry, ctx.store, imageItems, {
+              parallel: o.jobs,
+              keepGoing: o.keepGoing === true,
+              force: o.force === true,
+              signal: abort.signal,
+              ...(o.platform === undefined ? {} : { platform: o.platform }),
+              ...(o.tlsVerify === 'false' ? { tlsVerify: false } : {}),
+              onDone: (r, done, total) => ctx.out.progress({ event: 'done', node: r.id, label: r.label, status: r.status, seconds: r.seconds, done, total, message: `import [${bar(done, total)}] ${done}/${total} ${r.status} ${r.label}` }),
+            });
+        rows = [...rows, ...imageRows];
+        cli.add('images', performance.now() - tImages);
       }
       cli.add('execute', performance.now() - tBuild);
       const tally = { built: 0, cached: 0, failed: 0, skipped: 0, cancelled: 0 };

@@ -3,17 +3,42 @@
  * What each command needs is imported inside its action (start-up: see main.ts).
  */
 import { execFile } from 'node:child_process';
-import { mkdir, rm, stat } from 'node:fs/promises';
+import { mkdir, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { randomBytes } from 'node:crypto';
 import type { Command } from 'commander';
 import { InvalidInputError, MinisandboxError, NotFoundError } from '../errors.js';
-import { type GlobalOptions, checkDirOption, makeContext } from './context.js';
+import { type Context, type GlobalOptions, checkDirOption, makeContext } from './context.js';
 import { opt, option } from './options.js';
 import { EXIT, formatBytes, table } from './output.js';
 
 type Globals = () => GlobalOptions;
+
+/** `import docker://...|oci:...|oci-archive:...|docker-archive:...`: a container image becomes an environment. */
+async function importImageCommand(
+  ctx: Context,
+  source: string,
+  o: { tag: string; parent?: string; overlayUpper?: boolean; platform: string; tlsVerify: 'true' | 'false'; authfile?: string; jobs: number },
+): Promise<void> {
+  if (o.parent !== undefined || o.overlayUpper === true) throw new InvalidInputError('--parent and --overlay-upper do not apply to images', 'an image brings its own layers');
+  const { importImage } = await import('../image/import.js');
+  const r = await importImage(ctx.registry, ctx.store, source, {
+    tag: o.tag,
+    platform: o.platform,
+    tlsVerify: o.tlsVerify === 'true',
+    ...(o.authfile === undefined ? {} : { authFile: o.authfile }),
+    jobs: o.jobs,
+    onProgress: (p) => ctx.out.progress({ ...p, message: p.message ?? `import: ${p.phase}` }),
+  });
+  ctx.out.result({ ref: o.tag, ...r }, () =>
+    [
+      `${o.tag} -> ${r.env} (${r.status === 'present' ? 'imported before, nothing fetched' : 'imported'})`,
+      ...r.layers.map((l) => `  layer ${l.layer.slice(0, 19)} from ${l.diffId.slice(0, 19)}: ${l.converted ? 'converted' : 'converted before'}, image ${formatBytes(l.compressedSize)} compressed / ${formatBytes(l.size)}`),
+      `fetched ${formatBytes(r.fetchedBytes)}; objects: ${r.newObjects} new, ${r.reusedObjects} already in the registry`,
+    ].join('\n'),
+  );
+}
 
 async function extractTarball(file: string, dest: string): Promise<void> {
   await mkdir(dest, { recursive: true });
@@ -26,15 +51,24 @@ async function extractTarball(file: string, dest: string): Promise<void> {
 export function registerStoreCommands(program: Command, globals: Globals, setExit: (code: number) => void): void {
   program
     .command('import')
-    .description('capture a directory tree or rootfs tarball as a layer, push it and tag the environment')
-    .argument('<source>', 'directory or tarball (.tar, .tar.gz, .tar.zst, ...)')
+    .description('capture a directory tree or rootfs tarball as a layer, or convert a container image, push it and tag the environment')
+    .argument('<source>', 'directory, tarball (.tar, .tar.gz, .tar.zst, ...), or image: docker://HOST/REPO:TAG|@sha256:..., oci:DIR[:TAG], oci-archive:FILE, docker-archive:FILE')
     .requiredOption('--tag <ref>', 'ref to tag the new environment with, e.g. base/bookworm')
     .option('--parent <ref>', 'environment to stack the layer on')
     .option('--overlay-upper', 'the source is an overlayfs upper dir: record whiteouts and opaque dirs')
     .option('--workdir <dir>', 'runtime working directory (absolute)', opt.sandboxPath())
     .option('-e, --env <K=V>', 'a runtime environment variable (repeat for more)', opt.envPair())
-    .action(async (source: string, o: { tag: string; parent?: string; overlayUpper?: boolean; workdir?: string; env?: Record<string, string> }) => {
+    .option('--platform <os/arch>', 'images: the entry of a manifest list or index to import', 'linux/amd64')
+    .option('--tls-verify <bool>', 'images: false talks plain HTTP to the registry', opt.oneOf(['true', 'false']), 'true')
+    .option('--authfile <file>', 'images: registry credentials (else $REGISTRY_AUTH_FILE, containers auth.json, ~/.docker/config.json)')
+    .option('--jobs <n>', 'images: layers downloaded and converted at once', opt.int({ min: 1, max: 64 }), 3)
+    .action(async (source: string, o: { tag: string; parent?: string; overlayUpper?: boolean; workdir?: string; env?: Record<string, string>; platform: string; tlsVerify: 'true' | 'false'; authfile?: string; jobs: number }) => {
       const ctx = await makeContext(globals());
+      const { isImageSource } = await import('../image/reference.js');
+      if (isImageSource(source)) {
+        await importImageCommand(ctx, source, o);
+        return;
+      }
       const st = await stat(source).catch(() => null);
       if (st === null) throw new NotFoundError(`import source ${source}`, 'give a directory or a tarball');
       const { pushTree, resolveEnv } = await import('../store/push.js');
@@ -236,10 +270,12 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
     .command('audit')
     .description('storage used against one container image per ref')
     .option('--all', 'count the build cache refs (_cache/...) as images too')
-    .action(async (o: { all?: boolean }) => {
+    .option('--html <file>', 'also write a self-contained HTML report (tables and a chart, no network needed)')
+    .action(async (o: { all?: boolean; html?: string }) => {
       const ctx = await makeContext(globals());
-      const { audit } = await import('../audit/audit.js');
+      const [{ audit }, { auditHtml }] = await Promise.all([import('../audit/audit.js'), import('../audit/html.js')]);
       const r = await audit(ctx.registry, { includeInternal: o.all === true });
+      if (o.html !== undefined) await writeFile(o.html, auditHtml(r));
       const t = r.totals;
       const pct = (x: number): string => `${(x * 100).toFixed(2)}%`;
       ctx.out.result(r, () =>
@@ -251,6 +287,8 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
           `unique file contents:           ${formatBytes(t.uniqueContentBytes)} (${t.distinctObjects} objects)`,
           `registry on disk (compressed):  ${formatBytes(t.registryBytes)}`,
           `registry / images: ${pct(t.registryToLogical)}   registry / layer-shared store: ${pct(t.registryToDockerStyle)}`,
+          ...(t.imageCompressedBytes > 0 ? [`source images' layers:         ${formatBytes(t.imageCompressedBytes)} compressed, ${formatBytes(t.imageBytes)} uncompressed; registry / compressed images: ${pct(t.registryBytes / t.imageCompressedBytes)}`] : []),
+          ...(o.html !== undefined ? [`report written to ${o.html}`] : []),
         ].join('\n'),
       );
     });

@@ -14,6 +14,13 @@
  *         testCmd: python3 -m pytest -rA
  *         logParser: pytest
  *         evalEnv: {KEY: value}         # extra variables while scoring
+ *       "2.0":
+ *         image: docker://host/repo:tag # an existing container image instead of recipes: per
+ *                                       #   (repo, version), or a template over the instance
+ *                                       #   (`{id}`: SWE-bench's image name for it; see image/dataset-images.ts)
+ *         preTest: [source /opt/miniconda3/bin/activate testbed]   # run before the tests when scoring
+ *
+ * `base` is needed only when some entry builds from recipes.
  */
 import { dirname, resolve } from 'node:path';
 import { z } from 'zod';
@@ -27,7 +34,13 @@ import { RepoNameSchema } from './row.js';
 const RecipeRefSchema = z.union([z.string().min(1), z.record(z.string(), z.unknown())]);
 
 export const SpecSchema = z.strictObject({
-  env: RecipeRefSchema,
+  /** Env recipe; absent when the entry names an image. */
+  env: RecipeRefSchema.optional(),
+  /** A container image (or template) the instances' environments are imported from, instead of recipes. */
+  image: z.string().min(1).optional(),
+  /** Commands run before the test command when scoring (e.g. activating a conda env, as SWE-bench's eval scripts do). */
+  // optional, not defaulted: a default in each entry's partial parse would hide the one in `defaults`
+  preTest: z.array(CommandSchema).optional(),
   preInstall: z.array(CommandSchema).default([]),
   install: z.array(CommandSchema).default([]),
   testCmd: z.string().min(1, 'expected the test command'),
@@ -38,7 +51,7 @@ export const SpecSchema = z.strictObject({
 const PartialSpecSchema = SpecSchema.partial();
 
 export const SpecsFileSchema = z.strictObject({
-  base: RecipeRefSchema,
+  base: RecipeRefSchema.optional(),
   defaults: PartialSpecSchema.default({}),
   repos: z.record(RepoNameSchema, z.record(z.string().min(1), PartialSpecSchema)),
 });
@@ -46,8 +59,11 @@ export const SpecsFileSchema = z.strictObject({
 export interface ResolvedSpec {
   repo: string;
   version: string;
-  /** Catalog source of the env recipe. */
+  /** Catalog source of the env recipe ('' for an entry with an image). */
   env: string;
+  /** Image source or template, for entries that import images instead of building. */
+  image?: string;
+  preTest: string[];
   preInstall: string[];
   install: string[];
   testCmd: string;
@@ -58,7 +74,7 @@ export interface ResolvedSpec {
 
 export interface Specs {
   file: string;
-  /** Catalog source of the base recipe. */
+  /** Catalog source of the base recipe ('' when every entry names an image). */
   base: string;
   /** Every recipe the specs reach, parents included. */
   catalog: RecipeCatalog;
@@ -86,19 +102,37 @@ export async function loadSpecs(path: string): Promise<Specs> {
   const file = resolve(path);
   const raw = parseWith(SpecsFileSchema, await readStructuredFile(path), path, 'see recipes/demo/specs.yaml');
   const catalog: RecipeCatalog = new Map();
-  const base = await addRecipeRef(catalog, raw.base, file, 'base');
-  if (base.recipe.kind !== 'base') throw new InvalidInputError(`${path}: base: ${base.source} is a ${base.recipe.kind} recipe, expected kind: base`);
+  let base: CatalogEntry | undefined;
+  if (raw.base !== undefined) {
+    base = await addRecipeRef(catalog, raw.base, file, 'base');
+    if (base.recipe.kind !== 'base') throw new InvalidInputError(`${path}: base: ${base.source} is a ${base.recipe.kind} recipe, expected kind: base`);
+  }
   const entries = new Map<string, ResolvedSpec>();
   for (const [repo, versions] of Object.entries(raw.repos)) {
     for (const [version, partial] of Object.entries(versions)) {
       const field = formatFieldPath(['repos', repo, version]);
-      const spec = parseWith(SpecSchema, { ...raw.defaults, ...partial }, `${path}: ${field}`);
+      // an entry's own env or image wins over the other one given in defaults
+      const merged = { ...raw.defaults, ...partial };
+      if (partial.env !== undefined && partial.image === undefined) delete merged.image;
+      if (partial.image !== undefined && partial.env === undefined) delete merged.env;
+      const spec = parseWith(SpecSchema, merged, `${path}: ${field}`);
+      if (spec.image !== undefined) {
+        if (spec.env !== undefined) throw new InvalidInputError(`${path}: ${field}: both env and image given`, 'an entry either builds from an env recipe or imports an image');
+        const { env: _env, image, ...rest } = spec;
+        void _env;
+        entries.set(specKey(repo, version), { ...rest, image, preTest: spec.preTest ?? [], repo, version, env: '' });
+        continue;
+      }
+      if (spec.env === undefined) throw new InvalidInputError(`${path}: ${field}: expected env (a recipe) or image`);
+      if (base === undefined) throw new InvalidInputError(`${path}: base: expected the base recipe (entries build from recipes)`);
       const env = await addRecipeRef(catalog, spec.env, file, `${field}.env`, base.source);
       if (env.recipe.kind !== 'env') throw new InvalidInputError(`${path}: ${field}.env: ${env.source} is a ${env.recipe.kind} recipe, expected kind: env`);
-      entries.set(specKey(repo, version), { ...spec, repo, version, env: env.source });
+      const { image: _image, ...rest } = spec;
+      void _image;
+      entries.set(specKey(repo, version), { ...rest, preTest: spec.preTest ?? [], repo, version, env: env.source });
     }
   }
-  return { file, base: base.source, catalog, entries };
+  return { file, base: base?.source ?? '', catalog, entries };
 }
 
 /** The spec for a row's (repo, version), or an error naming the row and what the specs do have. */

@@ -37,13 +37,42 @@ export const RuntimeConfigSchema = z.strictObject({
   /** Default test command for scoring, if the environment has one. */
   testCmd: z.string().optional(),
   labels: z.record(z.string(), z.string()).default({}),
+  /** From an imported image's config (Entrypoint, Cmd): what `podman run IMAGE` would start. */
+  entrypoint: z.array(z.string()).optional(),
+  cmd: z.array(z.string()).optional(),
 });
 export type RuntimeConfig = z.infer<typeof RuntimeConfigSchema>;
+
+/** One image layer an environment was converted from: its sizes as a container engine sees them. */
+export const ImageLayerInfoSchema = z.strictObject({
+  /** sha256 of the uncompressed layer tar (the image config's diff id). */
+  diffId: DigestSchema,
+  /** The blob as a registry stores it (compressed, or the plain tar of a docker-archive). */
+  digest: DigestSchema,
+  compressedSize: z.number().int().min(0),
+  /** Bytes of the uncompressed tar. */
+  size: z.number().int().min(0),
+});
+export type ImageLayerInfo = z.infer<typeof ImageLayerInfoSchema>;
+
+/** Where an environment imported from a container image came from (audit compares against it). */
+export const ImageInfoSchema = z.strictObject({
+  /** The source as given, e.g. `docker://host/repo:tag`. */
+  source: z.string(),
+  /** sha256 of the image config: the image's identity whatever its compression or transport. */
+  config: DigestSchema,
+  /** The manifest's digest, when the source had one. */
+  manifest: DigestSchema.optional(),
+  layers: z.array(ImageLayerInfoSchema),
+});
+export type ImageInfo = z.infer<typeof ImageInfoSchema>;
 
 export const EnvConfigSchema = z.strictObject({
   mediaType: z.literal('application/vnd.minisandbox.env.v1+json'),
   layers: z.array(LayerRefSchema),
   config: RuntimeConfigSchema,
+  /** Set when the environment was converted from a container image. */
+  image: ImageInfoSchema.optional(),
 });
 export type EnvConfig = z.infer<typeof EnvConfigSchema>;
 export const ENV_MEDIA_TYPE = 'application/vnd.minisandbox.env.v1+json' as const;

@@ -152,6 +152,18 @@ export class PackWriter {
     });
   }
 
+  /**
+   * Queues an object whose bytes the caller holds (a file read from an image layer's tar stream,
+   * which has no file on disk to read again), at most one frame; copied, so `data` may be reused.
+   */
+  async addData(obj: { digest: Digest; size: number }, data: Buffer): Promise<void> {
+    if (!DIGEST_RE.test(obj.digest)) throw new InvalidInputError(`invalid object digest ${JSON.stringify(obj.digest)}`, 'digests look like sha256:<64 hex digits>');
+    if (data.length !== obj.size || obj.size > this.settings.frameBytes) throw new InvalidInputError(`object ${obj.digest}: addData takes whole objects of at most a frame (${obj.size} bytes)`);
+    await this.exclusive(async () => {
+      await (await this.target()).addBuffer({ ...obj, path: '(memory)' }, data);
+    });
+  }
+
   /** Finishes the last pack and returns every pack written, in order. */
   async finish(): Promise<WrittenPack[]> {
     await this.exclusive(async () => {

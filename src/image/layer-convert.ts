@@ -1,0 +1,440 @@
+/**
+ * One image layer (a tar stream, gzip-, zstd-compressed or plain) becomes one minisandbox layer,
+ * straight from the stream: nothing is unpacked to disk. File contents are hashed as they pass
+ * and handed to the pack writer (held in memory up to one pack frame; a larger file is spooled
+ * to one temporary file while hashed, packed, and removed); only entry metadata is kept until
+ * the end, because a manifest is sorted by path and a tar is not.
+ *
+ * OCI rules: `.wh.NAME` deletes NAME from lower layers (a whiteout entry), `.wh..wh..opq` makes
+ * its directory opaque; hardlinks name an earlier entry of the same layer; later entries of the
+ * same name replace earlier ones, as extraction would. Hostile input (absolute names, `..`,
+ * links to outside the layer, unknown entry types) is refused before anything is published.
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import { createWriteStream } from 'node:fs';
+import { mkdir, open, rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import { pipeline, Readable } from 'node:stream';
+import { finished } from 'node:stream/promises';
+import { createGunzip } from 'node:zlib';
+import { DecompressStream } from 'zstd-napi';
+import type { Digest } from '../cas/digest.js';
+import { DigestMismatchError, InvalidInputError, UnsafePathError } from '../errors.js';
+import { fastEntryLine } from '../layer/capture-line.js';
+import type { LayerRef, PackRef } from '../layer/env.js';
+import { canonicalJson, MANIFEST_HEADER, type Entry, type FileEntry } from '../layer/manifest.js';
+import { checkRelativePath, encodePath } from '../layer/path.js';
+import { parsePackIndex } from '../pack/pack-index.js';
+import { publishPacks } from '../pack/publish.js';
+import { FRAME_TARGET_BYTES } from '../pack/settings.js';
+import { PackWriter } from '../pack/writer.js';
+import type { Registry } from '../registry/registry.js';
+import type { ObjectCatalog } from '../store/catalog.js';
+import { compressFile } from '../store/zstdfile.js';
+import { readTar, type TarHeader } from './tar-reader.js';
+
+export interface ConvertOptions {
+  /** Directory for the manifest, packs and spooled large files (removed by the caller). */
+  workDir: string;
+  catalog: ObjectCatalog;
+  /** The blob's digest as the image names it (checked against the bytes read), if known. */
+  expectDigest?: Digest;
+  /** The image config's diff id for this layer (checked against the uncompressed bytes). */
+  expectDiffId?: Digest;
+  /** What the layer is called in messages. */
+  what: string;
+  onBytes?: (n: number) => void;
+}
+
+export interface ConvertResult {
+  layer: LayerRef;
+  /** sha256 and size of the raw blob as read. */
+  digest: Digest;
+  compressedSize: number;
+  /** sha256 and size of the uncompressed tar. */
+  diffId: Digest;
+  size: number;
+  /** `etc/passwd` and `etc/group` of this layer, if it has them (to resolve the config's User). */
+  passwd?: string;
+  group?: string;
+  newObjects: number;
+  reusedObjects: number;
+}
+
+type Compression = 'gzip' | 'zstd' | 'none';
+
+function sniff(head: Buffer): Compression {
+  if (head.length >= 2 && head[0] === 0x1f && head[1] === 0x8b) return 'gzip';
+  if (head.length >= 4 && head.readUInt32LE(0) === 0xfd2fb528) return 'zstd';
+  return 'none';
+}
+
+/** The raw bytes hashed and counted as they pass, then decompressed as their magic says. */
+async function* decompressed(raw: AsyncIterable<Buffer>, tap: (b: Buffer) => void): AsyncGenerator<Buffer> {
+  const it = raw[Symbol.asyncIterator]();
+  let head = Buffer.alloc(0);
+  let ended = false;
+  while (head.length < 4) {
+    const r = await it.next();
+    if (r.done === true) {
+      ended = true;
+      break;
+    }
+    const b = Buffer.isBuffer(r.value) ? r.value : Buffer.from(r.value as Uint8Array);
+    tap(b);
+    head = Buffer.concat([head, b]);
+  }
+  const rest = async function* (): AsyncGenerator<Buffer> {
+    if (head.length > 0) yield head;
+    while (!ended) {
+      const r = await it.next();
+      if (r.done === true) return;
+      const b = Buffer.isBuffer(r.value) ? r.value : Buffer.from(r.value as Uint8Array);
+      tap(b);
+      yield b;
+    }
+  };
+  const kind = sniff(head);
+  if (kind === 'none') {
+    yield* rest();
+    return;
+  }
+  const d = kind === 'gzip' ? createGunzip() : new DecompressStream();
+  const out = pipeline(Readable.from(rest()), d, () => undefined);
+  try {
+    for await (const c of out) yield c as Buffer;
+  } catch (e) {
+    if (e instanceof Error && !(e instanceof InvalidInputError) && !('code' in e && typeof e.code === 'string' && e.code.startsWith('ERR_STREAM'))) {
+      throw new InvalidInputError(`${kind} layer cannot be decompressed: ${e.message}`, 'the blob is corrupt or truncated; fetch it again');
+    }
+    throw e;
+  }
+}
+
+interface Group {
+  file: FileEntry;
+  /** Paths that name this content (the first file and its hardlinks) and still exist. */
+  members: Set<string>;
+}
+
+type Slot = { raw: Buffer; entry: Entry } | { raw: Buffer; group: Group };
+
+const OVERLAY_XATTR = /^(trusted|user)\.overlay\./;
+const WH = '.wh.';
+const OPAQUE = '.wh..wh..opq';
+
+/** A tar name as a manifest path: `./` and trailing `/` dropped; absolute names and `..` refused. */
+function normalize(name: Buffer, what: string): { raw: Buffer; path: string } | null {
+  let b = name;
+  while (b.length >= 2 && b[0] === 0x2e && b[1] === 0x2f) b = b.subarray(2);
+  while (b.length > 0 && b[b.length - 1] === 0x2f) b = b.subarray(0, b.length - 1);
+  if (b.length === 0 || (b.length === 1 && b[0] === 0x2e)) return null; // the root itself
+  const path = encodePath(b);
+  if (b[0] === 0x2f) throw new UnsafePathError(path, `absolute name in ${what}`);
+  checkRelativePath(path);
+  return { raw: Buffer.from(b), path };
+}
+
+function parentAndBase(raw: Buffer): { parent: Buffer; base: Buffer } {
+  const i = raw.lastIndexOf(0x2f);
+  return i < 0 ? { parent: Buffer.alloc(0), base: raw } : { parent: raw.subarray(0, i), base: raw.subarray(i + 1) };
+}
+
+function xattrsOf(h: TarHeader): Record<string, string> | undefined {
+  let out: Record<string, string> | undefined;
+  // overlayfs' own attributes would steer the sandbox's overlay: never taken from an image
+  for (const [k, v] of [...h.xattrs].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) if (!OVERLAY_XATTR.test(k)) (out ??= {})[k] = v.toString('base64');
+  return out;
+}
+
+const MAX_ID = 0xffffffff;
+
+export async function convertLayer(reg: Registry, chunks: AsyncIterable<Buffer>, opts: ConvertOptions): Promise<ConvertResult> {
+  await mkdir(opts.workDir, { recursive: true });
+  const rawHash = createHash('sha256');
+  let rawBytes = 0;
+  const tap = (b: Buffer): void => {
+    rawHash.update(b);
+    rawBytes += b.length;
+    opts.onBytes?.(b.length);
+  };
+  const writer = new PackWriter({ tempDir: opts.workDir });
+  const slots = new Map<string, Slot>();
+  const whiteouts = new Map<string, Buffer>();
+  const opaque = new Map<string, Buffer>();
+  const used = new Map<Digest, PackRef>();
+  const seen = new Set<Digest>();
+  let reused = 0;
+  let passwd: string | undefined;
+  let group: string | undefined;
+  let tarEnd: { digest: string; bytes: number } | undefined;
+  const frame = FRAME_TARGET_BYTES;
+
+  const forget = (path: string): void => {
+    const old = slots.get(path);
+    if (old !== undefined && 'group' in old) old.group.members.delete(path);
+  };
+
+  const inner = chunks[Symbol.asyncIterator]();
+  // a source that fails (a registry gone) is reported as such, never as a digest mismatch
+  let sourceFailed = false;
+  const rawIt: AsyncIterator<Buffer> = {
+    next: () =>
+      inner.next().catch((e: unknown) => {
+        sourceFailed = true;
+        throw e;
+      }),
+  };
+  const rawOnce: AsyncIterable<Buffer> = { [Symbol.asyncIterator]: () => rawIt };
+  try {
+    for await (const { header: h, body } of readTar(decompressed(rawOnce, tap), (r) => (tarEnd = r))) {
+      const n = normalize(h.name, opts.what);
+      if (n === null) {
+        for await (const _ of body()) void _;
+        continue;
+      }
+      const { parent, base } = parentAndBase(n.raw);
+      if (base.subarray(0, WH.length).toString('latin1') === WH) {
+        for await (const _ of body()) void _;
+        const baseStr = base.toString('latin1');
+        if (baseStr === OPAQUE) {
+          if (parent.length === 0) throw new InvalidInputError(`${opts.what}: an opaque marker at the root of the layer`, 'a layer cannot hide the whole lower image; rebuild the image');
+          opaque.set(encodePath(parent), Buffer.from(parent));
+        } else if (!baseStr.startsWith(`${WH}${WH}`)) {
+          // `.wh..wh.*` other than the opaque marker are aufs bookkeeping, not deletions
+          const target = Buffer.concat([parent.length > 0 ? Buffer.concat([parent, Buffer.from('/')]) : Buffer.alloc(0), base.subarray(WH.length)]);
+          const t = normalize(target, opts.what);
+          if (t !== null) whiteouts.set(t.path, t.raw);
+        }
+        continue;
+      }
+      if (h.uid > MAX_ID || h.gid > MAX_ID) throw new InvalidInputError(`${opts.what}: ${JSON.stringify(n.path)} has an owner beyond 2^32-1`);
+      const common = { path: n.path, mode: h.mode, uid: h.uid, gid: h.gid, mtime: h.mtimeNs.toString() };
+      const xattrs = xattrsOf(h);
+      const withX = xattrs === undefined ? common : { ...common, xattrs };
+      if (h.type === 'hardlink') {
+        const t = normalize(h.linkname, opts.what);
+        const target = t === null ? undefined : slots.get(t.path);
+        if (t === null || target === undefined) {
+          throw new UnsafePathError(n.path, `hardlink to ${JSON.stringify(t?.path ?? '.')}, which is not an earlier file of ${opts.what}`);
+        }
+        let g: Group;
+        if ('group' in target) g = target.group;
+        else if (target.entry.type === 'file') {
+          g = { file: target.entry, members: new Set([target.entry.path]) };
+          slots.set(target.entry.path, { raw: target.raw, group: g });
+        } else throw new UnsafePathError(n.path, `hardlink to ${JSON.stringify(t.path)}, which is a ${target.entry.type}`);
+        if (t.path === n.path) continue;
+        forget(n.path);
+        g.members.add(n.path);
+        slots.set(n.path, { raw: n.raw, group: g });
+        continue;
+      }
+      let entry: Entry;
+      switch (h.type) {
+        case 'file': {
+          const digest = await takeFile(h.size, body(), n.path);
+          entry = { type: 'file', ...withX, size: h.size, digest };
+          break;
+        }
+        case 'dir':
+          entry = { type: 'dir', ...withX };
+          break;
+        case 'symlink':
+          if (h.linkname.length === 0) throw new InvalidInputError(`${opts.what}: symlink ${JSON.stringify(n.path)} has an empty target`);
+          entry = { type: 'symlink', ...withX, target: encodePath(h.linkname) };
+          break;
+        case 'fifo':
+          entry = { type: 'fifo', ...withX };
+          break;
+        case 'char':
+        case 'block':
+          entry = { type: h.type, ...withX, major: h.devmajor, minor: h.devminor };
+          break;
+        default:
+          throw new InvalidInputError(`${opts.what}: unsupported entry ${JSON.stringify(n.path)}`);
+      }
+      if (h.type !== 'file') for await (const _ of body()) void _;
+      forget(n.path);
+      const prev = slots.get(n.path);
+      // a directory listed twice merges (extraction keeps its contents); anything else replaces
+      if (prev !== undefined && 'entry' in prev && prev.entry.type === 'dir' && entry.type !== 'dir') dropSubtree(slots, n.path);
+      slots.set(n.path, { raw: n.raw, entry });
+    }
+
+    if (tarEnd === undefined) throw new InvalidInputError(`${opts.what}: the tar stream did not end`);
+    const digest: Digest = `sha256:${rawHash.digest('hex')}`;
+    if (opts.expectDigest !== undefined && digest !== opts.expectDigest) throw new DigestMismatchError(`${opts.what} blob`, opts.expectDigest, digest);
+    const diffId = tarEnd.digest as Digest;
+    if (opts.expectDiffId !== undefined && diffId !== opts.expectDiffId) throw new DigestMismatchError(`${opts.what} uncompressed (diff id)`, opts.expectDiffId, diffId);
+
+    // Whiteouts and opaque markers against this layer's own entries.
+    for (const [p, raw] of whiteouts) {
+      const s = slots.get(p);
+      if (s === undefined) slots.set(p, { raw, entry: { type: 'whiteout', path: p } });
+      // deleted below and recreated in the same layer: a directory hides what was below it
+      else if ('entry' in s && s.entry.type === 'dir') s.entry.opaque = true;
+    }
+    for (const [p, raw] of opaque) {
+      const s = slots.get(p);
+      if (s === undefined) slots.set(p, { raw, entry: { type: 'dir', path: p, mode: 0o755, uid: 0, gid: 0, mtime: '0', opaque: true } });
+      else if ('entry' in s && s.entry.type === 'dir') s.entry.opaque = true;
+      else throw new InvalidInputError(`${opts.what}: opaque marker inside ${JSON.stringify(p)}, which is not a directory`);
+    }
+
+    // Sorted byte-wise by path; each hardlink group becomes a file (its first name) and links.
+    const order = [...slots.values()].sort((a, b) => Buffer.compare(a.raw, b.raw));
+    const first = new Map<Group, string>();
+    for (const s of order) if ('group' in s && s.group.members.size > 0 && !first.has(s.group)) first.set(s.group, encodePath(s.raw));
+    const manifestPath = join(opts.workDir, 'manifest.jsonl');
+    const out = createWriteStream(manifestPath);
+    const mh = createHash('sha256');
+    const res = { entries: 0, files: 0, size: 0 };
+    const objects = new Set<Digest>();
+    let pending: string[] = [];
+    let pendingLen = 0;
+    const flush = async (): Promise<void> => {
+      if (pending.length === 0) return;
+      const b = Buffer.from(pending.join(''), 'utf8');
+      pending = [];
+      pendingLen = 0;
+      mh.update(b);
+      if (!out.write(b)) await new Promise<void>((r) => out.once('drain', r));
+    };
+    const emit = async (e: Entry): Promise<void> => {
+      const line = fastEntryLine(e);
+      pending.push(line);
+      pendingLen += line.length;
+      res.entries++;
+      if (e.type === 'file') {
+        res.files++;
+        res.size += e.size;
+        objects.add(e.digest);
+      }
+      if (pendingLen >= 1 << 20) await flush();
+    };
+    pending.push(canonicalJson(MANIFEST_HEADER) + '\n');
+    for (const s of order) {
+      if ('entry' in s) {
+        await emit(s.entry);
+        continue;
+      }
+      const path = encodePath(s.raw);
+      if (!s.group.members.has(path)) continue;
+      const head = first.get(s.group)!;
+      await emit(head === path ? { ...s.group.file, path } : { type: 'hardlink', path, target: head });
+    }
+    await flush();
+    out.end();
+    await finished(out);
+
+    const packs = await writer.finish();
+    await publishPacks(reg, packs);
+    for (const p of packs) {
+      const ref = { pack: p.pack, index: p.index };
+      used.set(p.pack, ref);
+      // the next layers and images of this import find these objects without reloading the catalog
+      for (const e of parsePackIndex(p.indexBytes, p.index).entries) if (!opts.catalog.has(e.digest)) opts.catalog.set(e.digest, ref);
+    }
+    const compressed = join(opts.workDir, 'manifest.jsonl.zst');
+    const m = await compressFile(manifestPath, compressed);
+    await reg.putBlobFile(m.digest, compressed);
+    const layer: LayerRef = {
+      digest: `sha256:${mh.digest('hex')}`,
+      manifest: m.digest,
+      packs: [...used.values()].sort((a, b) => (a.pack < b.pack ? -1 : 1)),
+      size: res.size,
+      entries: res.entries,
+      objects: objects.size,
+    };
+    return {
+      layer,
+      digest,
+      compressedSize: rawBytes,
+      diffId,
+      size: tarEnd.bytes,
+      ...(passwd === undefined ? {} : { passwd }),
+      ...(group === undefined ? {} : { group }),
+      newObjects: packs.reduce((s, p) => s + p.objects, 0),
+      reusedObjects: reused,
+    };
+  } catch (e) {
+    await writer.abort().catch(() => undefined);
+    // A corrupt blob usually breaks decompression or the tar first; when the blob's digest is
+    // known, read the rest of it and say what really happened: its bytes are not the image's.
+    if (opts.expectDigest !== undefined && !(e instanceof DigestMismatchError) && tarEnd === undefined && !sourceFailed) {
+      let complete = false;
+      try {
+        for (;;) {
+          const r = await rawIt.next();
+          if (r.done === true) break;
+          tap(Buffer.isBuffer(r.value) ? r.value : Buffer.from(r.value as Uint8Array));
+        }
+        complete = true;
+      } catch {
+        // the source failed too: report the first error
+      }
+      const actual: Digest = `sha256:${rawHash.digest('hex')}`;
+      if (complete && !sourceFailed && actual !== opts.expectDigest) throw new DigestMismatchError(`${opts.what} blob`, opts.expectDigest, actual);
+    }
+    throw e;
+  }
+
+  /** Hashes a file's body and queues its bytes for packing unless the registry has them. */
+  async function takeFile(size: number, body: AsyncGenerator<Buffer>, path: string): Promise<Digest> {
+    const h = createHash('sha256');
+    if (size <= frame) {
+      const data = Buffer.allocUnsafe(size);
+      let at = 0;
+      for await (const c of body) {
+        c.copy(data, at);
+        at += c.length;
+        h.update(c);
+      }
+      const digest: Digest = `sha256:${h.digest('hex')}`;
+      if (size <= 1 << 20 && (path === 'etc/passwd' || path === 'etc/group')) {
+        if (path === 'etc/passwd') passwd = data.toString('utf8');
+        else group = data.toString('utf8');
+      }
+      await place(digest, size, () => writer.addData({ digest, size }, data));
+      return digest;
+    }
+    // too large to hold: spooled to one file while hashed, packed from it, removed
+    const spool = join(opts.workDir, `spool-${randomBytes(6).toString('hex')}`);
+    const fh = await open(spool, 'wx', 0o600);
+    try {
+      for await (const c of body) {
+        h.update(c);
+        let off = 0;
+        while (off < c.length) off += (await fh.write(c, off, c.length - off)).bytesWritten;
+      }
+      await fh.close();
+      const digest: Digest = `sha256:${h.digest('hex')}`;
+      await place(digest, size, () => writer.add({ digest, size, path: spool }));
+      return digest;
+    } finally {
+      await fh.close().catch(() => undefined);
+      await rm(spool, { force: true });
+    }
+  }
+
+  async function place(digest: Digest, size: number, add: () => Promise<void>): Promise<void> {
+    void size;
+    const have = opts.catalog.get(digest);
+    if (have !== undefined) {
+      used.set(have.pack, have);
+      if (!seen.has(digest)) reused++;
+      seen.add(digest);
+      return;
+    }
+    if (seen.has(digest)) return;
+    seen.add(digest);
+    await add();
+  }
+}
+
+/** Entries below `path` (a directory replaced by a non-directory later in the same tar). */
+function dropSubtree(slots: Map<string, Slot>, path: string): void {
+  const prefix = `${path}/`;
+  for (const k of [...slots.keys()]) if (k.startsWith(prefix)) slots.delete(k);
+}
