@@ -10,7 +10,7 @@ import { loadDataset } from '../dataset/read.js';
 import { loadSpecs } from '../dataset/specs.js';
 import { loadRecipeCatalog } from '../recipe/catalog.js';
 import { reapStale } from '../runtime/open.js';
-import { type GlobalOptions, makeContext, parseDuration, parseSize } from './context.js';
+import { type GlobalOptions, makeContext, storeContext, parseDuration, parseSize } from './context.js';
 import { EXIT, table } from './output.js';
 
 type Globals = () => GlobalOptions;
@@ -49,7 +49,7 @@ export function registerBuildCommands(program: Command, globals: Globals, setExi
       // performance.now() counts from process start: node's boot, module loading, option parsing
       const cli = new PhaseClock();
       cli.add('cli-start', performance.now());
-      const ctx = makeContext(globals());
+      const ctx = await storeContext(globals());
       const tPlan = performance.now();
       const isDataset = /\.(jsonl|json)$/.test(input) && o.specs !== undefined;
       let plan;

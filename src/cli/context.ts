@@ -4,6 +4,7 @@ import { InvalidInputError } from '../errors.js';
 import { openRegistry } from '../registry/open.js';
 import type { Registry } from '../registry/registry.js';
 import { StorePaths, defaultStoreDir } from '../store/paths.js';
+import { ensurePrivateStore } from '../store/private.js';
 import { Output } from './output.js';
 
 export interface GlobalOptions {
@@ -28,6 +29,13 @@ export function makeContext(g: GlobalOptions): Context {
     store: new StorePaths(g.store ?? defaultStoreDir()),
     out: new Output(g.json === true),
   };
+}
+
+/** The context of a command that reads or writes the store: the store is made (or checked) private first. */
+export async function storeContext(g: GlobalOptions): Promise<Context> {
+  const ctx = makeContext(g);
+  await ensurePrivateStore(ctx.store, (m) => ctx.out.warn(m));
+  return ctx;
 }
 
 /** `30s`, `15m`, `2h`, `7d`, or plain seconds. */

@@ -6,7 +6,7 @@ import { attach } from '../runtime/shell.js';
 import { type CommandOutcome, probeHost } from '../sandbox/index.js';
 import { currentUser } from '../sandbox/subid.js';
 import { fsmetaHelper } from '../store/fsmeta.js';
-import { type GlobalOptions, makeContext, parseDuration, parseEnvPairs, parseSize } from './context.js';
+import { type GlobalOptions, makeContext, storeContext, parseDuration, parseEnvPairs, parseSize } from './context.js';
 
 type Globals = () => GlobalOptions;
 
@@ -59,7 +59,7 @@ export function registerSandboxCommands(program: Command, globals: Globals, setE
     .option('--env <K=V...>', 'environment variables')
     .option('--max-output <size>', 'keep at most this much of stdout and of stderr', '16m')
     .action(async (ref: string, cmd: string[], o: RunOpts) => {
-      const ctx = makeContext(globals());
+      const ctx = await storeContext(globals());
       if (o.network !== 'none' && o.network !== 'host') throw new MinisandboxError('USAGE', `--network must be none or host, not ${o.network}`);
       const limits: Record<string, number> = { diskBytes: parseSize(o.disk ?? '1g') };
       if (o.memory !== undefined) limits.memoryBytes = parseSize(o.memory);
@@ -105,7 +105,7 @@ export function registerSandboxCommands(program: Command, globals: Globals, setE
     .option('--workdir <dir>', 'working directory inside the sandbox')
     .option('--env <K=V...>', 'environment variables')
     .action(async (ref: string, o: { network: 'none' | 'host'; workdir?: string; env?: string[] }) => {
-      const ctx = makeContext(globals());
+      const ctx = await storeContext(globals());
       if (o.network !== 'none' && o.network !== 'host') throw new MinisandboxError('USAGE', `--network must be none or host, not ${o.network}`);
       const config: Record<string, unknown> = { env: parseEnvPairs(o.env) };
       if (o.workdir !== undefined) config.workdir = o.workdir;

@@ -13,7 +13,7 @@ import { type Prediction, parsePredictions } from '../score/predictions.js';
 import { scoreRun } from '../score/score-run.js';
 import type { ScoreInstance } from '../score/instance.js';
 import { validateInstances } from '../score/validate.js';
-import { type GlobalOptions, makeContext, parseSize } from './context.js';
+import { type GlobalOptions, makeContext, storeContext, parseSize } from './context.js';
 import { EXIT } from './output.js';
 
 type Globals = () => GlobalOptions;
@@ -27,7 +27,7 @@ interface Common {
 }
 
 async function prepare(datasetFile: string, o: Common, globals: Globals) {
-  const ctx = makeContext(globals());
+  const ctx = await storeContext(globals());
   const specs = await loadSpecs(o.specs);
   const located = await loadDataset(datasetFile);
   const rows = located.map((r) => r.row);

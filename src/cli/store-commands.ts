@@ -19,7 +19,7 @@ import { openRegistry } from '../registry/open.js';
 import { hostIdShift, reapStale } from '../runtime/open.js';
 import { pushTree, resolveEnv } from '../store/push.js';
 import { verifyRegistry, verifyStore } from '../store/verify.js';
-import { type GlobalOptions, makeContext, parseDuration, parseEnvPairs, parseSize } from './context.js';
+import { type GlobalOptions, makeContext, storeContext, parseDuration, parseEnvPairs, parseSize } from './context.js';
 import { EXIT, formatBytes, table } from './output.js';
 
 type Globals = () => GlobalOptions;
@@ -43,7 +43,7 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
     .option('--workdir <dir>', 'runtime working directory')
     .option('--env <K=V...>', 'runtime environment variables')
     .action(async (source: string, o: { tag: string; parent?: string; overlayUpper?: boolean; workdir?: string; env?: string[] }) => {
-      const ctx = makeContext(globals());
+      const ctx = await storeContext(globals());
       const st = await stat(source).catch(() => null);
       if (st === null) throw new InvalidInputError(`import source ${source} does not exist`);
       let dir = source;
@@ -84,7 +84,7 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
     .argument('<ref>')
     .argument('<dir>')
     .action(async (ref: string, dir: string) => {
-      const ctx = makeContext(globals());
+      const ctx = await storeContext(globals());
       const r = await exportEnv(ctx.registry, ctx.store, ref, dir, { onProgress: (p) => ctx.out.progress({ ...p, message: `export: ${p.phase} ${p.layer.slice(7, 19)}` }) });
       ctx.out.result({ ref, dir, ...r }, () => `exported ${ref} to ${dir}: ${r.entries} entries`);
     });
@@ -99,7 +99,7 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
     .option('--io-budget <size>', 'compressed bytes being fetched at once, across all pulls', '512m')
     .option('--id-shift <n|auto>', 'owner shift of laid-out layers; auto: what this host\'s sandboxes use', 'auto')
     .action(async (refs: string[], o: { dataset?: string; datasetName?: string; jobs: string; ioBudget: string; idShift: string }) => {
-      const ctx = makeContext(globals());
+      const ctx = await storeContext(globals());
       const all = [...refs];
       if (o.dataset !== undefined) {
         const name = o.datasetName ?? datasetNameFromFile(o.dataset);
@@ -135,7 +135,7 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
     .option('--all', 'every ref of the source')
     .option('--jobs <n>', 'blobs copied at once', '4')
     .action(async (refs: string[], o: { from: string; to: string; all?: boolean; jobs: string }) => {
-      const ctx = makeContext(globals());
+      const ctx = await storeContext(globals());
       const summary = await copyRefs(openRegistry(o.from), openRegistry(o.to), parseCopyRefs(refs, o.all === true), {
         concurrency: Math.max(1, Number.parseInt(o.jobs, 10) || 1),
         tmpDir: ctx.store.tmpDir,
@@ -180,7 +180,7 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
     .description('recompute every digest in the registry and the store; exit 1 if anything is wrong')
     .option('--no-store', 'check the registry only')
     .action(async (o: { store: boolean }) => {
-      const ctx = makeContext(globals());
+      const ctx = await storeContext(globals());
       await mkdir(ctx.store.tmpDir, { recursive: true });
       const reg = await verifyRegistry(ctx.registry, ctx.store.tmpDir, (what) => ctx.out.progress({ message: `verify ${what}` }));
       const st = o.store ? await verifyStore(ctx.store, (what) => ctx.out.progress({ message: `verify ${what}` }), await storeOwners()) : { storeFiles: 0, problems: [] };
@@ -203,7 +203,7 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
     .option('--store-only', 'leave the registry alone')
     .option('--registry-only', 'leave the store alone')
     .action(async (o: { dryRun?: boolean; grace: string; storeOnly?: boolean; registryOnly?: boolean }) => {
-      const ctx = makeContext(globals());
+      const ctx = await storeContext(globals());
       const graceMs = parseDuration(o.grace);
       const dryRun = o.dryRun === true;
       // Sandboxes left by a crashed runtime hold leases and mounts: reclaim them first.

@@ -25,6 +25,7 @@ import { FsmetaStream, MAX_HELPER_FRAME_BYTES, type SpooledFrame } from './fsmet
 import { materialize } from './materialize.js';
 import { type Owners, ownersFor, removeOwnedTree } from './owners.js';
 import type { StorePaths } from './paths.js';
+import { ensurePrivateStore } from './private.js';
 import { resolveEnv } from './push.js';
 import { decompressVerified, MAX_MANIFEST_BYTES } from './zstdfile.js';
 
@@ -68,6 +69,7 @@ export interface PulledEnv {
 }
 
 export async function pullEnv(reg: Registry, store: StorePaths, refOrDigest: string, opts: PullOptions = {}): Promise<PulledEnv> {
+  await ensurePrivateStore(store);
   const { digest, config } = await resolveEnv(reg, refOrDigest);
   const idShift = opts.idShift ?? 0;
   const layerDirs: string[] = [];
