@@ -83,9 +83,10 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
     .description("write an environment's merged tree to a directory (pulling as needed)")
     .argument('<ref>')
     .argument('<dir>')
-    .action(async (ref: string, dir: string) => {
+    .option('--preserve-special', 'keep setuid/setgid bits, file capabilities and device nodes (root only; DIR is then made 0700)')
+    .action(async (ref: string, dir: string, o: { preserveSpecial?: boolean }) => {
       const ctx = await storeContext(globals());
-      const r = await exportEnv(ctx.registry, ctx.store, ref, dir, { onProgress: (p) => ctx.out.progress({ ...p, message: `export: ${p.phase} ${p.layer.slice(7, 19)}` }) });
+      const r = await exportEnv(ctx.registry, ctx.store, ref, dir, { preserveSpecial: o.preserveSpecial === true, onProgress: (p) => ctx.out.progress({ ...p, message: `export: ${p.phase} ${p.layer.slice(7, 19)}` }) });
       ctx.out.result({ ref, dir, ...r }, () => `exported ${ref} to ${dir}: ${r.entries} entries`);
     });
 
