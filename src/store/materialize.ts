@@ -135,6 +135,10 @@ async function layOut(store: StorePaths, entries: AsyncIterable<Entry>, fs: Fsme
         break;
       case 'char':
       case 'block':
+        // An unprivileged user may make no device node (not even as root of its user namespace),
+        // and its sandboxes could not use one (nodev): a rootless lay-out leaves them out, as
+        // rootless podman does.
+        if (process.getuid?.() !== 0) break;
         fs.mknod(rel, e.type === 'char' ? 'c' : 'b', e.mode, e.major, e.minor);
         applyMeta(fs, rel, e, opts);
         break;
