@@ -6,7 +6,7 @@ import { promisify } from 'node:util';
 import { randomBytes } from 'node:crypto';
 import type { Command } from 'commander';
 import { audit, isInternalRef } from '../audit/audit.js';
-import { InvalidInputError, MinisandboxError } from '../errors.js';
+import { errorMessage, InvalidInputError, MinisandboxError } from '../errors.js';
 import { gcRegistry } from '../registry/gc.js';
 import { exportEnv } from '../store/export.js';
 import { gcStore } from '../store/gc.js';
@@ -151,13 +151,31 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
     .option('--all', 'include the build cache refs (_cache/...)')
     .action(async (o: { all?: boolean }) => {
       const ctx = makeContext(globals());
-      const rows: { ref: string; env: string; layers: number; size: number; objects: number }[] = [];
-      for await (const r of ctx.registry.listRefs()) {
+      type Row = { ref: string; env: string; layers: number; size: number; objects: number } | { ref: string; broken: string };
+      const rows: Row[] = [];
+      for await (const r of ctx.registry.listRefEntries()) {
         if (!o.all && isInternalRef(r.name)) continue;
-        const { config } = await resolveEnv(ctx.registry, r.digest);
-        rows.push({ ref: r.name, env: r.digest, layers: config.layers.length, size: config.layers.reduce((s, l) => s + l.size, 0), objects: config.layers.reduce((s, l) => s + l.objects, 0) });
+        // shown, not dropped: a ref that names nothing usable is something to repair
+        if (r.digest === null) {
+          rows.push({ ref: r.name, broken: r.broken });
+          continue;
+        }
+        try {
+          const { config } = await resolveEnv(ctx.registry, r.digest);
+          rows.push({ ref: r.name, env: r.digest, layers: config.layers.length, size: config.layers.reduce((s, l) => s + l.size, 0), objects: config.layers.reduce((s, l) => s + l.objects, 0) });
+        } catch (e) {
+          rows.push({ ref: r.name, broken: errorMessage(e) });
+        }
       }
-      ctx.out.result(rows, () => (rows.length === 0 ? `no refs in ${ctx.registry.url}` : table([['REF', 'ENV', 'LAYERS', 'SIZE', 'OBJECTS'], ...rows.map((r) => [r.ref, r.env.slice(0, 19), String(r.layers), formatBytes(r.size), String(r.objects)])])));
+      const broken = rows.filter((r) => 'broken' in r).length;
+      ctx.out.result(rows, () =>
+        rows.length === 0
+          ? `no refs in ${ctx.registry.url}`
+          : [
+              table([['REF', 'ENV', 'LAYERS', 'SIZE', 'OBJECTS'], ...rows.map((r) => ('broken' in r ? [r.ref, `BROKEN: ${r.broken}`, '', '', ''] : [r.ref, r.env.slice(0, 19), String(r.layers), formatBytes(r.size), String(r.objects)]))]),
+              broken > 0 ? `${broken} broken ref(s): \`minisandbox verify\` lists every problem; push or copy the ref again, or delete its file` : '',
+            ].filter((x) => x !== '').join('\n'),
+      );
     });
 
   program
