@@ -1,14 +1,14 @@
 /** Commands over the layer store and registry: import, export, pull, ls, inspect, verify, gc, audit. */
-import { execFile } from 'node:child_process';
-import { mkdir, rm, stat } from 'node:fs/promises';
+import { spawn } from 'node:child_process';
+import { mkdir, open, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { randomBytes } from 'node:crypto';
 import type { Command } from 'commander';
 import { audit, isInternalRef } from '../audit/audit.js';
 import { errorMessage, InvalidInputError, MinisandboxError } from '../errors.js';
 import { gcRegistry } from '../registry/gc.js';
 import { exportEnv } from '../store/export.js';
+import { removeImportLeftovers } from '../store/leftovers.js';
 import { gcStore } from '../store/gc.js';
 import { storeOwners } from '../store/owners.js';
 import { prefetch } from '../store/prefetch.js';
@@ -17,6 +17,7 @@ import { loadDataset } from '../dataset/read.js';
 import { copyRefs, parseCopyRefs } from '../registry/copy.js';
 import { openRegistry } from '../registry/open.js';
 import { hostIdShift, reapStale } from '../runtime/open.js';
+import { checkIdShift } from '../sandbox/subid.js';
 import { pushTree, resolveEnv } from '../store/push.js';
 import { verifyRegistry, verifyStore } from '../store/verify.js';
 import { type GlobalOptions, makeContext, storeContext, parseDuration, parseEnvPairs, parseSize } from './context.js';
@@ -24,12 +25,45 @@ import { EXIT, formatBytes, table } from './output.js';
 
 type Globals = () => GlobalOptions;
 
-async function extractTarball(file: string, dest: string): Promise<void> {
+/**
+ * GNU tar detects gzip/xz/zstd itself; owners, modes and xattrs are kept as recorded. Its error
+ * output can be huge (a line per failed entry: 16 MiB for a tarball of 10,000 nested dirs), so
+ * it goes to a log file and the error names its first line and the log.
+ */
+async function extractTarball(file: string, dest: string, logDir: string): Promise<void> {
   await mkdir(dest, { recursive: true });
-  // GNU tar detects gzip/xz/zstd itself; owners, modes and xattrs are kept as recorded.
-  await promisify(execFile)('tar', ['-x', '-f', file, '-C', dest, '--numeric-owner', '-p', '--xattrs', '--xattrs-include=*', '--acls'], { maxBuffer: 16 << 20 }).catch((e: unknown) => {
-    throw new InvalidInputError(`cannot extract ${file}: ${(e as { stderr?: string }).stderr?.trim() ?? String(e)}`);
-  });
+  await mkdir(logDir, { recursive: true, mode: 0o700 });
+  const log = join(logDir, `import-${new Date().toISOString().replace(/[:.]/g, '-')}-${process.pid}.log`);
+  const fh = await open(log, 'w', 0o600);
+  let status: number | null;
+  try {
+    status = await new Promise<number | null>((resolve, reject) => {
+      const child = spawn('tar', ['-x', '-f', file, '-C', dest, '--numeric-owner', '-p', '--xattrs', '--xattrs-include=*', '--acls'], { stdio: ['ignore', 'ignore', fh.fd] });
+      child.on('error', reject);
+      child.on('close', (code) => resolve(code));
+    });
+  } finally {
+    await fh.close();
+  }
+  if (status === 0) {
+    await rm(log, { force: true });
+    return;
+  }
+  const head = await readHead(log, 4096);
+  const lines = head.split('\n').filter((l) => l.trim() !== '');
+  const first = (lines.find((l) => !/^tar: (Exiting with failure|Error is not recoverable)/.test(l)) ?? lines[0] ?? `tar exited with ${String(status)}`).slice(0, 300);
+  throw new InvalidInputError(`cannot extract ${file}: ${first}`, `tar's whole error output is in ${log}`);
+}
+
+async function readHead(path: string, bytes: number): Promise<string> {
+  const fh = await open(path, 'r');
+  try {
+    const buf = Buffer.alloc(bytes);
+    const { bytesRead } = await fh.read(buf, 0, bytes, 0);
+    return buf.subarray(0, bytesRead).toString('utf8');
+  } finally {
+    await fh.close();
+  }
 }
 
 export function registerStoreCommands(program: Command, globals: Globals, setExit: (code: number) => void): void {
@@ -49,12 +83,14 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
       let dir = source;
       let scratch: string | null = null;
       if (!st.isDirectory()) {
-        scratch = join(ctx.store.tmpDir, `import-${randomBytes(6).toString('hex')}`);
+        // named by our pid: the next import removes it if we are killed (removeImportLeftovers)
+        await removeImportLeftovers(ctx.store);
+        scratch = join(ctx.store.tmpDir, `import-${process.pid}-${randomBytes(6).toString('hex')}`);
         ctx.out.progress({ phase: 'extract', message: `extracting ${source}` });
-        await extractTarball(source, scratch);
         dir = scratch;
       }
       try {
+        if (scratch !== null) await extractTarball(source, scratch, join(ctx.store.root, 'logs'));
         const parent = o.parent !== undefined ? await resolveEnv(ctx.registry, o.parent) : null;
         const config: Record<string, unknown> = {};
         if (o.workdir !== undefined) config.workdir = o.workdir;
@@ -107,7 +143,7 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
         for (const r of await loadDataset(o.dataset)) all.push(`${name}/${r.row.instance_id}`);
       }
       if (all.length === 0) throw new MinisandboxError('USAGE', 'pull needs refs or --dataset FILE', { hint: 'minisandbox pull REF... | minisandbox pull --dataset FILE' });
-      const idShift = o.idShift === 'auto' ? await hostIdShift() : Number.parseInt(o.idShift, 10);
+      const idShift = o.idShift === 'auto' ? await hostIdShift() : await checkIdShift(o.idShift);
       const t0 = performance.now();
       const results = await prefetch(ctx.registry, ctx.store, all, {
         idShift,
