@@ -1,6 +1,6 @@
 /** Global options -> the registry and store a command works on. */
 import { resolve } from 'node:path';
-import { InvalidInputError } from '../errors.js';
+import { errorMessage, InvalidInputError } from '../errors.js';
 import { openRegistry } from '../registry/open.js';
 import type { Registry } from '../registry/registry.js';
 import { StorePaths, defaultStoreDir } from '../store/paths.js';
@@ -24,10 +24,12 @@ export function defaultRegistry(): string {
 }
 
 export function makeContext(g: GlobalOptions): Context {
+  const out = new Output(g.json === true);
   return {
-    registry: openRegistry(g.registry ?? defaultRegistry()),
+    // a retried request is said, so a registry that stopped answering is no silent hang
+    registry: openRegistry(g.registry ?? defaultRegistry(), { hooks: { onRetry: (r) => out.progress({ phase: 'retry', message: `registry: ${r.what}: ${errorMessage(r.error)}; retry ${r.attempt} in ${r.delayMs} ms` }) } }),
     store: new StorePaths(g.store ?? defaultStoreDir()),
-    out: new Output(g.json === true),
+    out,
   };
 }
 

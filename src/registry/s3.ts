@@ -144,8 +144,9 @@ export class S3Registry implements Registry {
       requestHandler: {
         connectionTimeout: opts.connectTimeoutMs ?? 10_000,
         // Idle socket time, not total request time: a multi-GB pack may take minutes, a stalled
-        // socket is abandoned (and the request retried or the stream resumed).
-        socketTimeout: opts.idleTimeoutMs ?? 60_000,
+        // socket is abandoned (and the request retried or the stream resumed). 20 s: S3 answers
+        // in well under a second; three silent attempts in a row end the request (retry.ts).
+        socketTimeout: opts.idleTimeoutMs ?? 20_000,
         httpAgent: new HttpAgent(agentOpts),
         httpsAgent: new HttpsAgent(agentOpts),
       },
