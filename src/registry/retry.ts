@@ -95,9 +95,11 @@ export function httpStatusOf(e: unknown): number | undefined {
 
 /** The request got no answer within the idle timeout (the socket stayed open and silent). */
 export function isUnanswered(e: unknown): boolean {
-  const name = field(e, 'name');
   const code = field(e, 'code');
-  return name === 'TimeoutError' || code === 'ETIMEDOUT' || code === 'RequestTimeout';
+  if (code === 'ETIMEDOUT') return true;
+  // the SDK also names a reset connection ("socket hang up") TimeoutError: only its timeouts count
+  const message = field(e, 'message');
+  return field(e, 'name') === 'TimeoutError' && typeof message === 'string' && /timed out|exceeded the configured|no activity/i.test(message);
 }
 
 /** Throttling, 5xx, timeouts, resets and truncated bodies are transient; 4xx answers are not. */
