@@ -176,6 +176,12 @@ describe("a layer's setuid files and device nodes", () => {
     // what the issue found: today's store lets every user at the setuid file and the node
     expect((await reachedByOther(before)).length).toBeGreaterThan(0);
 
+    // someone else's open store is refused, not used (nor fixed: it is not theirs)
+    const refused = await cli(store, ['verify', '--no-store'], OWNER);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toMatch(/belongs to uid 0 and is open to others/);
+    expect(refused.stderr).toMatch(/hint: /);
+
     const verified = await cli(store, ['verify']);
     expect(verified.code, verified.stdout + verified.stderr).toBe(0);
     expect(verified.stderr).toMatch(/made it private/);
