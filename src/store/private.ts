@@ -63,11 +63,13 @@ async function makePrivate(root: string, warn: (message: string) => void): Promi
   if (!st.isDirectory()) throw new StoreNotPrivateError(root, 'is not a directory', 'pass --store a directory (or a path that does not exist yet)');
   const me = process.getuid?.() ?? 0;
   if (st.uid !== me) {
-    // root may use (and fix) any store; anyone else only one of its own
-    if (me !== 0 && (st.mode & 0o077) !== 0) {
-      throw new StoreNotPrivateError(root, `belongs to uid ${st.uid} and is open to others (mode ${(st.mode & 0o777).toString(8)})`, `use a store of your own (--store), or have its owner run a minisandbox command on it once (which makes it private), or \`chmod 700 ${root}\``);
+    // Someone else's store (root included) is its owner's to fix: its ACL names the owner's
+    // sandbox ids, not ours. Used as it is when private, refused when open.
+    const mode = st.mode & 0o777;
+    if (mode !== 0o700 && mode !== 0o710 && mode !== 0o711) {
+      throw new StoreNotPrivateError(root, `belongs to uid ${st.uid} and is open to others (mode ${mode.toString(8)})`, `use a store of your own (--store), or have its owner run a minisandbox command on it once (which makes it private), or \`chmod 700 ${root}\``);
     }
-    if (me !== 0) return;
+    return;
   }
   const rootMode = st.mode & 0o7777;
   // 0710: private, with our ACL; 0711: a file system without ACLs (warned when it was set)
