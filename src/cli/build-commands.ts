@@ -10,7 +10,7 @@ import { loadDataset } from '../dataset/read.js';
 import { loadSpecs } from '../dataset/specs.js';
 import { loadRecipeCatalog } from '../recipe/catalog.js';
 import { reapStale } from '../runtime/open.js';
-import { type GlobalOptions, makeContext, storeContext, parseDuration, parseSize } from './context.js';
+import { type GlobalOptions, storeContext, parseDuration, parseSize } from './context.js';
 import { EXIT, table } from './output.js';
 
 type Globals = () => GlobalOptions;

@@ -13,7 +13,7 @@ import { type Prediction, parsePredictions } from '../score/predictions.js';
 import { scoreRun } from '../score/score-run.js';
 import type { ScoreInstance } from '../score/instance.js';
 import { validateInstances } from '../score/validate.js';
-import { type GlobalOptions, makeContext, storeContext, parseSize } from './context.js';
+import { type GlobalOptions, storeContext, parseSize } from './context.js';
 import { EXIT } from './output.js';
 
 type Globals = () => GlobalOptions;
