@@ -65,9 +65,11 @@
 #include <errno.h>
 #include <limits.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
@@ -962,6 +964,13 @@ static void end_frames(void) {
 int main(int argc, char **argv) {
   FILE *in = stdin;
   char *op;
+  /*
+   * Dies with the process that started it: a pull killed with SIGKILL left this helper waiting
+   * on its pipe for minutes, holding the staging dir open. The check after covers a parent that
+   * died before the prctl (we were then reparented).
+   */
+  pid_t parent = getppid();
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent || parent == 1) _exit(1);
   if (argc > 1 && chdir(argv[1]) != 0) fail("chdir", argv[1]);
   /* modes given are exact: F creates files with theirs; everything else is chmod-ed later */
   umask(0);

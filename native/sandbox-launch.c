@@ -690,9 +690,16 @@ static void setup_sys(const char *sys, int own_net) {
   mount_or_die("/sys", sys, NULL, MS_REMOUNT | MS_BIND | flags, NULL);
 }
 
-static void setup_dev(const char *dev) {
-  char p[4096], q[64];
-  mount_or_die("msb-dev", dev, "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=755");
+/*
+ * Every tmpfs is capped: /dev holds only the nodes below (a task writing there is capped at
+ * DEV_TMPFS_SIZE), and /dev/shm is a directory of the sandbox's upper dir (bound from the host
+ * side), so what a task writes to it counts against the same --disk budget as its other writes.
+ */
+#define DEV_TMPFS_OPTIONS "mode=755,size=1m,nr_inodes=4096"
+
+static void setup_dev(const char *dev, const char *upper) {
+  char p[4096], q[64], q2[4096];
+  mount_or_die("msb-dev", dev, "tmpfs", MS_NOSUID | MS_NOEXEC, DEV_TMPFS_OPTIONS);
   static const char *nodes[] = {"null", "zero", "full", "random", "urandom", "tty"};
   for (int i = 0; i < 6; i++) {
     xsnprintf(p, sizeof p, "%s/%s", dev, nodes[i]);
@@ -707,6 +714,9 @@ static void setup_dev(const char *dev) {
   mount_or_die("devpts", p, "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=620");
   xsnprintf(p, sizeof p, "%s/shm", dev);
   if (mkdir(p, 0755) < 0 || chmod(p, 01777) < 0) die("mkdir %s", p);
+  xsnprintf(q2, sizeof q2, "%s/shm", upper);
+  if ((mkdir(q2, 0755) < 0 && errno != EEXIST) || chmod(q2, 01777) < 0) die("mkdir %s", q2);
+  mount_or_die(q2, p, NULL, MS_BIND, NULL);
   static const char *links[][2] = {
     {"pts/ptmx", "ptmx"}, {"/proc/self/fd", "fd"}, {"/proc/self/fd/0", "stdin"},
     {"/proc/self/fd/1", "stdout"}, {"/proc/self/fd/2", "stderr"}, {"/proc/kcore", "core"},
@@ -795,7 +805,7 @@ static void init_main(const struct opts *o, int holder_alive) {
   xsnprintf(p, sizeof p, "%s/proc/sys/user/max_user_namespaces", o->merged);
   write_file(p, "0");
   xsnprintf(p, sizeof p, "%s/dev", o->merged);
-  setup_dev(p);
+  setup_dev(p, o->upper);
   xsnprintf(p, sizeof p, "%s/sys", o->merged);
   setup_sys(p, o->net_none);
   if (chdir(o->merged) < 0) die("chdir %s", o->merged);

@@ -15,6 +15,8 @@ export const ErrorCode = {
   /** A manifest, recipe, dataset row, option value or other input failed validation. */
   INVALID_INPUT: 'INVALID_INPUT',
   NOT_FOUND: 'NOT_FOUND',
+  /** A store another user owns is open to others: refused rather than used or changed. */
+  STORE_NOT_PRIVATE: 'STORE_NOT_PRIVATE',
   UNSAFE_PATH: 'UNSAFE_PATH',
   DIGEST_MISMATCH: 'DIGEST_MISMATCH',
   HOST_CAPABILITY: 'HOST_CAPABILITY',

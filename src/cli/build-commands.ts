@@ -7,7 +7,7 @@ import type { Specs } from '../dataset/specs.js';
 import type { LocatedRow } from '../dataset/row.js';
 import type { Shard } from '../build/plan-shard.js';
 import type { DatasetImageItem } from '../image/dataset-images.js';
-import { type GlobalOptions, makeContext } from './context.js';
+import { type GlobalOptions, storeContext } from './context.js';
 import { opt, option } from './options.js';
 import { EXIT, table } from './output.js';
 
@@ -73,7 +73,7 @@ export function registerBuildCommands(program: Command, globals: Globals, setExi
       // performance.now() counts from process start: node's boot, module loading, option parsing
       const cli = new PhaseClock();
       cli.add('cli-start', performance.now());
-      const ctx = await makeContext(globals());
+      const ctx = await storeContext(globals());
       const [{ executePlan }, { datasetNameFromFile, defaultRepoSource, planCounts, planDataset, planRecipe }, { parseShard }, { loadDataset }, { loadSpecs }, { loadRecipeCatalog }, { reapStale }] =
         await Promise.all([
           import('../build/execute.js'),

@@ -52,6 +52,19 @@ export async function makeContext(g: GlobalOptions, opts: { progressWhenNotTty?:
   if (!registry.startsWith('s3://')) checkDirOption('--registry', registry);
   const storeDir = g.store ?? process.env.MINISANDBOX_STORE;
   if (storeDir !== undefined) checkDirOption('--store', storeDir);
-  const [{ openRegistry }, { StorePaths, defaultStoreDir }] = await Promise.all([import('../registry/open.js'), import('../store/paths.js')]);
-  return { registry: openRegistry(registry), store: new StorePaths(g.store ?? defaultStoreDir()), out };
+  const [{ openRegistry }, { StorePaths, defaultStoreDir }, { errorMessage }] = await Promise.all([import('../registry/open.js'), import('../store/paths.js'), import('../errors.js')]);
+  return {
+    // a retried request is said, so a registry that stopped answering is no silent hang
+    registry: openRegistry(registry, { hooks: { onRetry: (r) => out.progress({ phase: 'retry', message: `registry: ${r.what}: ${errorMessage(r.error)}; retry ${r.attempt} in ${r.delayMs} ms` }) } }),
+    store: new StorePaths(g.store ?? defaultStoreDir()),
+    out,
+  };
+}
+
+/** The context of a command that reads or writes the store: the store is made (or checked) private first. */
+export async function storeContext(g: GlobalOptions, opts: { progressWhenNotTty?: 'json' | 'none' } = {}): Promise<Context> {
+  const ctx = await makeContext(g, opts);
+  const { ensurePrivateStore } = await import('../store/private.js');
+  await ensurePrivateStore(ctx.store, (m) => ctx.out.warn(m));
+  return ctx;
 }

@@ -5,7 +5,7 @@
  */
 import type { Command } from 'commander';
 import type { CommandOutcome } from '../sandbox/outcome.js';
-import { type GlobalOptions, makeContext } from './context.js';
+import { type GlobalOptions, makeContext, storeContext } from './context.js';
 import { opt, option } from './options.js';
 
 type Globals = () => GlobalOptions;
@@ -65,7 +65,7 @@ export function registerSandboxCommands(program: Command, globals: Globals, setE
     .addOption(option('--max-output <size>', 'keep at most this much of stdout and of stderr', opt.size(), { value: 16 * 1024 ** 2, shown: '16m' }))
     .action(async (ref: string, cmd: string[], o: RunOpts) => {
       // `auto` progress is silent here when stderr is not a terminal: it is the command's stderr
-      const ctx = await makeContext(globals(), { progressWhenNotTty: 'none' });
+      const ctx = await storeContext(globals(), { progressWhenNotTty: 'none' });
       const { openSandbox, reapStale } = await import('../runtime/open.js');
       const limits: Record<string, number> = { diskBytes: o.disk };
       if (o.memory !== undefined) limits.memoryBytes = o.memory;
@@ -116,7 +116,7 @@ export function registerSandboxCommands(program: Command, globals: Globals, setE
     .option('--workdir <dir>', 'working directory inside the sandbox (absolute)', opt.sandboxPath())
     .addOption(option('-e, --env <K=V>', 'an environment variable (repeat for more)', opt.envPair(), { value: {}, shown: 'none' }))
     .action(async (ref: string, o: { network: 'none' | 'host'; workdir?: string; env: Record<string, string> }) => {
-      const ctx = await makeContext(globals());
+      const ctx = await storeContext(globals());
       const { openSandbox, reapStale } = await import('../runtime/open.js');
       const { attach } = await import('../runtime/shell.js');
       const config: Record<string, unknown> = { env: o.env };

@@ -8,7 +8,7 @@ import type { Command } from 'commander';
 import { NotFoundError } from '../errors.js';
 import type { Prediction } from '../score/predictions.js';
 import type { ScoreInstance } from '../score/instance.js';
-import { type GlobalOptions, checkDirOption, makeContext } from './context.js';
+import { type GlobalOptions, checkDirOption, storeContext } from './context.js';
 import { opt, option } from './options.js';
 import { EXIT } from './output.js';
 
@@ -24,7 +24,7 @@ interface Common {
 }
 
 async function prepare(datasetFile: string, o: Common, globals: Globals) {
-  const ctx = await makeContext(globals());
+  const ctx = await storeContext(globals());
   const [{ datasetNameFromFile }, { loadDataset }, { loadSpecs, lookupSpec }, { refEvalRunner }, { reapStale }, { evalSpecFromDataset }] = await Promise.all([
     import('../build/plan.js'),
     import('../dataset/read.js'),

@@ -2,14 +2,13 @@
  * Commands over the layer store and registry: import, export, pull, ls, inspect, verify, gc, audit.
  * What each command needs is imported inside its action (start-up: see main.ts).
  */
-import { execFile } from 'node:child_process';
-import { mkdir, rm, stat, writeFile } from 'node:fs/promises';
+import { spawn } from 'node:child_process';
+import { mkdir, open, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { randomBytes } from 'node:crypto';
 import type { Command } from 'commander';
-import { InvalidInputError, MinisandboxError, NotFoundError } from '../errors.js';
-import { type Context, type GlobalOptions, checkDirOption, makeContext } from './context.js';
+import { errorMessage, InvalidInputError, MinisandboxError, NotFoundError } from '../errors.js';
+import { type Context, type GlobalOptions, checkDirOption, makeContext, storeContext } from './context.js';
 import { opt, option } from './options.js';
 import { EXIT, formatBytes, table } from './output.js';
 
@@ -40,12 +39,45 @@ async function importImageCommand(
   );
 }
 
-async function extractTarball(file: string, dest: string): Promise<void> {
+/**
+ * GNU tar detects gzip/xz/zstd itself; owners, modes and xattrs are kept as recorded. Its error
+ * output can be huge (a line per failed entry: 16 MiB for a tarball of 10,000 nested dirs), so
+ * it goes to a log file and the error names its first line and the log.
+ */
+async function extractTarball(file: string, dest: string, logDir: string): Promise<void> {
   await mkdir(dest, { recursive: true });
-  // GNU tar detects gzip/xz/zstd itself; owners, modes and xattrs are kept as recorded.
-  await promisify(execFile)('tar', ['-x', '-f', file, '-C', dest, '--numeric-owner', '-p', '--xattrs', '--xattrs-include=*', '--acls'], { maxBuffer: 16 << 20 }).catch((e: unknown) => {
-    throw new InvalidInputError(`cannot extract ${file}: ${(e as { stderr?: string }).stderr?.trim() ?? String(e)}`);
-  });
+  await mkdir(logDir, { recursive: true, mode: 0o700 });
+  const log = join(logDir, `import-${new Date().toISOString().replace(/[:.]/g, '-')}-${process.pid}.log`);
+  const fh = await open(log, 'w', 0o600);
+  let status: number | null;
+  try {
+    status = await new Promise<number | null>((resolve, reject) => {
+      const child = spawn('tar', ['-x', '-f', file, '-C', dest, '--numeric-owner', '-p', '--xattrs', '--xattrs-include=*', '--acls'], { stdio: ['ignore', 'ignore', fh.fd] });
+      child.on('error', reject);
+      child.on('close', (code) => resolve(code));
+    });
+  } finally {
+    await fh.close();
+  }
+  if (status === 0) {
+    await rm(log, { force: true });
+    return;
+  }
+  const head = await readHead(log, 4096);
+  const lines = head.split('\n').filter((l) => l.trim() !== '');
+  const first = (lines.find((l) => !/^tar: (Exiting with failure|Error is not recoverable)/.test(l)) ?? lines[0] ?? `tar exited with ${String(status)}`).slice(0, 300);
+  throw new InvalidInputError(`cannot extract ${file}: ${first}`, `tar's whole error output is in ${log}`);
+}
+
+async function readHead(path: string, bytes: number): Promise<string> {
+  const fh = await open(path, 'r');
+  try {
+    const buf = Buffer.alloc(bytes);
+    const { bytesRead } = await fh.read(buf, 0, bytes, 0);
+    return buf.subarray(0, bytesRead).toString('utf8');
+  } finally {
+    await fh.close();
+  }
 }
 
 export function registerStoreCommands(program: Command, globals: Globals, setExit: (code: number) => void): void {
@@ -63,7 +95,7 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
     .option('--authfile <file>', 'images: registry credentials (else $REGISTRY_AUTH_FILE, containers auth.json, ~/.docker/config.json)')
     .option('--jobs <n>', 'images: layers downloaded and converted at once', opt.int({ min: 1, max: 64 }), 3)
     .action(async (source: string, o: { tag: string; parent?: string; overlayUpper?: boolean; workdir?: string; env?: Record<string, string>; platform: string; tlsVerify: 'true' | 'false'; authfile?: string; jobs: number }) => {
-      const ctx = await makeContext(globals());
+      const ctx = await storeContext(globals());
       const { isImageSource } = await import('../image/reference.js');
       if (isImageSource(source)) {
         await importImageCommand(ctx, source, o);
@@ -75,12 +107,15 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
       let dir = source;
       let scratch: string | null = null;
       if (!st.isDirectory()) {
-        scratch = join(ctx.store.tmpDir, `import-${randomBytes(6).toString('hex')}`);
+        // named by our pid: the next import removes it if we are killed (removeImportLeftovers)
+        const { removeImportLeftovers } = await import('../store/leftovers.js');
+        await removeImportLeftovers(ctx.store);
+        scratch = join(ctx.store.tmpDir, `import-${process.pid}-${randomBytes(6).toString('hex')}`);
         ctx.out.progress({ phase: 'extract', message: `extracting ${source}` });
-        await extractTarball(source, scratch);
         dir = scratch;
       }
       try {
+        if (scratch !== null) await extractTarball(source, scratch, join(ctx.store.root, 'logs'));
         const parent = o.parent !== undefined ? await resolveEnv(ctx.registry, o.parent) : null;
         const config: Record<string, unknown> = {};
         if (o.workdir !== undefined) config.workdir = o.workdir;
@@ -109,11 +144,12 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
     .description("write an environment's merged tree to a directory (pulling as needed)")
     .argument('<ref>')
     .argument('<dir>')
-    .action(async (ref: string, dir: string) => {
-      const ctx = await makeContext(globals());
+    .option('--preserve-special', 'keep setuid/setgid bits, file capabilities and device nodes (root only; DIR is then made 0700)')
+    .action(async (ref: string, dir: string, o: { preserveSpecial?: boolean }) => {
       checkDirOption('export directory', dir);
+      const ctx = await storeContext(globals());
       const { exportEnv } = await import('../store/export.js');
-      const r = await exportEnv(ctx.registry, ctx.store, ref, dir, { onProgress: (p) => ctx.out.progress({ ...p, message: `export: ${p.phase} ${p.layer.slice(7, 19)}` }) });
+      const r = await exportEnv(ctx.registry, ctx.store, ref, dir, { preserveSpecial: o.preserveSpecial === true, onProgress: (p) => ctx.out.progress({ ...p, message: `export: ${p.phase} ${p.layer.slice(7, 19)}` }) });
       ctx.out.result({ ref, dir, ...r }, () => `exported ${ref} to ${dir}: ${r.entries} entries`);
     });
 
@@ -127,7 +163,9 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
     .addOption(option('--io-budget <size>', 'compressed bytes being fetched at once, across all pulls', opt.size({ min: 1024 ** 2 }), { value: 512 * 1024 ** 2, shown: '512m' }))
     .option('--id-shift <n|auto>', 'owner shift of laid-out layers; auto: what this host\'s sandboxes use', opt.or('auto', opt.int({ min: 0, max: 2 ** 32 - 65536 })), 'auto')
     .action(async (refs: string[], o: { dataset?: string; datasetName?: string; jobs: number; ioBudget: number; idShift: number | 'auto' }) => {
-      const ctx = await makeContext(globals());
+      // an explicit shift must stay inside this host's subordinate ranges (checked before any work)
+      const explicitShift = o.idShift === 'auto' ? null : await (await import('../sandbox/subid.js')).checkIdShift(String(o.idShift));
+      const ctx = await storeContext(globals());
       const all = [...refs];
       if (o.dataset !== undefined) {
         const [{ datasetNameFromFile }, { loadDataset }] = await Promise.all([import('../build/plan.js'), import('../dataset/read.js')]);
@@ -136,7 +174,7 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
       }
       if (all.length === 0) throw new MinisandboxError('USAGE', 'pull needs refs or --dataset FILE', { hint: 'minisandbox pull REF... | minisandbox pull --dataset FILE' });
       const [{ hostIdShift }, { prefetch }] = await Promise.all([import('../runtime/open.js'), import('../store/prefetch.js')]);
-      const idShift = o.idShift === 'auto' ? await hostIdShift(ctx.store) : o.idShift;
+      const idShift = explicitShift ?? (await hostIdShift(ctx.store));
       const t0 = performance.now();
       const results = await prefetch(ctx.registry, ctx.store, all, {
         idShift,
@@ -165,8 +203,8 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
     .option('--all', 'every ref of the source')
     .option('--jobs <n>', 'blobs copied at once', opt.int({ min: 1, max: 256 }), 4)
     .action(async (refs: string[], o: { from: string; to: string; all?: boolean; jobs: number }) => {
-      const ctx = await makeContext(globals());
       for (const [name, where] of [['--from', o.from], ['--to', o.to]] as const) if (!where.startsWith('s3://')) checkDirOption(name, where);
+      const ctx = await storeContext(globals());
       const [{ copyRefs, parseCopyRefs }, { openRegistry }] = await Promise.all([import('../registry/copy.js'), import('../registry/open.js')]);
       const summary = await copyRefs(openRegistry(o.from), openRegistry(o.to), parseCopyRefs(refs, o.all === true), {
         concurrency: o.jobs,
@@ -183,13 +221,31 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
     .action(async (o: { all?: boolean }) => {
       const ctx = await makeContext(globals());
       const [{ isInternalRef }, { resolveEnv }] = await Promise.all([import('../audit/audit.js'), import('../store/push.js')]);
-      const rows: { ref: string; env: string; layers: number; size: number; objects: number }[] = [];
-      for await (const r of ctx.registry.listRefs()) {
+      type Row = { ref: string; env: string; layers: number; size: number; objects: number } | { ref: string; broken: string };
+      const rows: Row[] = [];
+      for await (const r of ctx.registry.listRefEntries()) {
         if (!o.all && isInternalRef(r.name)) continue;
-        const { config } = await resolveEnv(ctx.registry, r.digest);
-        rows.push({ ref: r.name, env: r.digest, layers: config.layers.length, size: config.layers.reduce((s, l) => s + l.size, 0), objects: config.layers.reduce((s, l) => s + l.objects, 0) });
+        // shown, not dropped: a ref that names nothing usable is something to repair
+        if (r.digest === null) {
+          rows.push({ ref: r.name, broken: r.broken });
+          continue;
+        }
+        try {
+          const { config } = await resolveEnv(ctx.registry, r.digest);
+          rows.push({ ref: r.name, env: r.digest, layers: config.layers.length, size: config.layers.reduce((s, l) => s + l.size, 0), objects: config.layers.reduce((s, l) => s + l.objects, 0) });
+        } catch (e) {
+          rows.push({ ref: r.name, broken: errorMessage(e) });
+        }
       }
-      ctx.out.result(rows, () => (rows.length === 0 ? `no refs in ${ctx.registry.url}` : table([['REF', 'ENV', 'LAYERS', 'SIZE', 'OBJECTS'], ...rows.map((r) => [r.ref, r.env.slice(0, 19), String(r.layers), formatBytes(r.size), String(r.objects)])])));
+      const broken = rows.filter((r) => 'broken' in r).length;
+      ctx.out.result(rows, () =>
+        rows.length === 0
+          ? `no refs in ${ctx.registry.url}`
+          : [
+              table([['REF', 'ENV', 'LAYERS', 'SIZE', 'OBJECTS'], ...rows.map((r) => ('broken' in r ? [r.ref, `BROKEN: ${r.broken}`, '', '', ''] : [r.ref, r.env.slice(0, 19), String(r.layers), formatBytes(r.size), String(r.objects)]))]),
+              broken > 0 ? `${broken} broken ref(s): \`minisandbox verify\` lists every problem; push or copy the ref again, or delete its file` : '',
+            ].filter((x) => x !== '').join('\n'),
+      );
     });
 
   program
@@ -214,7 +270,7 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
     .description('recompute every digest in the registry and the store; exit 1 if anything is wrong')
     .option('--no-store', 'check the registry only')
     .action(async (o: { store: boolean }) => {
-      const ctx = await makeContext(globals());
+      const ctx = await storeContext(globals());
       const [{ verifyRegistry, verifyStore }, { storeOwners }] = await Promise.all([import('../store/verify.js'), import('../store/owners.js')]);
       await mkdir(ctx.store.tmpDir, { recursive: true });
       const reg = await verifyRegistry(ctx.registry, ctx.store.tmpDir, (what) => ctx.out.progress({ message: `verify ${what}` }));
@@ -238,7 +294,7 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
     .option('--store-only', 'leave the registry alone')
     .option('--registry-only', 'leave the store alone')
     .action(async (o: { dryRun?: boolean; grace: number; storeOnly?: boolean; registryOnly?: boolean }) => {
-      const ctx = await makeContext(globals());
+      const ctx = await storeContext(globals());
       const [{ reapStale, shiftedLayersObsolete }, { gcStore }, { gcRegistry }, { storeOwners }] = await Promise.all([
         import('../runtime/open.js'),
         import('../store/gc.js'),

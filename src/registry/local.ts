@@ -12,7 +12,7 @@ import type { Readable } from 'node:stream';
 import { type Digest, DigestSchema, digestHex, parseDigest } from '../cas/digest.js';
 import { NotFoundError } from '../errors.js';
 import { isErrno, readdirOrEmpty } from '../util/fs.js';
-import { BLOB_REFRESH_AFTER_MS, type BlobStat, type Registry, parseRefName } from './registry.js';
+import { BLOB_REFRESH_AFTER_MS, type BlobStat, type RefEntry, type Registry, parseRefName, refBodyProblem, refNameProblem } from './registry.js';
 
 export class LocalRegistry implements Registry {
   readonly root: string;
@@ -218,6 +218,29 @@ export class LocalRegistry implements Registry {
       const name = file.replaceAll('%', '/');
       const digest = await this.getRef(name).catch(() => null);
       if (digest !== null) yield { name, digest };
+    }
+  }
+
+  async *listRefEntries(): AsyncIterable<RefEntry> {
+    const dir = join(this.root, 'refs');
+    for (const file of (await readdirOrEmpty(dir)).sort()) {
+      const name = file.replaceAll('%', '/');
+      const badName = refNameProblem(name);
+      if (badName !== null) {
+        yield { name, digest: null, broken: badName };
+        continue;
+      }
+      let body: string;
+      try {
+        body = await readFile(join(dir, file), 'utf8');
+      } catch (e) {
+        if (isErrno(e, 'ENOENT')) continue; // deleted since the listing
+        yield { name, digest: null, broken: `unreadable: ${String(e)}` };
+        continue;
+      }
+      const problem = refBodyProblem(body);
+      if (problem === null) yield { name, digest: parseDigest(body.trim()) };
+      else yield { name, digest: null, broken: problem };
     }
   }
 

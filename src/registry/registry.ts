@@ -11,7 +11,7 @@
  */
 import type { Readable } from 'node:stream';
 import { z } from 'zod';
-import type { Digest } from '../cas/digest.js';
+import { type Digest, DigestSchema } from '../cas/digest.js';
 import { InvalidInputError } from '../errors.js';
 
 /**
@@ -69,9 +69,30 @@ export interface Registry {
   putRef(name: string, digest: Digest): Promise<void>;
   deleteRef(name: string): Promise<void>;
   listRefs(): AsyncIterable<{ name: string; digest: Digest }>;
+  /**
+   * Every ref entry, those that name no digest too (an empty or malformed body, a name no ref
+   * may have): what `verify` and `ls` report, where listRefs skips them.
+   */
+  listRefEntries(): AsyncIterable<RefEntry>;
   /** gc's record of the blobs it condemned (`gc/state.json`); null when there is none. */
   getGcState(): Promise<Buffer | null>;
   putGcState(data: Buffer): Promise<void>;
+}
+
+/** A ref entry as stored: the digest it names, or why it names none. */
+export type RefEntry = { name: string; digest: Digest; broken?: undefined } | { name: string; digest: null; broken: string };
+
+/** Why a ref body names no digest (null: it does). */
+export function refBodyProblem(body: string): string | null {
+  const t = body.trim();
+  if (DigestSchema.safeParse(t).success) return null;
+  if (t === '') return 'empty (it names no environment)';
+  return `holds ${JSON.stringify(t.length > 80 ? `${t.slice(0, 80)}...` : t)}, not a digest`;
+}
+
+/** Why a stored ref name is no ref name (null: it is one). */
+export function refNameProblem(name: string): string | null {
+  return RefNameSchema.safeParse(name).success ? null : 'not a valid ref name';
 }
 
 /**

@@ -12,9 +12,15 @@ export interface RetryPolicy {
   /** Backoff before retry n (1-based) is uniform in [0, min(maxDelayMs, baseDelayMs * 2^(n-1))). */
   baseDelayMs: number;
   maxDelayMs: number;
+  /**
+   * Attempts in a row that got no answer within the idle timeout after which a request fails at
+   * once: a server that is stopped (SIGSTOP, a hung host) keeps connections open and answers
+   * nothing, and 8 attempts of a minute each looked like a hang with no error.
+   */
+  unansweredAttempts?: number;
 }
 
-export const DEFAULT_RETRY_POLICY: RetryPolicy = { attempts: 8, baseDelayMs: 100, maxDelayMs: 10_000 };
+export const DEFAULT_RETRY_POLICY: RetryPolicy = { attempts: 8, baseDelayMs: 100, maxDelayMs: 10_000, unansweredAttempts: 3 };
 
 /** A response body ended before its Content-Length: the bytes are useless, the request is retried. */
 export class TruncatedBodyError extends MinisandboxError {
@@ -32,11 +38,19 @@ export class RemoteStoreError extends MinisandboxError {
   readonly status: number | undefined;
   /** S3 error code (`SlowDown`, `PreconditionFailed`, ...) or socket error code of the last failure. */
   readonly remoteCode: string | undefined;
-  constructor(what: string, attempts: number, cause: unknown) {
-    super('REMOTE_STORE', `${what} failed after ${attempts} attempt${attempts === 1 ? '' : 's'}: ${describe(cause)}`, {
-      hint: 'check the registry URL, credentials and network; transient failures were already retried with backoff',
-      cause: compact(cause),
-    });
+  constructor(what: string, attempts: number, cause: unknown, unanswered = false) {
+    super(
+      'REMOTE_STORE',
+      unanswered
+        ? `${what}: no answer from the registry, ${attempts} attempt${attempts === 1 ? '' : 's'} in a row timed out (${describe(cause)})`
+        : `${what} failed after ${attempts} attempt${attempts === 1 ? '' : 's'}: ${describe(cause)}`,
+      {
+        hint: unanswered
+          ? 'the S3 server accepts connections but answers nothing (stopped or overloaded): check that it is up, then rerun (a pull resumes where it stopped)'
+          : 'check the registry URL, credentials and network; transient failures were already retried with backoff',
+        cause: compact(cause),
+      },
+    );
     this.attempts = attempts;
     this.status = httpStatusOf(cause);
     const name = field(cause, 'name');
@@ -79,6 +93,15 @@ export function httpStatusOf(e: unknown): number | undefined {
   return typeof status === 'number' ? status : undefined;
 }
 
+/** The request got no answer within the idle timeout (the socket stayed open and silent). */
+export function isUnanswered(e: unknown): boolean {
+  const code = field(e, 'code');
+  if (code === 'ETIMEDOUT') return true;
+  // the SDK also names a reset connection ("socket hang up") TimeoutError: only its timeouts count
+  const message = field(e, 'message');
+  return field(e, 'name') === 'TimeoutError' && typeof message === 'string' && /timed out|exceeded the configured|no activity/i.test(message);
+}
+
 /** Throttling, 5xx, timeouts, resets and truncated bodies are transient; 4xx answers are not. */
 export function isRetryable(e: unknown): boolean {
   if (e instanceof TruncatedBodyError) return true;
@@ -117,6 +140,7 @@ export interface RetryHooks {
  * MinisandboxErrors other than truncation pass through unchanged (NotFound is an answer, not a failure).
  */
 export async function withRetry<T>(what: string, policy: RetryPolicy, op: (attempt: number) => Promise<T>, hooks: RetryHooks = {}): Promise<T> {
+  let unanswered = 0;
   for (let attempt = 1; ; attempt++) {
     try {
       return await op(attempt);
@@ -125,6 +149,8 @@ export async function withRetry<T>(what: string, policy: RetryPolicy, op: (attem
         if (e instanceof MinisandboxError) throw e;
         throw new RemoteStoreError(what, attempt, e);
       }
+      unanswered = isUnanswered(e) ? unanswered + 1 : 0;
+      if (unanswered >= (policy.unansweredAttempts ?? Infinity)) throw new RemoteStoreError(what, unanswered, e, true);
       if (attempt >= policy.attempts) throw new RemoteStoreError(what, attempt, e);
       const delayMs = backoffDelayMs(policy, attempt);
       hooks.onRetry?.({ what, attempt, delayMs, error: e });

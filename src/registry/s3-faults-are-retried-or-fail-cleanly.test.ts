@@ -99,6 +99,29 @@ describe('S3 registry under injected faults', () => {
     expect(retries.length).toBe(2);
   });
 
+  it('retries a request the server never answers (stopped, connection open) after its idle timeout', async () => {
+    const { reg, direct, retries } = pair({ idleTimeoutMs: 300 });
+    const data = randomBytes(100_000);
+    await direct.putBlob(sha256(data), data);
+    s3.proxy.setPlan({ schedule: ['silent'], match: (r) => r.method === 'GET' });
+    expect((await reg.getBlob(sha256(data))).equals(data)).toBe(true);
+    expect(retries).toHaveLength(1);
+  });
+
+  it('fails with a message after three unanswered attempts in a row, before its other attempts', async () => {
+    const { reg, direct } = pair({ idleTimeoutMs: 300 });
+    const data = randomBytes(1000);
+    await direct.putBlob(sha256(data), data);
+    s3.proxy.setPlan({ probabilities: { silent: 1 }, maxFaults: 1000, match: (r) => r.method === 'GET' });
+    const before = s3.proxy.count('GET');
+    const err = await reg.getBlob(sha256(data)).then(() => null, (e: unknown) => e);
+    s3.proxy.setPlan({});
+    expect(err).toBeInstanceOf(RemoteStoreError);
+    expect((err as RemoteStoreError).message).toMatch(/no answer from the registry, 3 attempts in a row timed out/);
+    expect((err as RemoteStoreError).hint).toMatch(/\w/);
+    expect(s3.proxy.count('GET') - before).toBe(3);
+  });
+
   it('lands a ref write whose answer was lost, and reads it back', async () => {
     const { reg, direct } = pair();
     const d = sha256('env');

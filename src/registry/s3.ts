@@ -26,7 +26,7 @@ import { createHash } from 'node:crypto';
 import { createRequire } from 'node:module';
 import { type Digest, DigestSchema, digestHex, parseDigest } from '../cas/digest.js';
 import { InvalidInputError, MinisandboxError, NotFoundError } from '../errors.js';
-import { BLOB_REFRESH_AFTER_MS, type BlobStat, type Registry, parseRefName } from './registry.js';
+import { BLOB_REFRESH_AFTER_MS, type BlobStat, type RefEntry, type Registry, parseRefName, refBodyProblem, refNameProblem } from './registry.js';
 import { DEFAULT_RETRY_POLICY, RemoteStoreError, type RetryHooks, type RetryPolicy, TruncatedBodyError, backoffDelayMs, httpStatusOf, isRetryable, withRetry } from './retry.js';
 import { type S3Location, formatS3Url, hostNeedsPathStyle, parseS3Url } from './s3-config.js';
 import { InFlightBudget, type InFlightLimits } from './s3-inflight.js';
@@ -144,8 +144,9 @@ export class S3Registry implements Registry {
       requestHandler: {
         connectionTimeout: opts.connectTimeoutMs ?? 10_000,
         // Idle socket time, not total request time: a multi-GB pack may take minutes, a stalled
-        // socket is abandoned (and the request retried or the stream resumed).
-        socketTimeout: opts.idleTimeoutMs ?? 60_000,
+        // socket is abandoned (and the request retried or the stream resumed). 20 s: S3 answers
+        // in well under a second; three silent attempts in a row end the request (retry.ts).
+        socketTimeout: opts.idleTimeoutMs ?? 20_000,
         httpAgent: new HttpAgent(agentOpts),
         httpsAgent: new HttpsAgent(agentOpts),
       },
@@ -608,17 +609,30 @@ export class S3Registry implements Registry {
    * order. An entry deleted between listing and reading is skipped.
    */
   private async *readEntries(relPrefix: string, accept: (rel: string) => boolean): AsyncGenerator<{ name: string; digest: Digest }> {
+    for await (const e of this.readBodies(relPrefix, accept)) yield { name: e.name, digest: parseDigestBody(`${relPrefix}${e.name}`, e.body) };
+  }
+
+  async *listRefEntries(): AsyncIterable<RefEntry> {
+    for await (const { name, body } of this.readBodies('refs/', () => true)) {
+      const problem = refNameProblem(name) ?? refBodyProblem(body.toString('utf8'));
+      if (problem === null) yield { name, digest: parseDigest(body.toString('utf8').trim()) };
+      else yield { name, digest: null, broken: problem };
+    }
+  }
+
+  /** The bodies of the keys under `relPrefix`, read a few at a time, in key order. */
+  private async *readBodies(relPrefix: string, accept: (rel: string) => boolean): AsyncGenerator<{ name: string; body: Buffer }> {
     const window: { name: string; body: Promise<Buffer | null> }[] = [];
     const read = (name: string): Promise<Buffer | null> =>
       this.getBytes(this.key(relPrefix + name), `${relPrefix}${name}`).catch((e: unknown) => {
         if (e instanceof NotFoundError) return null;
         throw e;
       });
-    const drainOne = async (): Promise<{ name: string; digest: Digest } | null> => {
+    const drainOne = async (): Promise<{ name: string; body: Buffer } | null> => {
       const head = window.shift();
       if (head === undefined) return null;
       const body = await head.body;
-      return body === null ? null : { name: head.name, digest: parseDigestBody(`${relPrefix}${head.name}`, body) };
+      return body === null ? null : { name: head.name, body };
     };
     try {
       for await (const o of this.listKeys(relPrefix)) {

@@ -178,7 +178,10 @@ export function makeStateDir(stateDir: string, opts: { othersReachParents?: bool
   if (opts.othersReachParents === false) return;
   for (let d = stateDir; ; d = dirname(d)) {
     const st = statSync(d);
-    if ((st.mode & 0o001) === 0) {
+    // 0710: a private store's root, its ACL granting the sandboxes' root uid search (the mask
+    // shows in the group bits; src/store/private.ts). Without that ACL the holder's start fails
+    // with a hint.
+    if ((st.mode & 0o001) === 0 && (st.mode & 0o777) !== 0o710) {
       throw new InvalidInputError(
         `${d} is not searchable by others, so the sandbox's subordinate ids cannot reach their mount points under ${stateDir}`,
         `\`chmod o+x ${d}\`, or pick a state dir whose every parent is o+x`,

@@ -120,3 +120,29 @@ export async function ensureSubidRange(
   }
   return added;
 }
+
+/**
+ * An owner shift given by hand (`pull --id-shift N`): 0 (the layer's own owners, root only) or
+ * the start of `count` ids that lie inside a subordinate range of /etc/subuid and one of
+ * /etc/subgid. Anything else would give a layer's files owners no sandbox maps (or host ids of
+ * real users: -3 became uid 4294967293).
+ */
+export async function checkIdShift(
+  text: string,
+  opts: { count?: number; subuidFile?: string; subgidFile?: string } = {},
+): Promise<number> {
+  const count = opts.count ?? DEFAULT_ID_COUNT;
+  const shift = /^\d{1,10}$/.test(text.trim()) ? Number(text.trim()) : Number.NaN;
+  if (!Number.isSafeInteger(shift)) throw new InvalidInputError(`invalid --id-shift ${JSON.stringify(text)}`, 'give `auto`, 0, or the start of a subordinate id range of /etc/subuid and /etc/subgid');
+  if (shift === 0) return 0;
+  const inside = (entries: SubidEntry[]): boolean => entries.some((e) => shift >= e.start && shift + count <= e.start + e.count);
+  const uids = parseSubidFile(await readText(opts.subuidFile ?? SUBUID_FILE));
+  const gids = parseSubidFile(await readText(opts.subgidFile ?? SUBGID_FILE));
+  if (!inside(uids) || !inside(gids)) {
+    throw new InvalidInputError(
+      `--id-shift ${shift}: ids ${shift}..${shift + count - 1} are not inside one subordinate range of ${opts.subuidFile ?? SUBUID_FILE} and one of ${opts.subgidFile ?? SUBGID_FILE}`,
+      'give `auto` (what this host\'s sandboxes use), 0, or the start of a range listed there',
+    );
+  }
+  return shift;
+}

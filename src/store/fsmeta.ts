@@ -154,6 +154,8 @@ export class FsmetaStream {
     const stream = new FsmetaStream(child, input, owners, has);
     stream.field('H');
     stream.field('');
+    // at once: the helper holds the write end of its pipe until it reads this (see native/fsmeta.c)
+    stream.flush();
     return stream;
   }
 

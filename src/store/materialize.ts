@@ -15,7 +15,7 @@
  * children exist.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { type BigIntStats, lstatSync, mkdirSync } from 'node:fs';
+import { type BigIntStats, lstatSync, mkdirSync, readdirSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { digestHex } from '../cas/digest.js';
@@ -135,6 +135,10 @@ async function layOut(store: StorePaths, entries: AsyncIterable<Entry>, fs: Fsme
         break;
       case 'char':
       case 'block':
+        // An unprivileged user may make no device node (not even as root of its user namespace),
+        // and its sandboxes could not use one (nodev): a rootless lay-out leaves them out, as
+        // rootless podman does.
+        if (process.getuid?.() !== 0) break;
         fs.mknod(rel, e.type === 'char' ? 'c' : 'b', e.mode, e.major, e.minor);
         applyMeta(fs, rel, e, opts);
         break;
@@ -337,8 +341,30 @@ class LinkPool {
         return c;
       }
     }
+    // A content first pooled with xattrs has only variants, and an export that drops those xattrs
+    // (file capabilities) names none of them: any variant holds the content.
+    const variant = this.variantOf(hex);
+    if (variant !== undefined) {
+      this.anyCopy.set(hex, Buffer.from(variant));
+      return variant;
+    }
     throw new NotFoundError(`object ${e.digest} in the store`, 'pull the environment again: its objects were removed or never fetched');
   }
+
+  /** Some pool variant of a content (the pool is listed once, on the first miss). */
+  private variantOf(hex: string): string | undefined {
+    if (this.variants === undefined) {
+      this.variants = new Map();
+      for (const name of readdirSync(this.store.linksDir)) {
+        const dot = name.indexOf('.');
+        if (dot > 0 && !this.variants.has(name.slice(0, dot))) this.variants.set(name.slice(0, dot), `${this.store.linksDir}/${name}`);
+      }
+    }
+    const v = this.variants.get(hex);
+    return v !== undefined && statOf(v)?.isFile() ? v : undefined;
+  }
+
+  private variants: Map<string, string> | undefined;
 
   private prepare(): void {
     if (this.ready) return;

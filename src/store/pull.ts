@@ -25,6 +25,8 @@ import { FsmetaStream, MAX_HELPER_FRAME_BYTES, type SpooledFrame } from './fsmet
 import { materialize } from './materialize.js';
 import { type Owners, ownersFor, removeOwnedTree } from './owners.js';
 import type { StorePaths } from './paths.js';
+import { ensurePrivateStore } from './private.js';
+import { removePullLeftovers } from './leftovers.js';
 import { resolveEnv } from './push.js';
 import { decompressVerified, MAX_MANIFEST_BYTES } from './zstdfile.js';
 
@@ -70,8 +72,10 @@ export interface PulledEnv {
 }
 
 export async function pullEnv(reg: Registry, store: StorePaths, refOrDigest: string, opts: PullOptions = {}): Promise<PulledEnv> {
+  await ensurePrivateStore(store);
   const { digest, config } = await resolveEnv(reg, refOrDigest);
   const idShift = opts.idShift ?? 0;
+  await cleanedOnce(store, idShift);
   const layerDirs: string[] = [];
   let fetchedObjects = 0;
   let fetchedBytes = 0;
@@ -87,6 +91,17 @@ export async function pullEnv(reg: Registry, store: StorePaths, refOrDigest: str
   return { digest, env: config, layerDirs, fetchedObjects, fetchedBytes };
 }
 
+
+const cleaned = new WeakMap<StorePaths, Map<number, Promise<number>>>();
+
+/** The leftovers of killed pulls are removed by the next pull, once per store and shift in a process. */
+function cleanedOnce(store: StorePaths, idShift: number): Promise<number> {
+  let byShift = cleaned.get(store);
+  if (byShift === undefined) cleaned.set(store, (byShift = new Map()));
+  let p = byShift.get(idShift);
+  if (p === undefined) byShift.set(idShift, (p = removePullLeftovers(store, idShift)));
+  return p;
+}
 
 export async function ensureLayer(reg: Registry, store: StorePaths, layer: LayerRef, idShift: number, opts: PullOptions = {}): Promise<{ dir: string; fetchedObjects: number; fetchedBytes: number }> {
   const dir = store.layer(layer.digest, idShift);

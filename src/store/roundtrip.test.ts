@@ -1,4 +1,4 @@
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { lstatSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -15,15 +15,17 @@ import { pushTree, resolveEnv } from './push.js';
 const work = mkdtempSync(join(tmpdir(), 'ms-roundtrip-'));
 afterAll(() => rmSync(work, { recursive: true, force: true }));
 
-async function roundTrip(src: string, name: string): Promise<string> {
+/** Exported with every special bit and node kept (root's --preserve-special), so the tree is the source's. */
+async function roundTrip(src: string, name: string, preserveSpecial = true): Promise<string> {
   const reg = new LocalRegistry(join(work, name, 'registry'));
   const pushStore = new StorePaths(join(work, name, 'store-push'));
   await pushTree(reg, pushStore, src, { tag: `rt/${name}` });
   // An empty store on "another node": everything must come from the registry.
   const out = join(work, name, 'out');
-  await exportEnv(reg, new StorePaths(join(work, name, 'store-pull')), `rt/${name}`, out);
+  await exportEnv(reg, new StorePaths(join(work, name, 'store-pull')), `rt/${name}`, out, { preserveSpecial });
   return out;
 }
+
 
 /**
  * How a pull may decode: in the helper from local pack files (which also lays out plain manifests
@@ -63,11 +65,25 @@ describe('capture -> push -> pull into an empty store -> export reproduces the t
     const b = snapshotTree(out);
     expect(Object.keys(b).sort()).toEqual(Object.keys(a).sort());
     expect(b).toEqual(a);
+    // kept special files: the export's top directory is private
+    expect(lstatSync(out).mode & 0o777).toBe(0o700);
     // the fixture really contains what the test claims to cover
     expect(a['cap-bin']?.xattrs?.['security.capability']).toBeDefined();
     expect(a['hl-2']?.links).toEqual(['hl-1', 'hl-2', 'sub/hl-3']);
     expect(a['null-dev']?.type).toBe('char');
     expect(a['small.txt']?.mtimeNs).toBe('1600000000123456789');
+  });
+
+  it('a plain export is the same tree without setuid bits, file capabilities or device nodes', async () => {
+    const src = join(work, 'edge-src-plain');
+    makeEdgeCaseTree(src);
+    const a = snapshotTree(src);
+    const b = snapshotTree(await roundTrip(src, 'edge-plain', false));
+    expect(a['setuid-bin']?.mode).toBe('4755');
+    expect(b['setuid-bin']?.mode).toBe('755');
+    expect(b['cap-bin']?.xattrs?.['security.capability']).toBeUndefined();
+    expect(b['null-dev']).toBeUndefined();
+    expect(Object.keys(b).sort()).toEqual(Object.keys(a).filter((k) => a[k]?.type !== 'char' && a[k]?.type !== 'block').sort());
   });
 
   it.each([1, 2, 3])('on a random tree (seed %i)', async (seed) => {

@@ -13,12 +13,14 @@ import { fetchObjects } from '../pack/reader.js';
 import { parsePackIndex } from '../pack/pack-index.js';
 import { envClosure } from '../registry/closure.js';
 import type { Registry } from '../registry/registry.js';
+import type { LayerRef } from '../layer/env.js';
+import { decompressVerified, MAX_MANIFEST_BYTES } from './zstdfile.js';
 import { isErrno, readdirOrEmpty as list } from '../util/fs.js';
 import { DIRECT_OWNERS, type Owners, inUserNamespace, sha256FilesAs } from './owners.js';
 import type { StorePaths } from './paths.js';
 
 export interface Problem {
-  kind: 'corrupt-blob' | 'missing-blob' | 'dangling-ref' | 'bad-pack' | 'bad-catalog' | 'corrupt-store' | 'bad-layer';
+  kind: 'corrupt-blob' | 'missing-blob' | 'dangling-ref' | 'bad-ref' | 'bad-pack' | 'bad-catalog' | 'corrupt-store' | 'bad-layer' | 'bad-manifest' | 'missing-object' | 'bad-size';
   subject: string;
   detail: string;
 }
@@ -75,12 +77,26 @@ export async function verifyRegistry(reg: Registry, scratchDir: string, onProgre
     }
   }
   let refs = 0;
-  for await (const r of reg.listRefs()) {
+  // by the whole layer reference: two environments may give one manifest different packs or counts
+  const layersChecked = new Set<string>();
+  const indexes = new Map<Digest, Map<Digest, number>>();
+  for await (const r of reg.listRefEntries()) {
     refs++;
+    if (r.digest === null) {
+      problems.push({ kind: 'bad-ref', subject: r.name, detail: r.broken });
+      continue;
+    }
     try {
       const c = await envClosure(reg, r.digest);
       for (const b of c.blobs) {
         if (!present.has(b)) problems.push({ kind: 'dangling-ref', subject: r.name, detail: `reaches missing or corrupt blob ${b}` });
+      }
+      for (const layer of c.config.layers) {
+        const key = JSON.stringify(layer);
+        if (layersChecked.has(key)) continue;
+        layersChecked.add(key);
+        onProgress?.(`layer ${layer.digest}`);
+        problems.push(...(await checkLayer(reg, layer, present, scratchDir, indexes)));
       }
     } catch (e) {
       problems.push({ kind: 'dangling-ref', subject: r.name, detail: errorMessage(e) });
@@ -88,6 +104,71 @@ export async function verifyRegistry(reg: Registry, scratchDir: string, onProgre
   }
   return { blobs, packs, objects, refs, problems };
 }
+
+/**
+ * What a pull of the layer would refuse or misreport, found without laying it out: a manifest
+ * that does not decode to its digest or does not parse, objects that none of the layer's packs
+ * holds, objects whose size differs from the manifest's, and counts in the environment config
+ * (what `inspect` reports) that differ from the manifest's.
+ */
+async function checkLayer(reg: Registry, layer: LayerRef, present: Set<Digest>, scratchDir: string, indexes: Map<Digest, Map<Digest, number>>): Promise<Problem[]> {
+  if (!present.has(layer.manifest)) return []; // reported as a dangling ref
+  const problems: Problem[] = [];
+  const subject = `layer ${layer.digest}`;
+  const dir = await mkdtemp(join(scratchDir, 'verify-'));
+  const sizes = new Map<Digest, number>();
+  const counted = { entries: 0, size: 0 };
+  try {
+    const path = join(dir, 'manifest');
+    await decompressVerified(await reg.openBlob(layer.manifest), path, layer.digest, `manifest of ${subject}`, MAX_MANIFEST_BYTES);
+    for await (const e of readManifest(path, subject)) {
+      counted.entries++;
+      if (e.type !== 'file') continue;
+      counted.size += e.size;
+      const known = sizes.get(e.digest);
+      if (known === undefined) sizes.set(e.digest, e.size);
+      else if (known !== e.size) problems.push({ kind: 'bad-size', subject: `${subject}/${e.path}`, detail: `object ${e.digest} is declared ${e.size} bytes here and ${known} bytes elsewhere in the manifest` });
+    }
+  } catch (e) {
+    problems.push({ kind: 'bad-manifest', subject, detail: errorMessage(e) });
+    return problems;
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+  const held = new Map<Digest, number>();
+  for (const p of layer.packs) {
+    if (!present.has(p.index)) continue; // reported as a dangling ref
+    let index = indexes.get(p.index);
+    if (index === undefined) {
+      try {
+        index = new Map(parsePackIndex(await reg.getBlob(p.index), p.index).entries.map((x) => [x.digest, x.size]));
+      } catch {
+        index = new Map(); // reported with its pack
+      }
+      indexes.set(p.index, index);
+    }
+    for (const [d, size] of index) if (sizes.has(d)) held.set(d, size);
+  }
+  let missing = 0;
+  for (const [d, size] of sizes) {
+    const got = held.get(d);
+    if (got === undefined) {
+      if (missing++ < MAX_PER_LAYER) problems.push({ kind: 'missing-object', subject, detail: `names object ${d}, which none of its ${layer.packs.length} pack(s) holds` });
+    } else if (got !== size) {
+      problems.push({ kind: 'bad-size', subject, detail: `declares object ${d} as ${size} bytes, its pack holds ${got}` });
+    }
+  }
+  if (missing > MAX_PER_LAYER) problems.push({ kind: 'missing-object', subject, detail: `and ${missing - MAX_PER_LAYER} more objects no pack holds` });
+  const declared = { entries: layer.entries, objects: layer.objects, size: layer.size };
+  const actual = { entries: counted.entries, objects: sizes.size, size: counted.size };
+  for (const k of ['entries', 'objects', 'size'] as const) {
+    if (declared[k] !== actual[k]) problems.push({ kind: 'bad-size', subject, detail: `the environment declares ${k} ${declared[k]}, the manifest has ${actual[k]}` });
+  }
+  return problems;
+}
+
+/** Missing objects listed one by one per layer; the rest are counted. */
+const MAX_PER_LAYER = 20;
 
 
 /** Files hashed through the owners' helper at once, at most this many (memory per queued file). */

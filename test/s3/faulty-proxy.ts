@@ -2,7 +2,8 @@
  * A loopback HTTP proxy in front of an S3 server that injects the failures real networks and S3
  * produce: 500 and 503 SlowDown answers, connection resets (before the request reaches the server,
  * or after it was applied and before the client hears back), slow answers, truncated bodies, and
- * bodies that stall half-way with the connection left open (only the client's idle timeout helps).
+ * bodies that stall half-way with the connection left open (only the client's idle timeout helps),
+ * and requests never answered at all, the connection left open (a server stopped with SIGSTOP).
  * Faults follow a fixed schedule (request n gets schedule[n]) or seeded probabilities, so every run
  * injects the same faults. Bounded (maxFaults) and self-stopping (lifetimeMs), so a forgotten proxy
  * neither fails a whole suite nor keeps the test runner alive. It also logs every request, which
@@ -17,7 +18,7 @@ import { createServer, request as httpRequest, type IncomingMessage, type Server
 import type { AddressInfo } from 'node:net';
 import { rng } from '../helpers/rng.js';
 
-export const FAULTS = ['status500', 'status503', 'reset', 'reset-after', 'slow', 'truncate', 'stall'] as const;
+export const FAULTS = ['status500', 'status503', 'reset', 'reset-after', 'slow', 'truncate', 'stall', 'silent'] as const;
 export type Fault = (typeof FAULTS)[number];
 
 export interface RequestInfo {
@@ -216,6 +217,10 @@ export async function startFaultyProxy(upstream: string, plan: FaultPlan = {}, o
         return;
       case 'reset':
         req.socket.destroy();
+        return;
+      case 'silent':
+        // read and forgotten: no status line, no reset, until the client gives up or the proxy stops
+        req.resume();
         return;
       case 'slow': {
         req.pause();

@@ -1,0 +1,131 @@
+/**
+ * The store is private to its owner. Layers hold what their authors put there: setuid-root files,
+ * device nodes, files of the sandboxes' ids. Reachable by other host users, any of them becomes
+ * root (or a sandbox's uid) or writes to a device (issue 14). So, as Docker and containerd do with
+ * their state directories, nobody else may traverse the store's root:
+ *
+ *   <store>/            0700 + an ACL granting search (x) to the sandboxes' root uid, which the
+ *                       holder runs as when it mounts layers and uppers from beneath (shown 0710:
+ *                       the ACL mask sits in the group bits); where the file system has no ACLs,
+ *                       0711 and a warning
+ *   layers/ sandboxes/  0711: the holder walks through them to the layer and sandbox dirs
+ *   everything else     0700: only the owner (and its lay-out helper) ever reads it
+ *
+ * The root is made with mode 0700 by its first mkdir (never a wider window), and checked on every
+ * command that touches the store: a store of our own with looser modes (one made before this
+ * rule) is fixed in place, someone else's is refused with a hint.
+ */
+import { chmod, lstat, mkdir, stat } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import { MinisandboxError } from '../errors.js';
+import { resolveIdMap } from '../sandbox/subid.js';
+import { isErrno } from '../util/fs.js';
+import { FsmetaStream } from './fsmeta.js';
+import type { StorePaths } from './paths.js';
+
+/** Subdirectories the sandboxes' ids must walk through. */
+const SEARCHABLE = ['layers', 'sandboxes'];
+/** Subdirectories only the owner reads (created here so that none starts wider). */
+const OWNER_ONLY = ['links', 'manifests', 'indexes', 'envs', 'refs', 'leases', 'tmp', 'logs'];
+
+/** The store's root is someone else's and lets others in: we may not fix it. */
+export class StoreNotPrivateError extends MinisandboxError {
+  constructor(root: string, why: string, hint: string) {
+    super('STORE_NOT_PRIVATE', `store ${root} ${why}`, { hint });
+  }
+}
+
+const prepared = new WeakMap<StorePaths, Promise<void>>();
+
+/** Makes (or checks and fixes) the store's modes, once per StorePaths in this process. */
+export function ensurePrivateStore(store: StorePaths, warn: (message: string) => void = defaultWarn): Promise<void> {
+  let p = prepared.get(store);
+  if (p === undefined) {
+    p = makePrivate(store.root, warn);
+    prepared.set(store, p);
+    p.catch(() => prepared.delete(store));
+  }
+  return p;
+}
+
+function defaultWarn(message: string): void {
+  process.emitWarning(message, 'MinisandboxWarning');
+}
+
+async function makePrivate(root: string, warn: (message: string) => void): Promise<void> {
+  await mkdir(dirname(root), { recursive: true });
+  try {
+    await mkdir(root, { mode: 0o700 });
+  } catch (e) {
+    if (!isErrno(e, 'EEXIST')) throw e;
+  }
+  const st = await stat(root);
+  if (!st.isDirectory()) throw new StoreNotPrivateError(root, 'is not a directory', 'pass --store a directory (or a path that does not exist yet)');
+  const me = process.getuid?.() ?? 0;
+  if (st.uid !== me) {
+    // Someone else's store (root included) is its owner's to fix: its ACL names the owner's
+    // sandbox ids, not ours. Used as it is when private, refused when open.
+    const mode = st.mode & 0o777;
+    if (mode !== 0o700 && mode !== 0o710 && mode !== 0o711) {
+      throw new StoreNotPrivateError(root, `belongs to uid ${st.uid} and is open to others (mode ${mode.toString(8)})`, `use a store of your own (--store), or have its owner run a minisandbox command on it once (which makes it private), or \`chmod 700 ${root}\``);
+    }
+    return;
+  }
+  const rootMode = st.mode & 0o7777;
+  // 0710: private, with our ACL; 0711: a file system without ACLs (warned when it was set)
+  if (rootMode !== 0o710 && rootMode !== 0o711) {
+    // Close the root first (a store made before this rule was open to all), then let the sandboxes' root uid search it.
+    await chmod(root, 0o700);
+    await grantSandboxSearch(root, warn);
+    if ((rootMode & 0o077) !== 0) warn(`store ${root} was open to other users (mode ${rootMode.toString(8)}); made it private (see README: Store)`);
+  }
+  for (const d of [...SEARCHABLE, ...OWNER_ONLY]) {
+    const want = SEARCHABLE.includes(d) ? 0o711 : 0o700;
+    const p = join(root, d);
+    try {
+      await mkdir(p, { mode: want });
+      continue;
+    } catch (e) {
+      if (!isErrno(e, 'EEXIST')) throw e;
+    }
+    const s = await lstat(p);
+    if (s.isDirectory() && (s.mode & 0o7777) !== want && (s.uid === me || me === 0)) await chmod(p, want);
+  }
+}
+
+/**
+ * POSIX ACL (system.posix_acl_access, format of linux/posix_acl_xattr.h): owner rwx, the
+ * sandboxes' root uid --x, group and others nothing, mask --x.
+ */
+export function searchAcl(uid: number): Buffer {
+  const entries: Array<[tag: number, perm: number, id: number]> = [
+    [0x01, 7, 0xffffffff], // ACL_USER_OBJ
+    [0x02, 1, uid], // ACL_USER
+    [0x04, 0, 0xffffffff], // ACL_GROUP_OBJ
+    [0x10, 1, 0xffffffff], // ACL_MASK
+    [0x20, 0, 0xffffffff], // ACL_OTHER
+  ];
+  const b = Buffer.alloc(4 + 8 * entries.length);
+  b.writeUInt32LE(2, 0);
+  entries.forEach(([tag, perm, id], i) => {
+    b.writeUInt16LE(tag, 4 + 8 * i);
+    b.writeUInt16LE(perm, 6 + 8 * i);
+    b.writeUInt32LE(id, 8 + 8 * i);
+  });
+  return b;
+}
+
+async function grantSandboxSearch(root: string, warn: (message: string) => void): Promise<void> {
+  // Without a subordinate range no sandbox runs here: the root stays 0700.
+  const idMap = await resolveIdMap().catch(() => undefined);
+  if (idMap === undefined) return;
+  const helper = await FsmetaStream.start(root);
+  helper.setxattr(root, 'system.posix_acl_access', searchAcl(idMap.uidStart));
+  try {
+    await helper.close();
+  } catch (e) {
+    if (!/Operation not supported|EOPNOTSUPP/.test(String(e))) throw e;
+    await chmod(root, 0o711);
+    warn(`store ${root}: its file system has no POSIX ACLs, so the root is 0711 (others may pass through to names they know); put the store on ext4, xfs, btrfs or tmpfs to make it private`);
+  }
+}
