@@ -12,7 +12,7 @@ import { dirname, join } from 'node:path';
 import { InvalidInputError, MinisandboxError, NotFoundError } from '../errors.js';
 import { isErrno } from '../util/fs.js';
 import { runGit } from '../util/git.js';
-import type { InstanceRecipe, RepoSource } from './schema.js';
+import type { HistoryRecipe, InstanceRecipe, RepoSource } from './schema.js';
 
 export interface CheckoutOptions {
   /** A local working repository, a bare mirror, or a URL git can fetch from. */
@@ -55,11 +55,15 @@ async function ensureEmptyDir(dir: string): Promise<void> {
   }
 }
 
-/** Fetches exactly `commit` (and so its ancestry only) from `from` into `refs/heads/<branch>` of `repo`. */
-async function fetchCommit(repo: string, from: string, commit: string, branch: string): Promise<void> {
+/**
+ * Fetches exactly `commit` (and so its ancestry only) from `from` into `refs/heads/<branch>` of `repo`.
+ * `deterministic`: the source packs with one thread, so the same source gives the same pack bytes
+ * (threaded delta search may pick other deltas on each run).
+ */
+async function fetchCommit(repo: string, from: string, commit: string, branch: string, deterministic = false): Promise<void> {
   // Protocol v2 serves any reachable commit; the v0 fallback needs allowAnySHA1InWant, and a source
   // owned by another user needs safe.directory. Both apply to a local upload-pack only.
-  const uploadPack = "git -c uploadpack.allowAnySHA1InWant=true -c safe.directory='*' upload-pack";
+  const uploadPack = `git -c uploadpack.allowAnySHA1InWant=true -c safe.directory='*'${deterministic ? ' -c pack.threads=1' : ''} upload-pack`;
   try {
     await git(['-C', repo, 'fetch', '-q', '--no-tags', '--no-write-fetch-head', '--update-head-ok', '--upload-pack', uploadPack, from, `${commit}:refs/heads/${branch}`]);
   } catch (e) {
@@ -70,10 +74,24 @@ async function fetchCommit(repo: string, from: string, commit: string, branch: s
   }
 }
 
-/** Drops reflogs and whatever is unreachable, and repacks (only local objects: `gc` repacks with -l). */
+/**
+ * Drops reflogs and whatever is unreachable, and repacks (only local objects: `gc` repacks with -l),
+ * with one thread so that the same objects give the same pack bytes.
+ */
 async function scrub(gitDir: string): Promise<void> {
   await git(['--git-dir', gitDir, 'reflog', 'expire', '--expire=now', '--all']);
-  await git(['--git-dir', gitDir, 'gc', '-q', '--prune=now']);
+  await git(['--git-dir', gitDir, '-c', 'pack.threads=1', 'gc', '-q', '--prune=now']);
+  for (const f of ['ORIG_HEAD', 'FETCH_HEAD', 'logs', 'hooks']) await rm(join(gitDir, f), { recursive: true, force: true });
+}
+
+/**
+ * What a fresh checkout needs instead of scrub: it fetched one commit into an empty repository,
+ * which transfers only objects reachable from that commit, so nothing is unreachable and there is
+ * nothing to repack. `gc` here walked every object of the whole history (its repack, prune and
+ * commit-graph enumerate all reachable objects, alternates' included): tens of seconds on a
+ * Django-sized history for nothing.
+ */
+async function scrubFresh(gitDir: string): Promise<void> {
   for (const f of ['ORIG_HEAD', 'FETCH_HEAD', 'logs', 'hooks']) await rm(join(gitDir, f), { recursive: true, force: true });
 }
 
@@ -91,7 +109,7 @@ export async function checkoutAtCommit(opts: CheckoutOptions): Promise<void> {
   }
   await fetchCommit(t, from, opts.commit, branch);
   await git(['-C', t, 'reset', '-q', '--hard', branch]);
-  await scrub(join(t, '.git'));
+  await scrubFresh(join(t, '.git'));
   if (opts.sharedHistory?.objectsAtRuntime !== undefined) await writeFile(alternates, `${opts.sharedHistory.objectsAtRuntime}\n`);
 }
 
@@ -108,7 +126,7 @@ export async function makeSharedHistory(source: RepoSource, commits: readonly st
   await ensureEmptyDir(target);
   await git(['init', '-q', '--bare', '--template=', '-b', 'history', target]);
   // Fetch every commit first (merge-base needs them locally), then keep only the merge base.
-  for (const [i, c] of commits.entries()) await fetchCommit(target, from, c, `c${i}`);
+  for (const [i, c] of commits.entries()) await fetchCommit(target, from, c, `c${i}`, true);
   let base: string;
   try {
     base = (await git(['--git-dir', target, 'merge-base', '--octopus', ...commits])).trim();
@@ -144,9 +162,9 @@ export async function hasObject(repo: string, oid: string): Promise<boolean> {
 }
 
 /**
- * A host cache of history stores, one per base commit, so that many instance builds of a repo
- * make the store once and copy it (which also makes every copy byte-identical). Built under a
- * temporary name and renamed into place: concurrent builders race harmlessly.
+ * A host cache of history stores, one per base commit, so that many builds of a repository's
+ * history layer make the store once and copy it (which also makes every copy byte-identical).
+ * Built under a temporary name and renamed into place: concurrent builders race harmlessly.
  */
 async function cachedHistory(source: RepoSource, base: string, cacheDir: string): Promise<string> {
   const final = join(cacheDir, `${base}.git`);
@@ -166,26 +184,38 @@ async function cachedHistory(source: RepoSource, base: string, cacheDir: string)
 }
 
 /**
- * The host-side part of building an instance layer: into `root` (the layer's upper directory),
- * the shared history store (if the recipe has one) and the checkout at `workdir`, which borrows
- * from the store at the path the sandbox will see. Post-checkout commands run afterwards, in the
- * sandbox (instanceBuildScript). `historyCache`: a host directory where history stores are made
- * once and copied from (recommended for dataset builds).
+ * The content of a history layer: into `root` (the layer's directory), the bare repository of
+ * `recipe.base` and its ancestry at `recipe.path`. `historyCache`: a host directory where stores
+ * are made once and copied from (recommended for dataset builds: one per env and repository).
  */
-export async function checkoutInstance(recipe: InstanceRecipe, root: string, opts: { historyCache?: string } = {}): Promise<void> {
+export async function makeHistoryLayer(recipe: HistoryRecipe, root: string, opts: { historyCache?: string } = {}): Promise<void> {
+  const store = join(root, recipe.path);
+  if (opts.historyCache === undefined) {
+    await makeSharedHistory(recipe.repo, [recipe.base], store);
+    return;
+  }
+  await mkdir(dirname(store), { recursive: true });
+  await cp(await cachedHistory(recipe.repo, recipe.base, opts.historyCache), store, { recursive: true, preserveTimestamps: true });
+}
+
+/**
+ * The host-side part of building an instance layer: into `root` (the layer's upper directory),
+ * the checkout at `workdir`. With a shared history (recipe.history), `historyObjects` is the
+ * objects directory of that history's store as the host sees it now (the laid-out history layer
+ * below); the checkout borrows from it, fetches only its own new objects, and its alternates
+ * name the path the sandbox will see. Post-checkout commands run afterwards, in the sandbox
+ * (instanceBuildScript).
+ */
+export async function checkoutInstance(recipe: InstanceRecipe, root: string, opts: { historyObjects?: string } = {}): Promise<void> {
   const target = join(root, recipe.workdir);
   if (recipe.history === undefined) {
     await checkoutAtCommit({ source: recipe.repo, commit: recipe.commit, target });
     return;
   }
-  const store = join(root, recipe.history.path);
-  if (opts.historyCache === undefined) {
-    await makeSharedHistory(recipe.repo, [recipe.history.base], store);
-  } else {
-    await mkdir(dirname(store), { recursive: true });
-    await cp(await cachedHistory(recipe.repo, recipe.history.base, opts.historyCache), store, { recursive: true, preserveTimestamps: true });
+  if (opts.historyObjects === undefined) {
+    throw new InvalidInputError(`instance ${recipe.name ?? recipe.commit} has a shared history but no history store was given`, 'build it on its history layer (plans do: planDataset)');
   }
-  await checkoutAtCommit({ source: recipe.repo, commit: recipe.commit, target, sharedHistory: { objects: join(store, 'objects') } });
+  await checkoutAtCommit({ source: recipe.repo, commit: recipe.commit, target, sharedHistory: { objects: opts.historyObjects } });
   // A base that is not an ancestor of the commit would put another line of history (maybe this
   // instance's future) in the store: refuse it.
   const isAncestor = await git(['-C', target, 'merge-base', '--is-ancestor', recipe.history.base, 'HEAD']).then(

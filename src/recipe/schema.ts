@@ -131,7 +131,24 @@ export const InstanceRecipeSchema = z.strictObject({
 });
 export type InstanceRecipe = z.output<typeof InstanceRecipeSchema>;
 
-export const RecipeSchema = z.discriminatedUnion('kind', [BaseRecipeSchema, EnvRecipeSchema, InstanceRecipeSchema]);
+/**
+ * The history a repository's instances share, as a layer of its own between their env and their
+ * instance layers: a bare repository at `path` holding `base` and its ancestry (makeSharedHistory).
+ * Plans make these from datasets (one per env and repository); instance layers above it borrow its
+ * objects through git's alternates and add only their own commits.
+ */
+export const HistoryRecipeSchema = z.strictObject({
+  kind: z.literal('history'),
+  name: z.string().optional(),
+  parent: ParentSchema,
+  repoName: z.string().min(1).optional(),
+  repo: RepoSourceSchema,
+  base: CommitSchema,
+  path: AbsolutePathSchema,
+});
+export type HistoryRecipe = z.output<typeof HistoryRecipeSchema>;
+
+export const RecipeSchema = z.discriminatedUnion('kind', [BaseRecipeSchema, EnvRecipeSchema, InstanceRecipeSchema, HistoryRecipeSchema]);
 export type Recipe = z.output<typeof RecipeSchema>;
 export type RecipeKind = Recipe['kind'];
-export const RECIPE_KINDS = ['base', 'env', 'instance'] as const satisfies readonly RecipeKind[];
+export const RECIPE_KINDS = ['base', 'env', 'history', 'instance'] as const satisfies readonly RecipeKind[];
