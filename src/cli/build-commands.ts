@@ -4,6 +4,9 @@ import { join } from 'node:path';
 import { executePlan, type SummaryRow } from '../build/execute.js';
 import { datasetNameFromFile, defaultRepoSource, planCounts, planDataset, planRecipe } from '../build/plan.js';
 import { parseShard } from '../build/plan-shard.js';
+import { computeHistoryBases } from '../build/plan-history.js';
+import { selectInstances } from '../dataset/select.js';
+import { addSelectionOptions, type SelectionFlags, selectionFrom } from './select-options.js';
 import { PhaseClock } from '../build/phases.js';
 import { MinisandboxError } from '../errors.js';
 import { loadDataset } from '../dataset/read.js';
@@ -15,7 +18,7 @@ import { EXIT, table } from './output.js';
 
 type Globals = () => GlobalOptions;
 
-interface BuildOpts {
+interface BuildOpts extends SelectionFlags {
   specs?: string;
   repos?: string;
   jobs: string;
@@ -30,7 +33,7 @@ interface BuildOpts {
 }
 
 export function registerBuildCommands(program: Command, globals: Globals, setExit: (code: number) => void): void {
-  program
+  const cmd = program
     .command('build')
     .description('build a dataset (JSONL/JSON rows + --specs) or one recipe (YAML/JSON) into layers; cached keys are not rebuilt')
     .argument('<dataset-or-recipe>')
@@ -44,8 +47,8 @@ export function registerBuildCommands(program: Command, globals: Globals, setExi
     .option('--tag <ref>', 'tag for a single recipe build')
     .option('--log-dir <dir>', 'where per-node build logs go (default: <store>/logs/<dataset>)')
     .option('--timeout <duration>', 'limit for one node\'s build commands', '2h')
-    .option('--ram-upper <size|auto>', 'RAM each build sandbox writes into (a tmpfs; a build that outgrows it runs again on disk); auto: half the available memory / jobs; 0: on disk', 'auto')
-    .action(async (input: string, o: BuildOpts) => {
+    .option('--ram-upper <size|auto>', 'RAM each build sandbox writes into (a tmpfs; a build that outgrows it runs again on disk); auto: half the available memory / jobs; 0: on disk', 'auto');
+  addSelectionOptions(cmd).action(async (input: string, o: BuildOpts) => {
       // performance.now() counts from process start: node's boot, module loading, option parsing
       const cli = new PhaseClock();
       cli.add('cli-start', performance.now());
@@ -55,13 +58,18 @@ export function registerBuildCommands(program: Command, globals: Globals, setExi
       let plan;
       if (isDataset) {
         const specs = await loadSpecs(o.specs!);
-        const rows = await loadDataset(input);
+        const all = await loadDataset(input);
+        const rows = selectInstances(all, await selectionFrom(o), (r) => r.row.instance_id);
+        const repoSource = defaultRepoSource(o.repos);
         plan = planDataset({
           dataset: o.dataset ?? datasetNameFromFile(input),
           rows,
           specs,
-          repoSource: defaultRepoSource(o.repos),
+          repoSource,
           ...(o.shard !== undefined ? { shard: parseShard(o.shard) } : {}),
+          // From every row, not the selection or the shard: the history layer and the instance
+          // keys are then the same whichever part of the dataset a run builds.
+          historyBases: await computeHistoryBases(all, repoSource),
         });
       } else {
         if (/\.(jsonl)$/.test(input)) throw new MinisandboxError('USAGE', 'building a dataset needs --specs FILE', { hint: 'minisandbox build DATASET.jsonl --specs specs.yaml' });
@@ -71,7 +79,7 @@ export function registerBuildCommands(program: Command, globals: Globals, setExi
       cli.add('plan', performance.now() - tPlan);
       const counts = planCounts(plan);
       const logDir = o.logDir ?? join(ctx.store.root, 'logs', plan.dataset === '' ? 'recipes' : plan.dataset);
-      ctx.out.progress({ phase: 'plan', ...counts, message: `plan: ${counts.base} base, ${counts.env} env, ${counts.instance} instance node(s)` });
+      ctx.out.progress({ phase: 'plan', ...counts, message: `plan: ${counts.base} base, ${counts.env} env, ${counts.history} history, ${counts.instance} instance node(s)` });
       await cli.time('reap-stale', () => reapStale(ctx.store));
       const abort = new AbortController();
       const onSig = (): void => abort.abort();

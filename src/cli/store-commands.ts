@@ -14,6 +14,8 @@ import { storeOwners } from '../store/owners.js';
 import { prefetch } from '../store/prefetch.js';
 import { datasetNameFromFile } from '../build/plan.js';
 import { loadDataset } from '../dataset/read.js';
+import { selectInstances } from '../dataset/select.js';
+import { addSelectionOptions, type SelectionFlags, selectionFrom } from './select-options.js';
 import { copyRefs, parseCopyRefs } from '../registry/copy.js';
 import { openRegistry } from '../registry/open.js';
 import { hostIdShift, reapStale } from '../runtime/open.js';
@@ -89,7 +91,7 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
       ctx.out.result({ ref, dir, ...r }, () => `exported ${ref} to ${dir}: ${r.entries} entries`);
     });
 
-  program
+  const pull = program
     .command('pull')
     .description("bring environments into this node's store: refs, or every instance of a dataset")
     .argument('[refs...]')
@@ -97,13 +99,15 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
     .option('--dataset-name <name>', 'tag prefix for --dataset (default: from the file name)')
     .option('--jobs <n>', 'environments pulled at once', '4')
     .option('--io-budget <size>', 'compressed bytes being fetched at once, across all pulls', '512m')
-    .option('--id-shift <n|auto>', 'owner shift of laid-out layers; auto: what this host\'s sandboxes use', 'auto')
-    .action(async (refs: string[], o: { dataset?: string; datasetName?: string; jobs: string; ioBudget: string; idShift: string }) => {
+    .option('--id-shift <n|auto>', 'owner shift of laid-out layers; auto: what this host\'s sandboxes use', 'auto');
+  addSelectionOptions(pull).action(async (refs: string[], o: SelectionFlags & { dataset?: string; datasetName?: string; jobs: string; ioBudget: string; idShift: string }) => {
       const ctx = makeContext(globals());
       const all = [...refs];
+      const selection = await selectionFrom(o);
+      if (selection !== null && o.dataset === undefined) throw new MinisandboxError('USAGE', '--instances picks instances of a dataset', { hint: 'minisandbox pull --dataset FILE --instances ID[,ID...]' });
       if (o.dataset !== undefined) {
         const name = o.datasetName ?? datasetNameFromFile(o.dataset);
-        for (const r of await loadDataset(o.dataset)) all.push(`${name}/${r.row.instance_id}`);
+        for (const r of selectInstances(await loadDataset(o.dataset), selection, (x) => x.row.instance_id)) all.push(`${name}/${r.row.instance_id}`);
       }
       if (all.length === 0) throw new MinisandboxError('USAGE', 'pull needs refs or --dataset FILE', { hint: 'minisandbox pull REF... | minisandbox pull --dataset FILE' });
       const idShift = o.idShift === 'auto' ? await hostIdShift() : Number.parseInt(o.idShift, 10);

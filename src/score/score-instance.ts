@@ -7,7 +7,7 @@ import { errorMessage, InvalidInputError } from '../errors.js';
 import { gitDirWrite } from './diff-files.js';
 import { makeEvalScript } from './eval-script.js';
 import { APPLY_PATCH_FAIL } from './markers.js';
-import { gradeTests, resolutionStatus } from './grading.js';
+import { gradeTests, namesMatchedByOtherSpelling, resolutionStatus } from './grading.js';
 import { parseScoreInstance, type ScoreInstance, type ScoreInstanceInput } from './instance.js';
 import { analyzeLog, statusMapOf } from './log-analysis.js';
 import { getParser } from './parsers/registry.js';
@@ -96,6 +96,7 @@ export async function scoreInstance(
 
   const graded = status === 'completed';
   const testsStatus = graded ? gradeTests(statusMap, instance) : undefined;
+  const otherSpelling = graded ? namesMatchedByOtherSpelling(statusMap, instance) : [];
   const resolved = testsStatus !== undefined && resolutionStatus(testsStatus) === 'RESOLVED_FULL';
   const report: InstanceReport = {
     patch_is_None: patch === null,
@@ -112,6 +113,7 @@ export async function scoreInstance(
     applied_with: analysis.appliedWith,
     report,
     runner: { status: run.status, exit_code: run.exitCode, truncated: run.truncated, duration_ms: Math.round(durationMs) },
+    ...(otherSpelling.length > 0 ? { other_spelling: otherSpelling } : {}),
     ...(error === undefined ? {} : { error }),
   };
   return { result, log, script };
