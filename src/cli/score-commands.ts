@@ -1,6 +1,6 @@
 /** `score` and `validate`: SWE-bench grading in fresh sandboxes of each instance's environment. */
 import { readFile } from 'node:fs/promises';
-import { resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { datasetNameFromFile } from '../build/plan.js';
 import { loadDataset } from '../dataset/read.js';
@@ -13,12 +13,15 @@ import { type Prediction, parsePredictions } from '../score/predictions.js';
 import { scoreRun } from '../score/score-run.js';
 import type { ScoreInstance } from '../score/instance.js';
 import { validateInstances } from '../score/validate.js';
+import { formatFailure } from '../score/diagnose.js';
+import { selectInstances } from '../dataset/select.js';
+import { addSelectionOptions, type SelectionFlags, selectionFrom } from './select-options.js';
 import { type GlobalOptions, makeContext, parseSize } from './context.js';
 import { EXIT } from './output.js';
 
 type Globals = () => GlobalOptions;
 
-interface Common {
+interface Common extends SelectionFlags {
   specs: string;
   dataset?: string;
   jobs: string;
@@ -29,7 +32,7 @@ interface Common {
 async function prepare(datasetFile: string, o: Common, globals: Globals) {
   const ctx = makeContext(globals());
   const specs = await loadSpecs(o.specs);
-  const located = await loadDataset(datasetFile);
+  const located = selectInstances(await loadDataset(datasetFile), await selectionFrom(o), (r) => r.row.instance_id);
   const rows = located.map((r) => r.row);
   const where = new Map(located.map((r) => [r.row.instance_id, r.where]));
   const dataset = o.dataset ?? datasetNameFromFile(datasetFile);
@@ -40,11 +43,11 @@ async function prepare(datasetFile: string, o: Common, globals: Globals) {
   const jobs = Math.max(1, Number.parseInt(o.jobs, 10) || 1);
   const timeoutS = Number(o.timeout);
   if (!(timeoutS > 0)) throw new InvalidInputError(`--timeout must be a positive number of seconds, not ${o.timeout}`);
-  return { ctx, rows, specLookup, runnerFactory, jobs, timeoutS };
+  return { ctx, rows, specLookup, runnerFactory, jobs, timeoutS, dataset };
 }
 
 export function registerScoreCommands(program: Command, globals: Globals, setExit: (code: number) => void): void {
-  program
+  const score = program
     .command('score')
     .description("grade predictions as the SWE-bench harness does, each in a fresh sandbox of the instance's environment (network off)")
     .argument('<dataset>', 'SWE-bench JSONL/JSON rows (tags are <dataset>/<instance_id>)')
@@ -56,12 +59,16 @@ export function registerScoreCommands(program: Command, globals: Globals, setExi
     .option('--timeout <seconds>', 'limit for one instance\'s eval script', '1800')
     .option('--report-dir <dir>', 'where reports go', 'logs/run_evaluation')
     .option('--memory <size>', 'memory limit per eval sandbox')
-    .action(async (datasetFile: string, o: Common & { predictions: string; runId: string; reportDir: string }) => {
+    .option('--force', 'grade again the instances this run id already has results for');
+  addSelectionOptions(score).action(async (datasetFile: string, o: Common & { predictions: string; runId: string; reportDir: string; force?: boolean }) => {
       const { ctx, rows, specLookup, runnerFactory, jobs, timeoutS } = await prepare(datasetFile, o, globals);
-      const predictions: Prediction[] =
+      const selected = new Set(rows.map((r) => r.instance_id));
+      const all: Prediction[] =
         o.predictions === 'gold'
           ? rows.map((r) => ({ instance_id: r.instance_id, model_patch: r.patch, model_name_or_path: 'gold' }))
           : parsePredictions(await readFile(o.predictions, 'utf8'), o.predictions);
+      // With a selection, predictions of other instances are not part of this run.
+      const predictions = o.instances !== undefined || o.instancesFile !== undefined || o.instancesRegex !== undefined ? all.filter((p) => selected.has(p.instance_id)) : all;
       let done = 0;
       const total = predictions.length;
       const r = await scoreRun(rows, predictions, specLookup, runnerFactory, {
@@ -69,24 +76,30 @@ export function registerScoreCommands(program: Command, globals: Globals, setExi
         runId: o.runId,
         reportDir: resolve(o.reportDir),
         timeoutS,
+        force: o.force === true,
         onResult: (res) => {
           done++;
           ctx.out.progress({ instance: res.instance_id, status: res.status, resolved: res.resolved, done, total, message: `score ${done}/${total}: ${res.instance_id} ${res.resolved ? 'resolved' : res.status}` });
         },
       });
       const s = r.summary;
-      ctx.out.result({ summaryPath: r.summaryPath, summary: s, results: r.results }, () =>
+      const otherSpelling = r.results.reduce((n, x) => n + (x.other_spelling?.length ?? 0), 0);
+      if (r.reused.length > 0) ctx.out.progress({ reused: r.reused, runId: o.runId, message: `score: ${r.reused.length} reused from run ${o.runId}; --force to rerun` });
+      ctx.out.result({ summaryPath: r.summaryPath, summary: s, reused: r.reused, failures: r.failures, otherSpellingNames: otherSpelling, results: r.results }, () =>
         [
           ...r.results.map((x) => `${x.instance_id}: ${x.resolved ? 'RESOLVED' : x.status === 'completed' ? 'unresolved' : x.status}`),
+          ...(r.failures.length > 0 ? ['', 'not resolved:', ...r.failures.map((f) => formatFailure(f))] : []),
           '',
           `total ${s.total_instances}, submitted ${s.submitted_instances}, completed ${s.completed_instances}, resolved ${s.resolved_instances}, unresolved ${s.unresolved_instances}, empty patch ${s.empty_patch_instances}, error ${s.error_instances}`,
+          ...(otherSpelling > 0 ? [`${otherSpelling} test name(s) matched by the other unittest spelling (Python <= 3.10 vs >= 3.11; result.json other_spelling)`] : []),
+          ...(r.reused.length > 0 ? [`${r.reused.length} reused from run ${o.runId}; --force to rerun`] : []),
           `report: ${r.summaryPath}`,
         ].join('\n'),
       );
       if (s.error_instances > 0) setExit(EXIT.failed);
     });
 
-  program
+  const validate = program
     .command('validate')
     .description('check every instance: the gold patch resolves and the empty patch does not, on every run; lists failures and flaky instances')
     .argument('<dataset>')
@@ -96,8 +109,9 @@ export function registerScoreCommands(program: Command, globals: Globals, setExi
     .option('--jobs <n>', 'evaluations at once', '1')
     .option('--timeout <seconds>', 'limit for one eval script', '1800')
     .option('--memory <size>', 'memory limit per eval sandbox')
-    .action(async (datasetFile: string, o: Common & { runs: string }) => {
-      const { ctx, rows, specLookup, runnerFactory, jobs, timeoutS } = await prepare(datasetFile, o, globals);
+    .option('--log-dir <dir>', 'where each run\'s eval log goes (default: logs/validate/<dataset>)');
+  addSelectionOptions(validate).action(async (datasetFile: string, o: Common & { runs: string; logDir?: string }) => {
+      const { ctx, rows, specLookup, runnerFactory, jobs, timeoutS, dataset } = await prepare(datasetFile, o, globals);
       const runs = Math.max(1, Number.parseInt(o.runs, 10) || 1);
       let done = 0;
       const total = rows.length * 2 * runs;
@@ -105,6 +119,7 @@ export function registerScoreCommands(program: Command, globals: Globals, setExi
         runs,
         jobs,
         timeoutS,
+        logDir: resolve(o.logDir ?? join('logs', 'validate', dataset)),
         onObservation: (x) => {
           done++;
           ctx.out.progress({ instance: x.instance_id, kind: x.kind, run: x.run, resolved: x.result.resolved, done, total, message: `validate ${done}/${total}: ${x.instance_id} ${x.kind} run ${x.run + 1}: ${x.result.resolved ? 'resolved' : x.result.status}` });
@@ -118,7 +133,10 @@ export function registerScoreCommands(program: Command, globals: Globals, setExi
           report.empty_resolved_ids.length ? `empty patch resolves (tests do not test the fix): ${report.empty_resolved_ids.join(', ')}` : '',
           report.error_ids.length ? `could not be graded: ${report.error_ids.join(', ')}` : '',
           ...report.flaky.map((f) => `flaky: ${f.instance_id} (${f.kind}): ${f.outcomes.join(', ')}${f.tests.length ? `; tests ${f.tests.join(', ')}` : ''}`),
-        ].filter((l) => l !== '').join('\n'),
+        ]
+          .filter((l) => l !== '')
+          .concat(report.failures.length > 0 ? ['', ...report.failures.map((f) => formatFailure(f))] : [])
+          .join('\n'),
       );
       if (bad > 0) setExit(EXIT.failed);
     });
