@@ -1,7 +1,7 @@
 /**
  * Generates the long-history test project "test/longlib" with `git fast-import`: thousands of
- * commits (default 3000; LONG_COMMITS overrides) over a few hundred files, files renamed and
- * deleted over time, some MB of objects, and 24 "Fix #N:" commits spread across the history
+ * commits (default 3000; LONG_COMMITS overrides) over about 1200 files, edits of a few lines,
+ * files renamed and deleted over time, about 5 MB of packed objects, and 24 "Fix #N:" commits spread across the history
  * (make-dataset.ts turns each into an instance at its parent). Shell project like recipes/test:
  * `sh run_tests.sh [files]` prints pytest -rA style lines, runnable with busybox sh.
  * Deterministic: the same commits every run (fixed seed, dates and identities).
@@ -55,7 +55,21 @@ function main(): void {
   const rand = rng(15);
   const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rand() * xs.length)]!;
   const words = Array.from({ length: 3000 }, (_, i) => `w${(i * 7919).toString(36)}`);
-  const text = (lines: number): string => `${Array.from({ length: lines }, () => Array.from({ length: 10 }, () => pick(words)).join(' ')).join('\n')}\n`;
+  const line = (): string => Array.from({ length: 10 }, () => pick(words)).join(' ');
+  const text = (lines: number): string[] => Array.from({ length: lines }, line);
+  // Every file's lines: an edit changes a few of them, as real commits do (so history deltas well).
+  const content = new Map<string, string[]>();
+  const put = (path: string, lines: string[]): void => {
+    content.set(path, lines);
+    file(path, `${lines.join('\n')}\n`);
+  };
+  const edit = (path: string): void => {
+    const lines = [...content.get(path)!];
+    const n = 1 + Math.floor(rand() * 3);
+    for (let i = 0; i < n; i++) lines[Math.floor(rand() * lines.length)] = line();
+    if (rand() < 0.3) lines.splice(Math.floor(rand() * lines.length), 0, line());
+    put(path, lines);
+  };
   const chunks: string[] = [];
   const file = (path: string, body: string): void => void chunks.push(`M 100644 inline ${path}\ndata ${Buffer.byteLength(body)}\n${body}`);
   const live: string[] = [];
@@ -78,10 +92,10 @@ function main(): void {
       file('lib.sh', LIB);
       file('lib/base.sh', 'add() { echo $(($1 + $2)); }\n');
       file('tests/test_base.sh', 'test_add() { [ "$(add 2 3)" = 5 ]; }\n');
-      for (let i = 0; i < 300; i++) {
+      for (let i = 0; i < 1200; i++) {
         const p = `src/m${i % 12}/f${nextFile++}.txt`;
         live.push(p);
-        file(p, text(20 + Math.floor(rand() * 40)));
+        put(p, text(20 + Math.floor(rand() * 40)));
       }
       continue;
     }
@@ -93,22 +107,25 @@ function main(): void {
       continue;
     }
     // Ordinary history: edits, now and then a new file, a rename, a deletion, a larger data file.
-    const edits = 1 + Math.floor(rand() * 3);
-    for (let e = 0; e < edits; e++) file(pick(live), text(20 + Math.floor(rand() * 40)));
+    const edits = 1 + Math.floor(rand() * 2);
+    for (let e = 0; e < edits; e++) edit(pick(live));
     if (c % 23 === 0) {
       const p = `src/m${Math.floor(rand() * 12)}/f${nextFile++}.txt`;
       live.push(p);
-      file(p, text(30));
+      put(p, text(30));
     }
     if (c % 37 === 0 && live.length > 50) {
       const i = Math.floor(rand() * live.length);
       const to = `src/moved/m${c}/${live[i]!.split('/').at(-1)!}`;
       chunks.push(`R ${live[i]} ${to}\n`);
+      content.set(to, content.get(live[i]!)!);
+      content.delete(live[i]!);
       live[i] = to;
     }
     if (c % 53 === 0 && live.length > 50) {
       const i = Math.floor(rand() * live.length);
       chunks.push(`D ${live[i]}\n`);
+      content.delete(live[i]!);
       live.splice(i, 1);
     }
     if (c % 40 === 0) {
@@ -119,6 +136,8 @@ function main(): void {
     }
   }
   execFileSync('git', ['-C', out, 'fast-import', '--quiet'], { input: chunks.join(''), env: GIT_ENV, maxBuffer: 1 << 30 });
+  // fast-import deltas poorly (11 MB here); a mirror is packed like this (5 MB).
+  execFileSync('git', ['-C', out, 'repack', '-adfq'], { env: GIT_ENV });
   execFileSync('git', ['-C', out, 'reset', '-q', '--hard', 'main'], { env: GIT_ENV });
 }
 

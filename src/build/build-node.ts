@@ -298,7 +298,7 @@ export async function buildInstance(recipe: InstanceRecipe, parent: Parent, ctx:
     await mkdir(dirname(target), { recursive: true });
     const historyObjects = await ctx.clock.time('history-layout', () => historyObjectsOf(recipe, parent, ctx));
     await log(ctx.logPath, `checkout ${JSON.stringify(recipe.repo)} at ${recipe.commit} into ${recipe.workdir}${recipe.history ? ` borrowing history up to ${recipe.history.base} from ${recipe.history.path}` : ''}`);
-    await ctx.clock.time('checkout', () => checkoutInstance(recipe, root, historyObjects === undefined ? {} : { historyObjects }));
+    await ctx.clock.time('checkout', () => checkoutInstance(recipe, root, historyObjects === undefined ? {} : { historyObjects, historyCache: join(ctx.store.root, 'history-cache') }));
     const hasCommands = recipe.commands.length > 0;
     const checkout = await pushTimed(ctx, root, { parent, config, ...(hasCommands ? {} : { tag }) });
     if (!hasCommands) return checkout.env;

@@ -34,7 +34,7 @@ import { parseRefName } from '../registry/registry.js';
 import type { LocatedRow } from '../dataset/row.js';
 import { lookupSpec, type Specs } from '../dataset/specs.js';
 import { type Shard, WHOLE, selectShard } from './plan-shard.js';
-import { historyPath } from './plan-history.js';
+import { historyPath, type RepoHistory } from './plan-history.js';
 
 /** What scoring needs from the specs, carried on instance nodes for the environment's runtime config. */
 export interface InstanceTest {
@@ -84,6 +84,11 @@ export interface DatasetPlanInput {
   shard?: Shard;
   /** repo -> shared history base (computeHistoryBases); repos not in it get plain checkouts. */
   historyBases?: ReadonlyMap<string, string>;
+  /**
+   * repo -> shared history base and segments (computeRepoHistories; wins over historyBases):
+   * instances then also share the history between the base and their commits, segment by segment.
+   */
+  histories?: ReadonlyMap<string, RepoHistory>;
 }
 
 /**
@@ -216,10 +221,12 @@ export function planDataset(input: DatasetPlanInput): BuildPlan {
       env: {},
       shell: '/bin/sh',
     };
-    const historyBase = input.historyBases?.get(row.repo);
+    const repoHistory = input.histories?.get(row.repo);
+    const historyBase = repoHistory?.base ?? input.historyBases?.get(row.repo);
     let parent = envId;
     if (historyBase !== undefined) {
-      recipe.history = { base: historyBase, path: historyPath(row.repo) };
+      const segments = repoHistory?.segments.get(row.base_commit);
+      recipe.history = { base: historyBase, path: historyPath(row.repo), ...(segments !== undefined && segments.length > 0 ? { segments: segments.map((x) => ({ commit: x.commit, after: [...x.after] })) } : {}) };
       parent = addHistoryNode(envId, spec.env, row.repo, recipe.repo, historyBase, nodes);
     }
     const normalized = normalizeInstance(recipe);

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { executePlan, type SummaryRow } from '../build/execute.js';
 import { datasetNameFromFile, defaultRepoSource, planCounts, planDataset, planRecipe } from '../build/plan.js';
 import { parseShard } from '../build/plan-shard.js';
-import { computeHistoryBases } from '../build/plan-history.js';
+import { computeRepoHistories } from '../build/plan-history.js';
 import { selectInstances } from '../dataset/select.js';
 import { addSelectionOptions, type SelectionFlags, selectionFrom } from './select-options.js';
 import { PhaseClock } from '../build/phases.js';
@@ -69,7 +69,7 @@ export function registerBuildCommands(program: Command, globals: Globals, setExi
           ...(o.shard !== undefined ? { shard: parseShard(o.shard) } : {}),
           // From every row, not the selection or the shard: the history layer and the instance
           // keys are then the same whichever part of the dataset a run builds.
-          historyBases: await computeHistoryBases(all, repoSource),
+          histories: await computeRepoHistories(all, repoSource),
         });
       } else {
         if (/\.(jsonl)$/.test(input)) throw new MinisandboxError('USAGE', 'building a dataset needs --specs FILE', { hint: 'minisandbox build DATASET.jsonl --specs specs.yaml' });

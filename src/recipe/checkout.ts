@@ -7,8 +7,9 @@
  * FETCH_HEAD/ORIG_HEAD, reflogs and sample hooks are removed and the objects repacked, so no
  * dangling object from the source survives either.
  */
-import { cp, mkdir, mkdtemp, readdir, rename, rm, writeFile } from 'node:fs/promises';
-import { dirname, join } from 'node:path';
+import { createHash } from 'node:crypto';
+import { copyFile, cp, link, mkdir, mkdtemp, readdir, rename, rm, writeFile } from 'node:fs/promises';
+import { basename, dirname, join } from 'node:path';
 import { InvalidInputError, MinisandboxError, NotFoundError } from '../errors.js';
 import { isErrno } from '../util/fs.js';
 import { runGit } from '../util/git.js';
@@ -198,15 +199,93 @@ export async function makeHistoryLayer(recipe: HistoryRecipe, root: string, opts
   await cp(await cachedHistory(recipe.repo, recipe.base, opts.historyCache), store, { recursive: true, preserveTimestamps: true });
 }
 
+type Segment = NonNullable<NonNullable<InstanceRecipe['history']>['segments']>[number];
+
+/**
+ * A pack of the objects reachable from `seg.commit` and not from any of `seg.after`, written as
+ * `<dir>/pack-<hash>.{pack,idx}` by the source repository with one thread, so the same source
+ * gives the same bytes (and the registry one copy). Complete, not thin: it deltas only against
+ * its own objects. Returns the paths of the two files.
+ */
+async function makeSegmentPack(source: RepoSource, seg: Segment, dir: string): Promise<string[]> {
+  if ('url' in source) throw new InvalidInputError(`history segments need a local repository, not ${source.url}`, 'use --repos DIR with mirrors of the repositories');
+  const from = repoSourceLocation(source);
+  await mkdir(dir, { recursive: true });
+  const r = await runGit(['-C', from, '-c', 'pack.threads=1', '-c', 'safe.directory=*', 'pack-objects', '--revs', '-q', join(dir, 'pack')], { input: `${seg.commit}\n${seg.after.map((a) => `^${a}\n`).join('')}` });
+  const hash = r.stdout.trim();
+  if (r.exitCode !== 0 || !/^[0-9a-f]{40,64}$/.test(hash)) {
+    if (/bad revision|unknown revision|bad object/i.test(r.stderr)) throw new NotFoundError(`commit ${seg.commit} (or ${seg.after.join(', ')}) in ${from}`, 'update the mirror (`git fetch`) or fix base_commit');
+    throw new GitError(`git pack-objects failed (${r.exitCode ?? 'spawn error'}): ${r.stderr.trim() || r.message}`, 'is the repository readable? the full git error is above');
+  }
+  return [join(dir, `pack-${hash}.pack`), join(dir, `pack-${hash}.idx`)];
+}
+
+/** makeSegmentPack once per host: `<cacheDir>/segments/<key>/`, made under a temporary name and renamed into place. */
+async function cachedSegmentPack(source: RepoSource, seg: Segment, cacheDir: string): Promise<string[]> {
+  const key = createHash('sha256').update(`${seg.commit}\n${[...seg.after].sort().join('\n')}`).digest('hex').slice(0, 32);
+  const final = join(cacheDir, 'segments', key);
+  const list = async (): Promise<string[] | null> => {
+    const names = await readdir(final).catch(() => null);
+    return names === null ? null : names.filter((n) => /^pack-[0-9a-f]+\.(pack|idx)$/.test(n)).sort().map((n) => join(final, n));
+  };
+  const have = await list();
+  if (have !== null && have.length === 2) return have;
+  await mkdir(dirname(final), { recursive: true });
+  const tmp = await mkdtemp(join(dirname(final), `.tmp-${key.slice(0, 12)}-`));
+  try {
+    await makeSegmentPack(source, seg, join(tmp, 'p'));
+    await rename(join(tmp, 'p'), final).catch((e: unknown) => {
+      // Another builder won the race: its pack is the same objects.
+      if (!isErrno(e, 'ENOTEMPTY') && !isErrno(e, 'EEXIST')) throw e;
+    });
+  } finally {
+    await rm(tmp, { recursive: true, force: true });
+  }
+  return (await list()) ?? [];
+}
+
+/** Hardlinks `files` into `dir` (a copy across file systems): the checkout's packs are never written. */
+async function linkInto(files: readonly string[], dir: string): Promise<void> {
+  for (const f of files) {
+    const to = join(dir, basename(f));
+    await link(f, to).catch(async (e: unknown) => {
+      if (isErrno(e, 'EXDEV') || isErrno(e, 'EPERM')) await copyFile(f, to);
+      else if (!isErrno(e, 'EEXIST')) throw e;
+    });
+  }
+}
+
+/**
+ * A checkout whose objects are the shared history (alternates) plus one pack per segment: no
+ * fetch, no negotiation, no repack; git only checks the work tree out.
+ */
+async function checkoutFromSegments(recipe: InstanceRecipe, segments: readonly Segment[], target: string, historyObjects: string, cacheDir: string | undefined): Promise<void> {
+  await ensureEmptyDir(target);
+  await git(['init', '-q', '--template=', '-b', 'main', target]);
+  const objects = join(target, '.git', 'objects');
+  await mkdir(join(objects, 'info'), { recursive: true });
+  await writeFile(join(objects, 'info', 'alternates'), `${historyObjects}\n`);
+  const packDir = join(objects, 'pack');
+  await mkdir(packDir, { recursive: true });
+  for (const seg of segments) {
+    if (cacheDir === undefined) await makeSegmentPack(recipe.repo, seg, packDir);
+    else await linkInto(await cachedSegmentPack(recipe.repo, seg, cacheDir), packDir);
+  }
+  await git(['-C', target, 'update-ref', 'refs/heads/main', recipe.commit]);
+  await git(['-C', target, 'reset', '-q', '--hard', 'main']);
+  await scrubFresh(join(target, '.git'));
+}
+
 /**
  * The host-side part of building an instance layer: into `root` (the layer's upper directory),
  * the checkout at `workdir`. With a shared history (recipe.history), `historyObjects` is the
  * objects directory of that history's store as the host sees it now (the laid-out history layer
- * below); the checkout borrows from it, fetches only its own new objects, and its alternates
- * name the path the sandbox will see. Post-checkout commands run afterwards, in the sandbox
- * (instanceBuildScript).
+ * below); the checkout borrows from it, holds only the history after its base (as segment packs
+ * when the recipe has them, else fetched), and its alternates name the path the sandbox will
+ * see. `historyCache`: a host directory where segment packs are made once and linked from.
+ * Post-checkout commands run afterwards, in the sandbox (instanceBuildScript).
  */
-export async function checkoutInstance(recipe: InstanceRecipe, root: string, opts: { historyObjects?: string } = {}): Promise<void> {
+export async function checkoutInstance(recipe: InstanceRecipe, root: string, opts: { historyObjects?: string; historyCache?: string } = {}): Promise<void> {
   const target = join(root, recipe.workdir);
   if (recipe.history === undefined) {
     await checkoutAtCommit({ source: recipe.repo, commit: recipe.commit, target });
@@ -215,7 +294,9 @@ export async function checkoutInstance(recipe: InstanceRecipe, root: string, opt
   if (opts.historyObjects === undefined) {
     throw new InvalidInputError(`instance ${recipe.name ?? recipe.commit} has a shared history but no history store was given`, 'build it on its history layer (plans do: planDataset)');
   }
-  await checkoutAtCommit({ source: recipe.repo, commit: recipe.commit, target, sharedHistory: { objects: opts.historyObjects } });
+  const segments = recipe.history.segments ?? [];
+  if (segments.length > 0) await checkoutFromSegments(recipe, segments, target, opts.historyObjects, opts.historyCache);
+  else await checkoutAtCommit({ source: recipe.repo, commit: recipe.commit, target, sharedHistory: { objects: opts.historyObjects } });
   // A base that is not an ancestor of the commit would put another line of history (maybe this
   // instance's future) in the store: refuse it.
   const isAncestor = await git(['-C', target, 'merge-base', '--is-ancestor', recipe.history.base, 'HEAD']).then(

@@ -53,7 +53,7 @@ export const NormalizedInstanceSchema = z.strictObject({
   commands: z.array(z.string()),
   env: Vars,
   shell: z.string(),
-  history: z.strictObject({ base: z.string(), path: z.string() }).optional(),
+  history: z.strictObject({ base: z.string(), path: z.string(), segments: z.array(z.strictObject({ commit: z.string(), after: z.array(z.string()) })).optional() }).optional(),
 });
 
 /** The source location is not in it: the base commit pins the content. */

@@ -127,7 +127,20 @@ export const InstanceRecipeSchema = z.strictObject({
    * repository at `path`, which the checkout borrows objects from: byte-identical across the
    * instances that share `base`, so the registry keeps it once. See makeSharedHistory.
    */
-  history: z.strictObject({ base: CommitSchema, path: AbsolutePathSchema }).optional(),
+  history: z
+    .strictObject({
+      base: CommitSchema,
+      path: AbsolutePathSchema,
+      /**
+       * The history between `base` and `commit`, as packs of other instances' commits: for each
+       * dataset commit that is an ancestor of `commit` (and `commit` itself), in topological order,
+       * the objects reachable from it and not from `after` (its nearest ancestors among them, or
+       * `base`). Each such pack is the same bytes in every instance layer that holds it, so the
+       * registry keeps it once and an instance adds only its own segment. Absent: fetched whole.
+       */
+      segments: z.array(z.strictObject({ commit: CommitSchema, after: z.array(CommitSchema).min(1) })).optional(),
+    })
+    .optional(),
 });
 export type InstanceRecipe = z.output<typeof InstanceRecipeSchema>;
 
