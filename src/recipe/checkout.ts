@@ -3,9 +3,11 @@
  * an instance asks for must not be readable from the future ("open-book" rewards).
  *
  * How: a fresh repository (no clone, so no remotes, no tags, no other branches) fetches exactly
- * the wanted commit, which transfers only that commit's ancestry; a single branch points at it;
- * FETCH_HEAD/ORIG_HEAD, reflogs and sample hooks are removed and the objects repacked, so no
- * dangling object from the source survives either.
+ * the wanted commit, which transfers only that commit's ancestry (nothing unreachable, so nothing
+ * to prune); a single branch points at it; FETCH_HEAD/ORIG_HEAD, reflogs and sample hooks are
+ * removed. With a shared history (a dataset build), the objects up to the dataset's merge base
+ * come from the history layer below (alternates) and those after it from one pack per dataset
+ * commit among its ancestors (checkoutInstance), every one of them reachable from the commit.
  */
 import { createHash } from 'node:crypto';
 import { copyFile, cp, link, mkdir, mkdtemp, readdir, rename, rm, writeFile } from 'node:fs/promises';
