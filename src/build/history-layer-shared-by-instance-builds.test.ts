@@ -18,6 +18,7 @@ import { LocalRegistry } from '../registry/local.js';
 import { StorePaths } from '../store/paths.js';
 import { pullEnv } from '../store/pull.js';
 import { executePlan } from './execute.js';
+import { longRepo } from '../../test/helpers/long-repo.js';
 import { computeRepoHistories, historyPath, type RepoHistory } from './plan-history.js';
 import { defaultRepoSource, planDataset } from './plan.js';
 
@@ -37,7 +38,8 @@ let histories: Map<string, RepoHistory>;
 beforeAll(async () => {
   cpSync(resolve('recipes/test'), join(work, 'recipes/test'), { recursive: true, filter: (src) => !src.includes('/repos') });
   cpSync(resolve('recipes/long'), join(work, 'recipes/long'), { recursive: true, filter: (src) => !src.includes('/repos') });
-  await promisify(execFile)(resolve('recipes/long/make-repo.sh'), [source]);
+  // a clone of the shared copy (made once per machine), as a mirror would be
+  await promisify(execFile)('git', ['clone', '-q', '--shared', await longRepo(), source]);
   rows = await loadDataset(join(work, 'recipes/long/dataset.jsonl'));
   // From the whole dataset, as the CLI does: any subset built plans the same history layer.
   histories = await computeRepoHistories(rows, repoSource);

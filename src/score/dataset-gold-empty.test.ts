@@ -16,6 +16,7 @@ import type { RunnerFactory } from './score-run.js';
 import type { EvalSpecInput } from './spec.js';
 import { validateInstances } from './validate.js';
 import { scoreInstance } from './score-instance.js';
+import { longRepo } from '../../test/helpers/long-repo.js';
 
 const RECIPES = resolve(import.meta.dirname, '../../recipes');
 const GIT_ENV = { ...process.env, GIT_CONFIG_GLOBAL: '/dev/null', GIT_CONFIG_NOSYSTEM: '1' };
@@ -30,8 +31,9 @@ afterAll(async () => {
 
 /** One working tree per instance at its base commit, cloned from the generated project. */
 async function prepare(name: 'test' | 'demo' | 'long' | 'pyunit', keep: (index: number) => boolean = () => true) {
-  const origin = join(root, name, 'origin');
-  execFileSync(join(RECIPES, name, 'make-repo.sh'), [origin], { stdio: ['ignore', 'ignore', 'inherit'] });
+  let origin = join(root, name, 'origin');
+  if (name === 'long') origin = await longRepo();
+  else execFileSync(join(RECIPES, name, 'make-repo.sh'), [origin], { stdio: ['ignore', 'ignore', 'inherit'] });
   const rows = (await loadDataset(join(RECIPES, name, 'dataset.jsonl'))).map((r) => r.row).filter((_, i) => keep(i));
   const specs = await loadSpecs(join(RECIPES, name, 'specs.yaml'));
   const trees = new Map<string, string>();
