@@ -85,7 +85,9 @@ export async function scoreInstance(
     error = `the eval script ran past ${opts.timeoutMs} ms`;
   } else if (run.status !== 'ok') {
     status = 'error';
-    error = infraError ?? `the eval runner reported ${run.status}`;
+    // the runner's own words (e.g. "cannot run /bin/bash") are the reason a person needs first
+    const said = /\[minisandbox: ([^\]\n]+)\]\s*$/.exec(run.output)?.[1];
+    error = infraError ?? `the eval runner reported ${run.status}${said !== undefined ? `: ${said}` : ''}`;
   } else if (analysis.applyFailed) {
     status = 'patch_apply_failed';
     error = 'no command of the apply chain could apply the patch';
