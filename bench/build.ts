@@ -14,9 +14,14 @@
  *              floor (`minisandbox ls` on the same registry).
  *   storage    the demo dataset's registry bytes (audit) vs one `tar | zstd -3` image per instance
  *              (each instance's merged tree exported and compressed).
+ *   history    the long-history dataset (recipes/long: 3000 commits, 24 instances): registry bytes
+ *              vs one `tar | zstd -3` image per instance after building 5, 10 and 20 instances
+ *              (`--instances`); the registry growth of each added instance (21..24) vs its working
+ *              tree's changed files and its own new history; the checkout phase of each instance
+ *              vs `git worktree add` of the same commit in the source repository. Hermetic (busybox).
  *
- * Uses the demo dataset: run `npm run demo` first (it builds ./registry).
- *   npx tsx bench/build.ts            (BENCH_ONLY=overhead|rebuild|storage runs one part;
+ * Uses the demo dataset: run `npm run demo` first (it builds ./registry); `history` needs nothing.
+ *   npx tsx bench/build.ts            (BENCH_ONLY=overhead|rebuild|storage|history runs one part;
  *                                      BENCH_COMPARE_CLI=x/cli.mjs times that bundle's build too)
  */
 import { execFileSync } from 'node:child_process';
@@ -192,11 +197,84 @@ function storage(): void {
   console.log(`registry ${mib(reg)}   one tar|zstd image per instance ${mib(images)}   ratio ${(reg / images).toFixed(3)}   (uncompressed images ${mib(audit.totals.logicalBytes)})`);
 }
 
+/** `tar | zstd -3` of one instance's merged tree: what a per-instance container image holds. */
+function imageBytes(ref: string, extraEnv: Record<string, string>): number {
+  const out = join(work, 'img');
+  ms(['export', ref, out], extraEnv);
+  execFileSync('sh', ['-c', `tar -C ${out} -cf - . | zstd -q -3 -T0 -o ${work}/img.tar.zst`]);
+  const n = statSync(join(work, 'img.tar.zst')).size;
+  rmSync(out, { recursive: true, force: true });
+  rmSync(join(work, 'img.tar.zst'));
+  return n;
+}
+
+function history(): void {
+  const dir = join(work, 'long');
+  const repo = join(dir, 'repos/test/longlib');
+  mkdirSync(join(dir, 'recipes'), { recursive: true });
+  execFileSync('cp', ['-r', resolve('recipes/test'), resolve('recipes/long'), join(dir, 'recipes')]);
+  rmSync(join(dir, 'recipes/long/repos'), { recursive: true, force: true });
+  execFileSync(resolve('recipes/long/make-repo.sh'), [repo], { stdio: 'ignore' });
+  const rows = readFileSync(join(dir, 'recipes/long/dataset.jsonl'), 'utf8').split('\n').filter((l) => l !== '').map((l) => JSON.parse(l) as { instance_id: string; base_commit: string });
+  const reg = join(work, 'long-registry');
+  const regEnv = { MINISANDBOX_REGISTRY: reg };
+  const git = (...args: string[]): string => execFileSync('git', ['-C', repo, ...args], { encoding: 'utf8', maxBuffer: 1 << 28 });
+  const regBytes = (): number => Number(execFileSync('du', ['-sb', '--apparent-size', reg], { encoding: 'utf8' }).split('\t')[0]);
+  const checkout = new Map<string, number>();
+  const build = (n: number): void => {
+    const out = ms(['--json', 'build', join(dir, 'recipes/long/dataset.jsonl'), '--specs', join(dir, 'recipes/long/specs.yaml'), '--repos', join(dir, 'repos'), '--jobs', '2', '--instances', rows.slice(0, n).map((r) => r.instance_id).join(',')], regEnv);
+    const j = JSON.parse(out) as BuildJson & { nodes: Array<{ label: string; kind: string; status: string; phases?: Record<string, number> }> };
+    for (const node of j.nodes) if (node.kind === 'instance' && node.status === 'built' && node.phases?.['checkout'] !== undefined) checkout.set(node.label, node.phases['checkout']);
+    if (j.nodes.some((node) => node.status === 'failed')) throw new Error(`build failed: ${out.slice(0, 600)}`);
+  };
+  const images: number[] = [];
+  const imagesUpTo = (n: number): number => {
+    while (images.length < n) images.push(imageBytes(`long/${rows[images.length]!.instance_id}`, regEnv));
+    return images.slice(0, n).reduce((a, b) => a + b, 0);
+  };
+  console.log(`\n## history: the long-history dataset (${git('rev-list', '--count', 'main').trim()} commits, ${rows.length} instances, source pack ${mib(Number(execFileSync('sh', ['-c', `du -sb ${repo}/.git/objects/pack | cut -f1`], { encoding: 'utf8' })))})`);
+  console.log('instances   registry      images (tar|zstd -3 each)   ratio');
+  for (const n of [5, 10, 20]) {
+    build(n);
+    const r = regBytes();
+    const i = imagesUpTo(n);
+    console.log(`${String(n).padStart(9)}   ${mib(r).padStart(10)}   ${mib(i).padStart(10)}                 ${(r / i).toFixed(3)}`);
+  }
+  // Marginal: each of the next instances alone, against its changed files and its own new history.
+  console.log('added instance   registry growth   changed files (raw)   own new history (pack)   growth/changed   growth/(changed+history)');
+  const ratios: number[] = [];
+  for (let n = 21; n <= rows.length; n++) {
+    const before = regBytes();
+    build(n);
+    const growth = regBytes() - before;
+    const prev = rows[n - 2]!.base_commit;
+    const commit = rows[n - 1]!.base_commit;
+    const changed = git('diff', '--name-only', '--no-renames', '--diff-filter=AM', prev, commit).split('\n').filter((p) => p !== '').reduce((sum, p) => sum + Number(git('cat-file', '-s', `${commit}:${p}`).trim()), 0);
+    const own = execFileSync('git', ['-C', repo, 'pack-objects', '--stdout', '--revs'], { input: `${commit}\n^${prev}\n`, maxBuffer: 1 << 28 }).length;
+    ratios.push(growth / changed);
+    console.log(`${rows[n - 1]!.instance_id.padEnd(16)} ${mib(growth).padStart(15)}   ${mib(changed).padStart(19)}   ${mib(own).padStart(22)}   ${(growth / changed).toFixed(2).padStart(14)}   ${(growth / (changed + own)).toFixed(2).padStart(24)}`);
+  }
+  // Checkout phase vs `git worktree add` of the same commit (which also writes the work tree and index).
+  const worktree: number[] = [];
+  const ours: number[] = [];
+  for (const r of rows) {
+    const c = checkout.get(r.instance_id);
+    if (c === undefined) continue;
+    const wt = join(work, 'wt');
+    worktree.push(timed(() => git('worktree', 'add', '-q', '--detach', wt, r.base_commit)));
+    git('worktree', 'remove', '--force', wt);
+    ours.push(c);
+  }
+  const perRound = ours.map((o, i) => o / worktree[i]!);
+  console.log(`checkout phase per instance: median ${(median(ours) / 1000).toFixed(2)} s (max ${(Math.max(...ours) / 1000).toFixed(2)} s)   git worktree add ${(median(worktree) / 1000).toFixed(2)} s   ratio ${(median(ours) / median(worktree)).toFixed(2)} (median of per-instance ratios ${median(perRound).toFixed(2)}, ${ours.length} instances)`);
+}
+
 try {
-  const only = process.env.BENCH_ONLY; // overhead | rebuild | storage: run just that part
+  const only = process.env.BENCH_ONLY; // overhead | rebuild | storage | history: run just that part
   if (process.env.BENCH_SKIP_OVERHEAD !== '1' && (only === undefined || only === 'overhead')) overhead();
   if (only === undefined || only === 'rebuild') cachedRebuild();
   if (only === undefined || only === 'storage') storage();
+  if (only === undefined || only === 'history') history();
 } finally {
   rmSync(work, { recursive: true, force: true });
 }

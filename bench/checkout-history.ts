@@ -1,8 +1,9 @@
 /**
  * Instance checkouts of one repository: the bytes their `.git` directories put in a registry, with
  * every checkout carrying its full history (per-instance image baseline) vs checkouts borrowing a
- * shared history store (byte-identical in every instance layer, so content addressing keeps it
- * once), plus the time per checkout of each (the store is made once in a host cache and copied).
+ * shared history store (a history layer of its own, stored once, that the instance layers stack
+ * on) and history segment packs (each stored once however many layers hold it), plus the time
+ * per checkout of each (segment packs made once in a host cache, as builds do).
  * Synthetic repository made with git fast-import.
  *
  *   npx tsx bench/checkout-history.ts
@@ -12,10 +13,10 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { computeHistoryBases, historyPath } from '../src/build/plan-history.js';
+import { computeRepoHistories, historyPath } from '../src/build/plan-history.js';
 import { DatasetRowSchema } from '../src/dataset/row.js';
-import { checkoutInstance } from '../src/recipe/checkout.js';
-import type { InstanceRecipe } from '../src/recipe/schema.js';
+import { checkoutInstance, makeHistoryLayer } from '../src/recipe/checkout.js';
+import type { HistoryRecipe, InstanceRecipe } from '../src/recipe/schema.js';
 import { rng } from '../test/helpers/rng.js';
 
 const COMMITS = Number(process.env['BENCH_COMMITS'] ?? 3000);
@@ -55,24 +56,39 @@ async function main(): Promise<void> {
     const picks = Array.from({ length: INSTANCES }, (_, i) => commits[Math.floor(commits.length / 2 + ((i + 1) * (commits.length / 2 - 1)) / INSTANCES)]!);
     const rows = picks.map((c, i) => ({ where: `x:${i + 1}`, row: DatasetRowSchema.parse({ instance_id: `bench__big-${i}`, repo: 'bench/big', version: '1', base_commit: c }) }));
     const t0 = performance.now();
-    const bases = await computeHistoryBases(rows, () => ({ path: repo }));
+    const histories = await computeRepoHistories(rows, () => ({ path: repo }));
+    const bases = new Map([...histories].map(([k, h]) => [k, h.base]));
     const mergeBaseMs = performance.now() - t0;
     const recipe = (commit: string, shared: boolean): InstanceRecipe => ({
       kind: 'instance', parent: { recipe: 'x' }, repo: { path: repo }, commit, workdir: '/testbed', commands: [], env: {}, shell: '/bin/sh',
-      ...(shared ? { history: { base: bases.get('bench/big')!, path: historyPath('bench/big') } } : {}),
+      ...(shared ? { history: { base: bases.get('bench/big')!, path: historyPath('bench/big'), segments: histories.get('bench/big')!.segments.get(commit)! } } : {}),
     });
     const result = { plain: { bytes: 0, ms: [] as number[] }, shared: { bytes: 0, ms: [] as number[], store: 0 } };
+    // The history layer, made once (its own plan node in a build).
+    const historyRoot = join(work, 'history-layer');
+    const hr: HistoryRecipe = { kind: 'history', parent: { recipe: 'x' }, repo: { path: repo }, base: bases.get('bench/big')!, path: historyPath('bench/big') };
+    await makeHistoryLayer(hr, historyRoot);
+    result.shared.store = du(join(historyRoot, 'opt'));
+    const historyObjects = join(historyRoot, hr.path, 'objects');
+    const seen = new Set<string>();
     for (const [i, c] of picks.entries()) {
       for (const shared of [false, true]) {
         const root = join(work, `${shared ? 's' : 'p'}${i}`);
         const t = performance.now();
-        await checkoutInstance(recipe(c, shared), root, shared ? { historyCache: join(work, 'history-cache') } : {});
+        await checkoutInstance(recipe(c, shared), root, shared ? { historyObjects, historyCache: join(work, 'history-cache') } : {});
         const ms = performance.now() - t;
         const own = du(join(root, 'testbed', '.git'));
         if (shared) {
           result.shared.ms.push(ms);
-          result.shared.bytes += own;
-          result.shared.store = du(join(root, 'opt')); // identical in every layer: counted once
+          // segment packs are the same files in every layer that holds them: count each once
+          const packs = execFileSync('sh', ['-c', 'cd "$1/testbed/.git/objects/pack" && for f in *.pack *.idx; do [ -e "$f" ] && echo "$f $(stat -c %s "$f")"; done; true', 'sh', root], { encoding: 'utf8' }).trim().split('\n').filter((l) => l !== '');
+          let dup = 0;
+          for (const l of packs) {
+            const [name, size] = l.split(' ') as [string, string];
+            if (seen.has(name)) dup += Number(size);
+            seen.add(name);
+          }
+          result.shared.bytes += own - dup;
         } else {
           result.plain.ms.push(ms);
           result.plain.bytes += own;

@@ -6,6 +6,7 @@
  *
  *   npx tsx recipes/make-dataset.ts demo     (needs git and python3 with pytest)
  *   npx tsx recipes/make-dataset.ts test     (needs git and sh)
+ *   npx tsx recipes/make-dataset.ts long     (needs git and sh; the long-history project)
  */
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -49,6 +50,15 @@ const SOURCES: Record<string, DatasetSource> = {
     versionFile: 'VERSION',
     versionPattern: /^(\S+)/,
     problems: { 1: '`max 3 5` prints 3; it should print the larger argument.', 2: '`abs -4` prints -4; it should print 4.' },
+  },
+  // A long history (thousands of commits, see long/make-repo.ts) with 24 instances spread over it.
+  long: {
+    repo: 'test/longlib',
+    idPrefix: 'test__longlib',
+    testCmd: ['sh', 'run_tests.sh'],
+    versionFile: 'VERSION',
+    versionPattern: /^(\S+)/,
+    problems: Object.fromEntries(Array.from({ length: 24 }, (_, i) => [i + 1, `\`f${i + 1} 2\` prints 3; it should add ${i + 2} to its argument.`])),
   },
 };
 
@@ -95,8 +105,12 @@ function main(set: string): void {
   try {
     execFileSync(join(here, 'make-repo.sh'), [repo], { stdio: ['ignore', 'ignore', 'inherit'] });
     const log = git(repo, 'log', '--reverse', '--format=%H %P %s').trim().split('\n').map((l) => l.split(' '));
+    // A version starts at a commit that touches the version file (or at the root): asking only
+    // those keeps this fast on a history of thousands of commits.
     const firstOfVersion = new Map<string, string>();
+    const touching = new Set(git(repo, 'log', '--format=%H', '--', src.versionFile).trim().split('\n'));
     for (const [c] of log) {
+      if (!touching.has(c!) && firstOfVersion.size > 0) continue;
       const v = versionAt(src, repo, c!);
       if (!firstOfVersion.has(v)) firstOfVersion.set(v, c!);
     }

@@ -15,15 +15,15 @@ import { MinisandboxError } from '../errors.js';
 import type { EnvConfig, RuntimeConfig } from '../layer/env.js';
 import { populateBusyboxRoot, baseRootfsCommand } from '../recipe/base-rootfs.js';
 import { envBuildScript, instanceBuildScript, stagedFiles } from '../recipe/build-script.js';
-import { checkoutAtCommit } from '../recipe/checkout.js';
-import type { EnvRecipe, InstanceRecipe, Recipe } from '../recipe/schema.js';
+import { checkoutInstance, makeHistoryLayer } from '../recipe/checkout.js';
+import type { EnvRecipe, HistoryRecipe, InstanceRecipe, Recipe } from '../recipe/schema.js';
 import type { NormalizedRecipe } from '../recipe/normalize.js';
 import type { Registry } from '../registry/registry.js';
 import { idShiftOf, layerIdShift, layerMapping } from '../runtime/open.js';
 import { type Sandbox, createSandbox, probeHost } from '../sandbox/index.js';
 import { acquireLease, releaseLease } from '../store/leases.js';
 import type { StorePaths } from '../store/paths.js';
-import { pullEnv } from '../store/pull.js';
+import { ensureLayer, pullEnv } from '../store/pull.js';
 import { type PushOptions, type PushResult, pushTree, resolveEnv } from '../store/push.js';
 import type { CatalogCache } from './catalog-cache.js';
 import type { Discarder } from './discard.js';
@@ -259,16 +259,52 @@ export async function buildEnv(recipe: EnvRecipe, normalized: NormalizedRecipe, 
 }
 
 /**
+ * A history layer: the bare repository of a commit and its ancestry, which the instance layers of
+ * one repository stack on and borrow objects from (see checkout.ts). Made once per host in
+ * `<store>/history-cache/` and copied, so the layers built on several envs are the same bytes.
+ */
+export async function buildHistory(recipe: HistoryRecipe, parent: Parent, ctx: BuildEnvContext, tag: string): Promise<Digest> {
+  const root = join(ctx.store.tmpDir, `history-${randomBytes(6).toString('hex')}`);
+  try {
+    await mkdir(root, { recursive: true });
+    await log(ctx.logPath, `history of ${JSON.stringify(recipe.repo)} up to ${recipe.base} into ${recipe.path}`);
+    await ctx.clock.time('history', () => makeHistoryLayer(recipe, root, { historyCache: join(ctx.store.root, 'history-cache') }));
+    return (await pushTimed(ctx, root, { parent, tag })).env;
+  } finally {
+    await rm(root, { recursive: true, force: true });
+  }
+}
+
+/**
+ * The objects directory of the history store an instance borrows from, as the host sees it: in
+ * the history layer its parent's stack ends with, laid out in the store (once per host; the
+ * instance's build sandbox lays out the same layer anyway).
+ */
+async function historyObjectsOf(recipe: InstanceRecipe, parent: Parent, ctx: BuildEnvContext): Promise<string | undefined> {
+  if (recipe.history === undefined) return undefined;
+  const top = parent.config.layers.at(-1);
+  if (top === undefined) throw new MinisandboxError('BUILD_FAILED', `instance ${recipe.name ?? recipe.commit}: no history layer below it`, { hint: 'plan the dataset with planDataset, which puts a history node under its instances' });
+  const { dir } = await ensureLayer(ctx.registry, ctx.store, top, 0);
+  const objects = join(dir, recipe.history.path, 'objects');
+  if (!(await stat(objects).then((s) => s.isDirectory(), () => false))) {
+    throw new MinisandboxError('BUILD_FAILED', `instance ${recipe.name ?? recipe.commit}: the layer below it has no history store at ${recipe.history.path}`, { hint: 'rebuild with --force; the history layer and the instance recipe disagree' });
+  }
+  return objects;
+}
+
+/**
  * An instance: the repository at its commit, without later history, as a layer of its own; then,
- * if the recipe has post-checkout commands, their writes as one more layer.
+ * if the recipe has post-checkout commands, their writes as one more layer. With a shared history
+ * the checkout holds only the objects after the history's base.
  */
 export async function buildInstance(recipe: InstanceRecipe, parent: Parent, ctx: BuildEnvContext, tag: string, config: Partial<RuntimeConfig>): Promise<Digest> {
   const root = join(ctx.store.tmpDir, `checkout-${randomBytes(6).toString('hex')}`);
   try {
     const target = join(root, recipe.workdir);
     await mkdir(dirname(target), { recursive: true });
-    await log(ctx.logPath, `checkout ${JSON.stringify(recipe.repo)} at ${recipe.commit} into ${recipe.workdir}`);
-    await ctx.clock.time('checkout', () => checkoutAtCommit({ source: recipe.repo, commit: recipe.commit, target }));
+    const historyObjects = await ctx.clock.time('history-layout', () => historyObjectsOf(recipe, parent, ctx));
+    await log(ctx.logPath, `checkout ${JSON.stringify(recipe.repo)} at ${recipe.commit} into ${recipe.workdir}${recipe.history ? ` borrowing history up to ${recipe.history.base} from ${recipe.history.path}` : ''}`);
+    await ctx.clock.time('checkout', () => checkoutInstance(recipe, root, historyObjects === undefined ? {} : { historyObjects, historyCache: join(ctx.store.root, 'history-cache') }));
     const hasCommands = recipe.commands.length > 0;
     const checkout = await pushTimed(ctx, root, { parent, config, ...(hasCommands ? {} : { tag }) });
     if (!hasCommands) return checkout.env;

@@ -13,7 +13,7 @@ import { cacheRefName } from '../recipe/key.js';
 import type { Registry } from '../registry/registry.js';
 import type { StorePaths } from '../store/paths.js';
 import { resolveEnv } from '../store/push.js';
-import { BuildCommandError, type Parent, buildBase, buildEnv, buildInstance } from './build-node.js';
+import { BuildCommandError, type Parent, buildBase, buildEnv, buildHistory, buildInstance } from './build-node.js';
 import { type BuildPlan, type PlanNode, nodeKey } from './plan.js';
 import { type NodeOutcome, runGraph, scheduleNodes } from './plan-schedule.js';
 import { CatalogCache } from './catalog-cache.js';
@@ -117,6 +117,7 @@ export async function executePlan(plan: BuildPlan, opts: BuildOptions): Promise<
       if (r.kind === 'base') env = await buildBase(r, ctx, cacheRef, runtimeConfig(n));
       else if (parent === null) throw new Error(`internal: ${n.id} has no parent`);
       else if (r.kind === 'env') env = await buildEnv(r, n.normalized, parent, ctx, cacheRef);
+      else if (r.kind === 'history') env = await buildHistory(r, parent, ctx, cacheRef);
       else env = await buildInstance(r, parent, ctx, cacheRef, runtimeConfig(n));
     }
     if (n.tag !== null) await clock.time('tag', () => opts.registry.putRef(n.tag!, env));

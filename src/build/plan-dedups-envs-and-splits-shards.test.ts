@@ -52,7 +52,7 @@ describe('planDataset', () => {
   it('builds each distinct env once: 500 instances over 60 (repo, version) pairs give 60 env nodes', async () => {
     const specs = await bigSpecs();
     const plan = planDataset({ dataset: 'big', rows: rows(INSTANCES), specs, repoSource: defaultRepoSource('/srv/repos') });
-    expect(planCounts(plan)).toEqual({ base: 1, env: 61, instance: 500 }); // 60 + the shared tools env
+    expect(planCounts(plan)).toEqual({ base: 1, env: 61, history: 0, instance: 500 }); // 60 + the shared tools env
     assertTopological(plan);
     const inst = plan.nodes.find((n) => n.id === 'instance:org__repo3-3');
     expect(inst?.tag).toBe('big/org__repo3-3');

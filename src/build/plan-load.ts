@@ -8,7 +8,7 @@ import { loadSpecs } from '../dataset/specs.js';
 import { loadRecipeCatalog } from '../recipe/catalog.js';
 import { type BuildPlan, datasetNameFromFile, defaultRepoSource, planDataset, planRecipe } from './plan.js';
 import { type Shard, parseShard } from './plan-shard.js';
-import { computeHistoryBases } from './plan-history.js';
+import { computeRepoHistories } from './plan-history.js';
 
 export interface DatasetBuildArgs {
   dataset: string;
@@ -35,7 +35,7 @@ export async function loadDatasetPlan(args: DatasetBuildArgs): Promise<BuildPlan
     specs,
     repoSource,
     shard: typeof args.shard === 'string' ? parseShard(args.shard) : args.shard,
-    historyBases: args.sharedHistory === false ? undefined : await computeHistoryBases(rows, repoSource),
+    histories: args.sharedHistory === false ? undefined : await computeRepoHistories(rows, repoSource),
   });
 }
 

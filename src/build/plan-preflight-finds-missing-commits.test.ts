@@ -21,7 +21,7 @@ afterAll(async () => {
 describe('preflightRepos', () => {
   it('passes a dataset whose commits are all in the local repositories', async () => {
     const plan = await loadDatasetPlan({ dataset: join(TEST, 'dataset.jsonl'), specs: join(TEST, 'specs.yaml'), repos: join(work, 'repos') });
-    expect(planCounts(plan)).toEqual({ base: 1, env: 1, instance: 2 });
+    expect(planCounts(plan)).toEqual({ base: 1, env: 1, history: 1, instance: 2 });
     expect(plan.dataset).toBe('test');
     expect(await preflightRepos(plan)).toEqual([]);
   });

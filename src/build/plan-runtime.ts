@@ -19,13 +19,13 @@ function chainOf(index: ReadonlyMap<string, PlanNode>, id: string): PlanNode[] {
  */
 export function effectiveEnv(index: ReadonlyMap<string, PlanNode>, id: string, inherited: Record<string, string> = {}): Record<string, string> {
   const env = { ...inherited };
-  for (const n of chainOf(index, id)) if (n.recipe.kind !== 'base') Object.assign(env, n.recipe.env);
+  for (const n of chainOf(index, id)) if ('env' in n.recipe) Object.assign(env, n.recipe.env);
   return env;
 }
 
 export function runtimeConfigFor(index: ReadonlyMap<string, PlanNode>, id: string, inherited?: RuntimeConfig): RuntimeConfig {
   const node = index.get(id);
-  const workdir = node && node.recipe.kind !== 'base' ? node.recipe.workdir : (inherited?.workdir ?? '/');
+  const workdir = node && 'workdir' in node.recipe ? node.recipe.workdir : (inherited?.workdir ?? '/');
   const labels: Record<string, string> = { ...(inherited?.labels ?? {}) };
   if (node?.kind === 'instance') labels['minisandbox.instance_id'] = node.label;
   if (node?.test) labels['minisandbox.log_parser'] = node.test.logParser;

@@ -1,6 +1,8 @@
 /**
  * Build planning (pure): a dataset and its specs become a dependency graph of build nodes,
- * base -> env (per distinct recipe chain) -> instance (per row), in topological order.
+ * base -> env (per distinct recipe chain) -> history (per env and repository, where the dataset's
+ * commits of a repository share history: see plan-history.ts) -> instance (per row), in
+ * topological order.
  *
  * A node's cache key is `cacheKey(normalized recipe, digests of every lower layer)`, and those
  * digests exist only once the lower nodes are built (or found cached), so the plan carries each
@@ -26,13 +28,13 @@ import { InvalidInputError } from '../errors.js';
 import type { RecipeCatalog } from '../recipe/catalog.js';
 import { parentSource } from '../recipe/catalog.js';
 import { cacheKey } from '../recipe/key.js';
-import { type NormalizedRecipe, normalizeInstance, recipeDigest } from '../recipe/normalize.js';
-import type { InstanceRecipe, Recipe, RecipeKind, RepoSource } from '../recipe/schema.js';
+import { type NormalizedRecipe, normalizeHistory, normalizeInstance, recipeDigest } from '../recipe/normalize.js';
+import type { HistoryRecipe, InstanceRecipe, Recipe, RecipeKind, RepoSource } from '../recipe/schema.js';
 import { parseRefName } from '../registry/registry.js';
 import type { LocatedRow } from '../dataset/row.js';
 import { lookupSpec, type Specs } from '../dataset/specs.js';
 import { type Shard, WHOLE, selectShard } from './plan-shard.js';
-import { historyPath } from './plan-history.js';
+import { historyPath, type RepoHistory } from './plan-history.js';
 
 /** What scoring needs from the specs, carried on instance nodes for the environment's runtime config. */
 export interface InstanceTest {
@@ -82,6 +84,11 @@ export interface DatasetPlanInput {
   shard?: Shard;
   /** repo -> shared history base (computeHistoryBases); repos not in it get plain checkouts. */
   historyBases?: ReadonlyMap<string, string>;
+  /**
+   * repo -> shared history base and segments (computeRepoHistories; wins over historyBases):
+   * instances then also share the history between the base and their commits, segment by segment.
+   */
+  histories?: ReadonlyMap<string, RepoHistory>;
 }
 
 /**
@@ -164,6 +171,34 @@ export function planRecipe(catalog: RecipeCatalog, source: string, tag: string |
   return { dataset: '', shard: WHOLE, nodes: [...nodes.values()] };
 }
 
+/**
+ * The history layer of `repo` on env node `envId` (memoized): one per env and repository, so
+ * every instance of the repository on that env stacks on it. Its recipe names no env, so the
+ * layer is the same bytes on every env it is built on (one copy in the registry), but it is a
+ * node per env because a layer list is a stack: an instance's lower layers are one chain.
+ */
+function addHistoryNode(envId: string, envSource: string, repo: string, source: RepoSource, base: string, nodes: Map<string, PlanNode>): string {
+  const id = `history:${digestHex(sha256(`${envId}\n${repo}\n${base}`)).slice(0, 16)}`;
+  if (nodes.has(id)) return id;
+  const recipe: HistoryRecipe = { kind: 'history', name: `history of ${repo}`, parent: { recipe: envSource }, repoName: repo, repo: source, base, path: historyPath(repo) };
+  const normalized = normalizeHistory(recipe);
+  nodes.set(id, {
+    id,
+    kind: 'history',
+    label: `${repo}@${base.slice(0, 12)}`,
+    source: repo,
+    recipe,
+    normalized,
+    recipeDigest: recipeDigest(normalized),
+    parent: envId,
+    parentRef: null,
+    tag: null,
+    instanceIds: [],
+    test: null,
+  });
+  return id;
+}
+
 /** The graph for (a shard of) a dataset. Throws, naming the row, on an unknown repo/version or a bad tag. */
 export function planDataset(input: DatasetPlanInput): BuildPlan {
   const shard = input.shard ?? WHOLE;
@@ -186,8 +221,14 @@ export function planDataset(input: DatasetPlanInput): BuildPlan {
       env: {},
       shell: '/bin/sh',
     };
-    const historyBase = input.historyBases?.get(row.repo);
-    if (historyBase !== undefined) recipe.history = { base: historyBase, path: historyPath(row.repo) };
+    const repoHistory = input.histories?.get(row.repo);
+    const historyBase = repoHistory?.base ?? input.historyBases?.get(row.repo);
+    let parent = envId;
+    if (historyBase !== undefined) {
+      const segments = repoHistory?.segments.get(row.base_commit);
+      recipe.history = { base: historyBase, path: historyPath(row.repo), ...(segments !== undefined && segments.length > 0 ? { segments: segments.map((x) => ({ commit: x.commit, after: [...x.after] })) } : {}) };
+      parent = addHistoryNode(envId, spec.env, row.repo, recipe.repo, historyBase, nodes);
+    }
     const normalized = normalizeInstance(recipe);
     const id = `instance:${row.instance_id}`;
     if (nodes.has(id)) throw new InvalidInputError(`${where}: duplicate instance_id ${row.instance_id}`, 'instance ids must be unique in a dataset');
@@ -205,13 +246,13 @@ export function planDataset(input: DatasetPlanInput): BuildPlan {
       recipe,
       normalized,
       recipeDigest: recipeDigest(normalized),
-      parent: envId,
+      parent,
       parentRef: null,
       tag,
       instanceIds: [row.instance_id],
       test: { testCmd: spec.testCmd, logParser: spec.logParser, evalEnv: spec.evalEnv, workdir: spec.workdir },
     });
-    for (let p: string | null = envId; p !== null; p = nodes.get(p)?.parent ?? null) nodes.get(p)?.instanceIds.push(row.instance_id);
+    for (let p: string | null = parent; p !== null; p = nodes.get(p)?.parent ?? null) nodes.get(p)?.instanceIds.push(row.instance_id);
   }
   return { dataset, shard, nodes: [...nodes.values()] };
 }
@@ -219,11 +260,12 @@ export function planDataset(input: DatasetPlanInput): BuildPlan {
 export interface PlanCounts {
   base: number;
   env: number;
+  history: number;
   instance: number;
 }
 
 export function planCounts(plan: BuildPlan): PlanCounts {
-  const c: PlanCounts = { base: 0, env: 0, instance: 0 };
+  const c: PlanCounts = { base: 0, env: 0, history: 0, instance: 0 };
   for (const n of plan.nodes) c[n.kind]++;
   return c;
 }

@@ -2,6 +2,7 @@
 import type { Command } from 'commander';
 import { join } from 'node:path';
 import type { SummaryRow } from '../build/execute.js';
+import { addSelectionOptions, type SelectionFlags, selectionFrom } from './select-options.js';
 import { MinisandboxError } from '../errors.js';
 import type { Specs } from '../dataset/specs.js';
 import type { LocatedRow } from '../dataset/row.js';
@@ -13,7 +14,7 @@ import { EXIT, table } from './output.js';
 
 type Globals = () => GlobalOptions;
 
-interface BuildOpts {
+interface BuildOpts extends SelectionFlags {
   specs?: string;
   repos?: string;
   jobs: number;
@@ -51,7 +52,7 @@ async function splitImageRows(rows: LocatedRow[], specs: Specs, dataset: string,
 }
 
 export function registerBuildCommands(program: Command, globals: Globals, setExit: (code: number) => void): void {
-  program
+  const cmd = program
     .command('build')
     .description('build a dataset (JSONL/JSON rows + --specs) or one recipe (YAML/JSON) into layers; cached keys are not rebuilt')
     .argument('<dataset-or-recipe>')
@@ -67,30 +68,43 @@ export function registerBuildCommands(program: Command, globals: Globals, setExi
     .addOption(option('--timeout <duration>', 'limit for one node\'s build commands', opt.duration(), { value: 7_200_000, shown: '2h' }))
     .option('--platform <os/arch>', 'dataset entries with images: the platform to import (default linux/amd64)')
     .option('--tls-verify <bool>', 'dataset entries with images: false talks plain HTTP to their registry', opt.oneOf(['true', 'false']), 'true')
-    .option('--ram-upper <size|auto>', 'RAM each build sandbox writes into (a tmpfs; a build that outgrows it runs again on disk); auto: half the available memory / jobs; 0: on disk', opt.or('auto', opt.size({ min: 0 })), 'auto')
-    .action(async (input: string, o: BuildOpts) => {
+    .option('--ram-upper <size|auto>', 'RAM each build sandbox writes into (a tmpfs; a build that outgrows it runs again on disk); auto: half the available memory / jobs; 0: on disk', opt.or('auto', opt.size({ min: 0 })), 'auto');
+  addSelectionOptions(cmd).action(async (input: string, o: BuildOpts) => {
       const { PhaseClock } = await import('../build/phases.js');
       // performance.now() counts from process start: node's boot, module loading, option parsing
       const cli = new PhaseClock();
       cli.add('cli-start', performance.now());
       const ctx = await storeContext(globals());
-      const [{ executePlan }, { datasetNameFromFile, defaultRepoSource, planCounts, planDataset, planRecipe }, { parseShard }, { loadDataset }, { loadSpecs }, { loadRecipeCatalog }, { reapStale }] =
-        await Promise.all([
-          import('../build/execute.js'),
-          import('../build/plan.js'),
-          import('../build/plan-shard.js'),
-          import('../dataset/read.js'),
-          import('../dataset/specs.js'),
-          import('../recipe/catalog.js'),
-          import('../runtime/open.js'),
-        ]);
+      const [
+        { executePlan },
+        { datasetNameFromFile, defaultRepoSource, planCounts, planDataset, planRecipe },
+        { parseShard },
+        { computeRepoHistories },
+        { loadDataset },
+        { selectInstances },
+        { loadSpecs, lookupSpec },
+        { loadRecipeCatalog },
+        { reapStale },
+      ] = await Promise.all([
+        import('../build/execute.js'),
+        import('../build/plan.js'),
+        import('../build/plan-shard.js'),
+        import('../build/plan-history.js'),
+        import('../dataset/read.js'),
+        import('../dataset/select.js'),
+        import('../dataset/specs.js'),
+        import('../recipe/catalog.js'),
+        import('../runtime/open.js'),
+      ]);
       const tPlan = performance.now();
       const isDataset = /\.(jsonl|json)$/.test(input) && o.specs !== undefined;
       let plan;
       let imageItems: DatasetImageItem[] = [];
       if (isDataset) {
         const specs = await loadSpecs(o.specs!);
-        let rows = await loadDataset(input);
+        const all = await loadDataset(input);
+        let rows = selectInstances(all, await selectionFrom(o), (r) => r.row.instance_id);
+        const repoSource = defaultRepoSource(o.repos);
         const dataset = o.dataset ?? datasetNameFromFile(input);
         let shard = o.shard !== undefined ? parseShard(o.shard) : undefined;
         // entries naming images are imported, not planned; the shard is cut over all rows first
@@ -105,8 +119,14 @@ export function registerBuildCommands(program: Command, globals: Globals, setExi
           dataset,
           rows,
           specs,
-          repoSource: defaultRepoSource(o.repos),
+          repoSource,
           ...(shard !== undefined ? { shard } : {}),
+          // From every row built from recipes, not the selection or the shard: the history layer
+          // and the instance keys are then the same whichever part of the dataset a run builds.
+          histories: await computeRepoHistories(
+            all.filter((r) => lookupSpec(specs, r.row.repo, r.row.version, r.where).image === undefined),
+            repoSource,
+          ),
         });
         // the rows were cut already; the result still names the shard asked for
         if (cut !== undefined) plan.shard = cut;
@@ -118,7 +138,7 @@ export function registerBuildCommands(program: Command, globals: Globals, setExi
       cli.add('plan', performance.now() - tPlan);
       const counts = planCounts(plan);
       const logDir = o.logDir ?? join(ctx.store.root, 'logs', plan.dataset === '' ? 'recipes' : plan.dataset);
-      ctx.out.progress({ phase: 'plan', ...counts, message: `plan: ${counts.base} base, ${counts.env} env, ${counts.instance} instance node(s)` });
+      ctx.out.progress({ phase: 'plan', ...counts, message: `plan: ${counts.base} base, ${counts.env} env, ${counts.history} history, ${counts.instance} instance node(s)` });
       await cli.time('reap-stale', () => reapStale(ctx.store));
       const abort = new AbortController();
       const onSig = (): void => abort.abort();

@@ -10,6 +10,7 @@ import type { Command } from 'commander';
 import { errorMessage, InvalidInputError, MinisandboxError, NotFoundError } from '../errors.js';
 import { type Context, type GlobalOptions, checkDirOption, makeContext, storeContext } from './context.js';
 import { opt, option } from './options.js';
+import { addSelectionOptions, type SelectionFlags, selectionFrom } from './select-options.js';
 import { EXIT, formatBytes, table } from './output.js';
 
 type Globals = () => GlobalOptions;
@@ -153,7 +154,7 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
       ctx.out.result({ ref, dir, ...r }, () => `exported ${ref} to ${dir}: ${r.entries} entries`);
     });
 
-  program
+  const pull = program
     .command('pull')
     .description("bring environments into this node's store: refs, or every instance of a dataset")
     .argument('[refs...]')
@@ -161,16 +162,18 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
     .option('--dataset-name <name>', 'tag prefix for --dataset (default: from the file name)')
     .option('--jobs <n>', 'environments pulled at once', opt.int({ min: 1, max: 256 }), 4)
     .addOption(option('--io-budget <size>', 'compressed bytes being fetched at once, across all pulls', opt.size({ min: 1024 ** 2 }), { value: 512 * 1024 ** 2, shown: '512m' }))
-    .option('--id-shift <n|auto>', 'owner shift of laid-out layers; auto: what this host\'s sandboxes use', opt.or('auto', opt.int({ min: 0, max: 2 ** 32 - 65536 })), 'auto')
-    .action(async (refs: string[], o: { dataset?: string; datasetName?: string; jobs: number; ioBudget: number; idShift: number | 'auto' }) => {
+    .option('--id-shift <n|auto>', 'owner shift of laid-out layers; auto: what this host\'s sandboxes use', opt.or('auto', opt.int({ min: 0, max: 2 ** 32 - 65536 })), 'auto');
+  addSelectionOptions(pull).action(async (refs: string[], o: SelectionFlags & { dataset?: string; datasetName?: string; jobs: number; ioBudget: number; idShift: number | 'auto' }) => {
       // an explicit shift must stay inside this host's subordinate ranges (checked before any work)
       const explicitShift = o.idShift === 'auto' ? null : await (await import('../sandbox/subid.js')).checkIdShift(String(o.idShift));
       const ctx = await storeContext(globals());
       const all = [...refs];
+      const selection = await selectionFrom(o);
+      if (selection !== null && o.dataset === undefined) throw new MinisandboxError('USAGE', '--instances picks instances of a dataset', { hint: 'minisandbox pull --dataset FILE --instances ID[,ID...]' });
       if (o.dataset !== undefined) {
-        const [{ datasetNameFromFile }, { loadDataset }] = await Promise.all([import('../build/plan.js'), import('../dataset/read.js')]);
+        const [{ datasetNameFromFile }, { loadDataset }, { selectInstances }] = await Promise.all([import('../build/plan.js'), import('../dataset/read.js'), import('../dataset/select.js')]);
         const name = o.datasetName ?? datasetNameFromFile(o.dataset);
-        for (const r of await loadDataset(o.dataset)) all.push(`${name}/${r.row.instance_id}`);
+        for (const r of selectInstances(await loadDataset(o.dataset), selection, (x) => x.row.instance_id)) all.push(`${name}/${r.row.instance_id}`);
       }
       if (all.length === 0) throw new MinisandboxError('USAGE', 'pull needs refs or --dataset FILE', { hint: 'minisandbox pull REF... | minisandbox pull --dataset FILE' });
       const [{ hostIdShift }, { prefetch }] = await Promise.all([import('../runtime/open.js'), import('../store/prefetch.js')]);

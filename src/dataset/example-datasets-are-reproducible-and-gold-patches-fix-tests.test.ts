@@ -20,12 +20,12 @@ interface ExampleSet {
   /** Test command; test ids are appended. */
   runner: string[];
   runnable: boolean;
-  counts: { base: number; env: number; instance: number };
+  counts: { base: number; env: number; history: number; instance: number };
 }
 
 const SETS: ExampleSet[] = [
-  { set: 'demo', repo: 'demo/pycalc', runner: ['python3', '-m', 'pytest', '-rA', '-p', 'no:cacheprovider'], runnable: HAVE_PYTEST, counts: { base: 1, env: 2, instance: 4 } },
-  { set: 'test', repo: 'test/shlib', runner: ['sh', 'run_tests.sh'], runnable: true, counts: { base: 1, env: 1, instance: 2 } },
+  { set: 'demo', repo: 'demo/pycalc', runner: ['python3', '-m', 'pytest', '-rA', '-p', 'no:cacheprovider'], runnable: HAVE_PYTEST, counts: { base: 1, env: 2, history: 0, instance: 4 } },
+  { set: 'test', repo: 'test/shlib', runner: ['sh', 'run_tests.sh'], runnable: true, counts: { base: 1, env: 1, history: 0, instance: 2 } },
 ];
 
 describe.each(SETS)('example dataset recipes/$set', (ex) => {

@@ -48,7 +48,22 @@ export const SpecSchema = z.strictObject({
   evalEnv: EnvVarsSchema.default({}),
   workdir: AbsolutePathSchema.default('/testbed'),
 });
-const PartialSpecSchema = SpecSchema.partial();
+/**
+ * `defaults` and each version: every field optional and without the built-in defaults (zod's
+ * `.partial()` keeps them and fills them in, so a version would override `defaults` with them);
+ * those apply once, when the two are merged (SpecSchema).
+ */
+const PartialSpecSchema = z.strictObject({
+  env: RecipeRefSchema.optional(),
+  image: z.string().min(1).optional(),
+  preTest: z.array(CommandSchema).optional(),
+  preInstall: z.array(CommandSchema).optional(),
+  install: z.array(CommandSchema).optional(),
+  testCmd: z.string().min(1, 'expected the test command').optional(),
+  logParser: z.string().min(1).optional(),
+  evalEnv: EnvVarsSchema.optional(),
+  workdir: AbsolutePathSchema.optional(),
+});
 
 export const SpecsFileSchema = z.strictObject({
   base: RecipeRefSchema.optional(),

@@ -3,16 +3,19 @@
  * an instance asks for must not be readable from the future ("open-book" rewards).
  *
  * How: a fresh repository (no clone, so no remotes, no tags, no other branches) fetches exactly
- * the wanted commit, which transfers only that commit's ancestry; a single branch points at it;
- * FETCH_HEAD/ORIG_HEAD, reflogs and sample hooks are removed and the objects repacked, so no
- * dangling object from the source survives either.
+ * the wanted commit, which transfers only that commit's ancestry (nothing unreachable, so nothing
+ * to prune); a single branch points at it; FETCH_HEAD/ORIG_HEAD, reflogs and sample hooks are
+ * removed. With a shared history (a dataset build), the objects up to the dataset's merge base
+ * come from the history layer below (alternates) and those after it from one pack per dataset
+ * commit among its ancestors (checkoutInstance), every one of them reachable from the commit.
  */
-import { cp, mkdir, mkdtemp, readdir, rename, rm, writeFile } from 'node:fs/promises';
-import { dirname, join } from 'node:path';
+import { createHash } from 'node:crypto';
+import { copyFile, cp, link, mkdir, mkdtemp, readdir, rename, rm, writeFile } from 'node:fs/promises';
+import { basename, dirname, join } from 'node:path';
 import { InvalidInputError, MinisandboxError, NotFoundError } from '../errors.js';
 import { isErrno } from '../util/fs.js';
 import { runGit } from '../util/git.js';
-import type { InstanceRecipe, RepoSource } from './schema.js';
+import type { HistoryRecipe, InstanceRecipe, RepoSource } from './schema.js';
 
 export interface CheckoutOptions {
   /** A local working repository, a bare mirror, or a URL git can fetch from. */
@@ -55,11 +58,15 @@ async function ensureEmptyDir(dir: string): Promise<void> {
   }
 }
 
-/** Fetches exactly `commit` (and so its ancestry only) from `from` into `refs/heads/<branch>` of `repo`. */
-async function fetchCommit(repo: string, from: string, commit: string, branch: string): Promise<void> {
+/**
+ * Fetches exactly `commit` (and so its ancestry only) from `from` into `refs/heads/<branch>` of `repo`.
+ * `deterministic`: the source packs with one thread, so the same source gives the same pack bytes
+ * (threaded delta search may pick other deltas on each run).
+ */
+async function fetchCommit(repo: string, from: string, commit: string, branch: string, deterministic = false): Promise<void> {
   // Protocol v2 serves any reachable commit; the v0 fallback needs allowAnySHA1InWant, and a source
   // owned by another user needs safe.directory. Both apply to a local upload-pack only.
-  const uploadPack = "git -c uploadpack.allowAnySHA1InWant=true -c safe.directory='*' upload-pack";
+  const uploadPack = `git -c uploadpack.allowAnySHA1InWant=true -c safe.directory='*'${deterministic ? ' -c pack.threads=1' : ''} upload-pack`;
   try {
     await git(['-C', repo, 'fetch', '-q', '--no-tags', '--no-write-fetch-head', '--update-head-ok', '--upload-pack', uploadPack, from, `${commit}:refs/heads/${branch}`]);
   } catch (e) {
@@ -70,10 +77,24 @@ async function fetchCommit(repo: string, from: string, commit: string, branch: s
   }
 }
 
-/** Drops reflogs and whatever is unreachable, and repacks (only local objects: `gc` repacks with -l). */
+/**
+ * Drops reflogs and whatever is unreachable, and repacks (only local objects: `gc` repacks with -l),
+ * with one thread so that the same objects give the same pack bytes.
+ */
 async function scrub(gitDir: string): Promise<void> {
   await git(['--git-dir', gitDir, 'reflog', 'expire', '--expire=now', '--all']);
-  await git(['--git-dir', gitDir, 'gc', '-q', '--prune=now']);
+  await git(['--git-dir', gitDir, '-c', 'pack.threads=1', 'gc', '-q', '--prune=now']);
+  for (const f of ['ORIG_HEAD', 'FETCH_HEAD', 'logs', 'hooks']) await rm(join(gitDir, f), { recursive: true, force: true });
+}
+
+/**
+ * What a fresh checkout needs instead of scrub: it fetched one commit into an empty repository,
+ * which transfers only objects reachable from that commit, so nothing is unreachable and there is
+ * nothing to repack. `gc` here walked every object of the whole history (its repack, prune and
+ * commit-graph enumerate all reachable objects, alternates' included): tens of seconds on a
+ * Django-sized history for nothing.
+ */
+async function scrubFresh(gitDir: string): Promise<void> {
   for (const f of ['ORIG_HEAD', 'FETCH_HEAD', 'logs', 'hooks']) await rm(join(gitDir, f), { recursive: true, force: true });
 }
 
@@ -91,7 +112,7 @@ export async function checkoutAtCommit(opts: CheckoutOptions): Promise<void> {
   }
   await fetchCommit(t, from, opts.commit, branch);
   await git(['-C', t, 'reset', '-q', '--hard', branch]);
-  await scrub(join(t, '.git'));
+  await scrubFresh(join(t, '.git'));
   if (opts.sharedHistory?.objectsAtRuntime !== undefined) await writeFile(alternates, `${opts.sharedHistory.objectsAtRuntime}\n`);
 }
 
@@ -108,7 +129,7 @@ export async function makeSharedHistory(source: RepoSource, commits: readonly st
   await ensureEmptyDir(target);
   await git(['init', '-q', '--bare', '--template=', '-b', 'history', target]);
   // Fetch every commit first (merge-base needs them locally), then keep only the merge base.
-  for (const [i, c] of commits.entries()) await fetchCommit(target, from, c, `c${i}`);
+  for (const [i, c] of commits.entries()) await fetchCommit(target, from, c, `c${i}`, true);
   let base: string;
   try {
     base = (await git(['--git-dir', target, 'merge-base', '--octopus', ...commits])).trim();
@@ -144,9 +165,9 @@ export async function hasObject(repo: string, oid: string): Promise<boolean> {
 }
 
 /**
- * A host cache of history stores, one per base commit, so that many instance builds of a repo
- * make the store once and copy it (which also makes every copy byte-identical). Built under a
- * temporary name and renamed into place: concurrent builders race harmlessly.
+ * A host cache of history stores, one per base commit, so that many builds of a repository's
+ * history layer make the store once and copy it (which also makes every copy byte-identical).
+ * Built under a temporary name and renamed into place: concurrent builders race harmlessly.
  */
 async function cachedHistory(source: RepoSource, base: string, cacheDir: string): Promise<string> {
   const final = join(cacheDir, `${base}.git`);
@@ -166,26 +187,118 @@ async function cachedHistory(source: RepoSource, base: string, cacheDir: string)
 }
 
 /**
- * The host-side part of building an instance layer: into `root` (the layer's upper directory),
- * the shared history store (if the recipe has one) and the checkout at `workdir`, which borrows
- * from the store at the path the sandbox will see. Post-checkout commands run afterwards, in the
- * sandbox (instanceBuildScript). `historyCache`: a host directory where history stores are made
- * once and copied from (recommended for dataset builds).
+ * The content of a history layer: into `root` (the layer's directory), the bare repository of
+ * `recipe.base` and its ancestry at `recipe.path`. `historyCache`: a host directory where stores
+ * are made once and copied from (recommended for dataset builds: one per env and repository).
  */
-export async function checkoutInstance(recipe: InstanceRecipe, root: string, opts: { historyCache?: string } = {}): Promise<void> {
+export async function makeHistoryLayer(recipe: HistoryRecipe, root: string, opts: { historyCache?: string } = {}): Promise<void> {
+  const store = join(root, recipe.path);
+  if (opts.historyCache === undefined) {
+    await makeSharedHistory(recipe.repo, [recipe.base], store);
+    return;
+  }
+  await mkdir(dirname(store), { recursive: true });
+  await cp(await cachedHistory(recipe.repo, recipe.base, opts.historyCache), store, { recursive: true, preserveTimestamps: true });
+}
+
+type Segment = NonNullable<NonNullable<InstanceRecipe['history']>['segments']>[number];
+
+/**
+ * A pack of the objects reachable from `seg.commit` and not from any of `seg.after`, written as
+ * `<dir>/pack-<hash>.{pack,idx}` by the source repository with one thread, so the same source
+ * gives the same bytes (and the registry one copy). Complete, not thin: it deltas only against
+ * its own objects. Returns the paths of the two files.
+ */
+async function makeSegmentPack(source: RepoSource, seg: Segment, dir: string): Promise<string[]> {
+  if ('url' in source) throw new InvalidInputError(`history segments need a local repository, not ${source.url}`, 'use --repos DIR with mirrors of the repositories');
+  const from = repoSourceLocation(source);
+  await mkdir(dir, { recursive: true });
+  const r = await runGit(['-C', from, '-c', 'pack.threads=1', '-c', 'safe.directory=*', 'pack-objects', '--revs', '-q', join(dir, 'pack')], { input: `${seg.commit}\n${seg.after.map((a) => `^${a}\n`).join('')}` });
+  const hash = r.stdout.trim();
+  if (r.exitCode !== 0 || !/^[0-9a-f]{40,64}$/.test(hash)) {
+    if (/bad revision|unknown revision|bad object/i.test(r.stderr)) throw new NotFoundError(`commit ${seg.commit} (or ${seg.after.join(', ')}) in ${from}`, 'update the mirror (`git fetch`) or fix base_commit');
+    throw new GitError(`git pack-objects failed (${r.exitCode ?? 'spawn error'}): ${r.stderr.trim() || r.message}`, 'is the repository readable? the full git error is above');
+  }
+  return [join(dir, `pack-${hash}.pack`), join(dir, `pack-${hash}.idx`)];
+}
+
+/** makeSegmentPack once per host: `<cacheDir>/segments/<key>/`, made under a temporary name and renamed into place. */
+async function cachedSegmentPack(source: RepoSource, seg: Segment, cacheDir: string): Promise<string[]> {
+  const key = createHash('sha256').update(`${seg.commit}\n${[...seg.after].sort().join('\n')}`).digest('hex').slice(0, 32);
+  const final = join(cacheDir, 'segments', key);
+  const list = async (): Promise<string[] | null> => {
+    const names = await readdir(final).catch(() => null);
+    return names === null ? null : names.filter((n) => /^pack-[0-9a-f]+\.(pack|idx)$/.test(n)).sort().map((n) => join(final, n));
+  };
+  const have = await list();
+  if (have !== null && have.length === 2) return have;
+  await mkdir(dirname(final), { recursive: true });
+  const tmp = await mkdtemp(join(dirname(final), `.tmp-${key.slice(0, 12)}-`));
+  try {
+    await makeSegmentPack(source, seg, join(tmp, 'p'));
+    await rename(join(tmp, 'p'), final).catch((e: unknown) => {
+      // Another builder won the race: its pack is the same objects.
+      if (!isErrno(e, 'ENOTEMPTY') && !isErrno(e, 'EEXIST')) throw e;
+    });
+  } finally {
+    await rm(tmp, { recursive: true, force: true });
+  }
+  return (await list()) ?? [];
+}
+
+/** Hardlinks `files` into `dir` (a copy across file systems): the checkout's packs are never written. */
+async function linkInto(files: readonly string[], dir: string): Promise<void> {
+  for (const f of files) {
+    const to = join(dir, basename(f));
+    await link(f, to).catch(async (e: unknown) => {
+      if (isErrno(e, 'EXDEV') || isErrno(e, 'EPERM')) await copyFile(f, to);
+      else if (!isErrno(e, 'EEXIST')) throw e;
+    });
+  }
+}
+
+/**
+ * A checkout whose objects are the shared history (alternates) plus one pack per segment: no
+ * fetch, no negotiation, no repack; git only checks the work tree out.
+ */
+async function checkoutFromSegments(recipe: InstanceRecipe, segments: readonly Segment[], target: string, historyObjects: string, cacheDir: string | undefined): Promise<void> {
+  await ensureEmptyDir(target);
+  await git(['init', '-q', '--template=', '-b', 'main', target]);
+  const objects = join(target, '.git', 'objects');
+  await mkdir(join(objects, 'info'), { recursive: true });
+  await writeFile(join(objects, 'info', 'alternates'), `${historyObjects}\n`);
+  const packDir = join(objects, 'pack');
+  await mkdir(packDir, { recursive: true });
+  for (const seg of segments) {
+    if (cacheDir === undefined) await makeSegmentPack(recipe.repo, seg, packDir);
+    else await linkInto(await cachedSegmentPack(recipe.repo, seg, cacheDir), packDir);
+  }
+  await git(['-C', target, 'update-ref', 'refs/heads/main', recipe.commit]);
+  await git(['-C', target, 'reset', '-q', '--hard', 'main']);
+  await scrubFresh(join(target, '.git'));
+}
+
+/**
+ * The host-side part of building an instance layer: into `root` (the layer's upper directory),
+ * the checkout at `workdir`. With a shared history (recipe.history), `historyObjects` is the
+ * objects directory of that history's store as the host sees it now (the laid-out history layer
+ * below); the checkout borrows from it, holds only the history after its base (as segment packs
+ * when the recipe has them, else fetched), and its alternates name the path the sandbox will
+ * see. `historyCache`: a host directory where segment packs are made once and linked from.
+ * Post-checkout commands run afterwards, in the sandbox (instanceBuildScript).
+ */
+export async function checkoutInstance(recipe: InstanceRecipe, root: string, opts: { historyObjects?: string; historyCache?: string } = {}): Promise<void> {
   const target = join(root, recipe.workdir);
   if (recipe.history === undefined) {
     await checkoutAtCommit({ source: recipe.repo, commit: recipe.commit, target });
     return;
   }
-  const store = join(root, recipe.history.path);
-  if (opts.historyCache === undefined) {
-    await makeSharedHistory(recipe.repo, [recipe.history.base], store);
-  } else {
-    await mkdir(dirname(store), { recursive: true });
-    await cp(await cachedHistory(recipe.repo, recipe.history.base, opts.historyCache), store, { recursive: true, preserveTimestamps: true });
+  if (opts.historyObjects === undefined) {
+    throw new InvalidInputError(`instance ${recipe.name ?? recipe.commit} has a shared history but no history store was given`, 'build it on its history layer (plans do: planDataset)');
   }
-  await checkoutAtCommit({ source: recipe.repo, commit: recipe.commit, target, sharedHistory: { objects: join(store, 'objects') } });
+  const segments = recipe.history.segments ?? [];
+  if (segments.length > 0) await checkoutFromSegments(recipe, segments, target, opts.historyObjects, opts.historyCache);
+  else await checkoutAtCommit({ source: recipe.repo, commit: recipe.commit, target, sharedHistory: { objects: opts.historyObjects } });
   // A base that is not an ancestor of the commit would put another line of history (maybe this
   // instance's future) in the store: refuse it.
   const isAncestor = await git(['-C', target, 'merge-base', '--is-ancestor', recipe.history.base, 'HEAD']).then(

@@ -50,6 +50,7 @@ export function resolvePaths(recipe: Recipe, baseDir: string): Recipe {
         files: recipe.files.map((f) => ({ ...f, src: resolve(baseDir, f.src) })),
       };
     case 'instance':
+    case 'history':
       return { ...recipe, parent: resolveParent(recipe.parent, baseDir), repo: resolveRepo(recipe.repo, baseDir) };
   }
 }

@@ -11,7 +11,7 @@ import { canonicalJson } from '../layer/manifest.js';
 import { NotFoundError } from '../errors.js';
 import { isErrno } from '../util/fs.js';
 import { treeDigest } from './tree.js';
-import type { BaseSource, InstanceRecipe, Recipe } from './schema.js';
+import type { BaseSource, HistoryRecipe, InstanceRecipe, Recipe } from './schema.js';
 
 const Vars = z.record(z.string(), z.string());
 
@@ -53,13 +53,23 @@ export const NormalizedInstanceSchema = z.strictObject({
   commands: z.array(z.string()),
   env: Vars,
   shell: z.string(),
-  history: z.strictObject({ base: z.string(), path: z.string() }).optional(),
+  history: z.strictObject({ base: z.string(), path: z.string(), segments: z.array(z.strictObject({ commit: z.string(), after: z.array(z.string()) })).optional() }).optional(),
 });
 
-export const NormalizedRecipeSchema = z.discriminatedUnion('kind', [NormalizedBaseSchema, NormalizedEnvSchema, NormalizedInstanceSchema]);
+/** The source location is not in it: the base commit pins the content. */
+export const NormalizedHistorySchema = z.strictObject({
+  v: z.literal(1),
+  kind: z.literal('history'),
+  repoName: z.string().optional(),
+  base: z.string(),
+  path: z.string(),
+});
+
+export const NormalizedRecipeSchema = z.discriminatedUnion('kind', [NormalizedBaseSchema, NormalizedEnvSchema, NormalizedInstanceSchema, NormalizedHistorySchema]);
 export type NormalizedRecipe = z.infer<typeof NormalizedRecipeSchema>;
 export type NormalizedBase = z.infer<typeof NormalizedBaseSchema>;
 export type NormalizedInstance = z.infer<typeof NormalizedInstanceSchema>;
+export type NormalizedHistory = z.infer<typeof NormalizedHistorySchema>;
 
 async function fileDigest(path: string): Promise<Digest> {
   try {
@@ -112,7 +122,13 @@ export async function normalizeRecipe(recipe: Recipe): Promise<NormalizedRecipe>
     }
     case 'instance':
       return normalizeInstance(recipe);
+    case 'history':
+      return normalizeHistory(recipe);
   }
+}
+
+export function normalizeHistory(recipe: HistoryRecipe): NormalizedHistory {
+  return { v: 1, kind: 'history', repoName: recipe.repoName, base: recipe.base, path: recipe.path };
 }
 
 /** Instance recipes name no local content, so they normalize without I/O (plans build them from dataset rows). */

@@ -127,11 +127,41 @@ export const InstanceRecipeSchema = z.strictObject({
    * repository at `path`, which the checkout borrows objects from: byte-identical across the
    * instances that share `base`, so the registry keeps it once. See makeSharedHistory.
    */
-  history: z.strictObject({ base: CommitSchema, path: AbsolutePathSchema }).optional(),
+  history: z
+    .strictObject({
+      base: CommitSchema,
+      path: AbsolutePathSchema,
+      /**
+       * The history between `base` and `commit`, as packs of other instances' commits: for each
+       * dataset commit that is an ancestor of `commit` (and `commit` itself), in topological order,
+       * the objects reachable from it and not from `after` (its nearest ancestors among them, or
+       * `base`). Each such pack is the same bytes in every instance layer that holds it, so the
+       * registry keeps it once and an instance adds only its own segment. Absent: fetched whole.
+       */
+      segments: z.array(z.strictObject({ commit: CommitSchema, after: z.array(CommitSchema).min(1) })).optional(),
+    })
+    .optional(),
 });
 export type InstanceRecipe = z.output<typeof InstanceRecipeSchema>;
 
-export const RecipeSchema = z.discriminatedUnion('kind', [BaseRecipeSchema, EnvRecipeSchema, InstanceRecipeSchema]);
+/**
+ * The history a repository's instances share, as a layer of its own between their env and their
+ * instance layers: a bare repository at `path` holding `base` and its ancestry (makeSharedHistory).
+ * Plans make these from datasets (one per env and repository); instance layers above it borrow its
+ * objects through git's alternates and add only their own commits.
+ */
+export const HistoryRecipeSchema = z.strictObject({
+  kind: z.literal('history'),
+  name: z.string().optional(),
+  parent: ParentSchema,
+  repoName: z.string().min(1).optional(),
+  repo: RepoSourceSchema,
+  base: CommitSchema,
+  path: AbsolutePathSchema,
+});
+export type HistoryRecipe = z.output<typeof HistoryRecipeSchema>;
+
+export const RecipeSchema = z.discriminatedUnion('kind', [BaseRecipeSchema, EnvRecipeSchema, InstanceRecipeSchema, HistoryRecipeSchema]);
 export type Recipe = z.output<typeof RecipeSchema>;
 export type RecipeKind = Recipe['kind'];
-export const RECIPE_KINDS = ['base', 'env', 'instance'] as const satisfies readonly RecipeKind[];
+export const RECIPE_KINDS = ['base', 'env', 'history', 'instance'] as const satisfies readonly RecipeKind[];

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { gradeTests, rate, resolutionStatus } from './grading.js';
+import { gradeTests, lookupStatus, namesMatchedByOtherSpelling, otherUnittestSpelling, rate, resolutionStatus } from './grading.js';
 import type { StatusMap, TestStatus } from './status.js';
 
 const sm = (o: Record<string, TestStatus>): StatusMap => new Map(Object.entries(o));
@@ -41,5 +41,34 @@ describe('grading rules (SWE-bench)', () => {
     expect(r.FAIL_TO_FAIL).toEqual({ success: ['x'], failure: [] });
     expect(r.PASS_TO_FAIL).toEqual({ success: [], failure: ['y'] });
     expect(gradeTests(new Map(), { FAIL_TO_PASS: [], PASS_TO_PASS: [] }).FAIL_TO_FAIL).toEqual({ success: [], failure: [] });
+  });
+});
+
+describe('unittest names across Python versions', () => {
+  const old = 'test_sum (calc.tests.SumTests)';
+  const newer = 'test_sum (calc.tests.SumTests.test_sum)';
+
+  it('spells a name the other way in both directions, and only unittest names', () => {
+    expect(otherUnittestSpelling(old)).toBe(newer);
+    expect(otherUnittestSpelling(newer)).toBe(old);
+    expect(otherUnittestSpelling('tests/test_x.py::test_sum')).toBeNull();
+    expect(otherUnittestSpelling('test_sum')).toBeNull();
+  });
+
+  it('grades a <= 3.10 dataset name against a >= 3.11 log, and the reverse, and counts them', () => {
+    const gold = { FAIL_TO_PASS: [old], PASS_TO_PASS: ['test_a (m.C)', 'tests/t.py::exact'] };
+    const log = sm({ [newer]: 'PASSED', 'test_a (m.C.test_a)': 'PASSED', 'tests/t.py::exact': 'PASSED' });
+    const r = gradeTests(log, gold);
+    expect(resolutionStatus(r)).toBe('RESOLVED_FULL');
+    expect(namesMatchedByOtherSpelling(log, gold)).toEqual(['test_a (m.C)', old]);
+    const reverse = gradeTests(sm({ [old]: 'PASSED' }), { FAIL_TO_PASS: [newer], PASS_TO_PASS: [] });
+    expect(reverse.FAIL_TO_PASS.success).toEqual([newer]);
+  });
+
+  it('an exact name wins over the other spelling, and a name matching neither stays missing', () => {
+    expect(lookupStatus(old, sm({ [old]: 'FAILED', [newer]: 'PASSED' }))).toEqual({ status: 'FAILED', viaOther: false });
+    const r = gradeTests(sm({ 'test_sum (calc.tests.Other.test_sum)': 'PASSED', 'test_sum (calc.tests)': 'PASSED', 'test_summ (calc.tests.SumTests.test_summ)': 'PASSED' }), { FAIL_TO_PASS: [old], PASS_TO_PASS: [] });
+    expect(r.FAIL_TO_PASS.failure).toEqual([old]);
+    expect(namesMatchedByOtherSpelling(sm({}), { FAIL_TO_PASS: [old], PASS_TO_PASS: [] })).toEqual([]);
   });
 });

@@ -4,15 +4,47 @@
  * log failed; an empty list scores 1.0; resolved means both score 1.0.
  */
 import { z } from 'zod';
-import type { StatusMap } from './status.js';
+import type { StatusMap, TestStatus } from './status.js';
+
+/**
+ * The other unittest spelling of a test name, or null when the name is not unittest's
+ * `method (dotted.path)`. Python <= 3.10 prints `test_x (module.Class)`, Python >= 3.11
+ * `test_x (module.Class.test_x)`; SWE-bench rows were made with the older one, so a newer Python in
+ * an environment would otherwise turn every such test into "missing from the log".
+ */
+export function otherUnittestSpelling(name: string): string | null {
+  const m = /^([A-Za-z_][A-Za-z0-9_]*) \(([A-Za-z_][A-Za-z0-9_.]*)\)$/.exec(name);
+  if (!m) return null;
+  const [, method, path] = m as unknown as [string, string, string];
+  const suffix = `.${method}`;
+  return path.endsWith(suffix) && path.length > suffix.length ? `${method} (${path.slice(0, -suffix.length)})` : `${method} (${path}${suffix})`;
+}
+
+/**
+ * The status of a dataset's test name in a log: under that name, or else under its other
+ * unittest spelling (and only that: nothing else is matched loosely). `viaOther` says which.
+ */
+export function lookupStatus(name: string, sm: StatusMap): { status: TestStatus | undefined; viaOther: boolean } {
+  const exact = sm.get(name);
+  if (exact !== undefined) return { status: exact, viaOther: false };
+  const other = otherUnittestSpelling(name);
+  const s = other === null ? undefined : sm.get(other);
+  return { status: s, viaOther: s !== undefined };
+}
 
 export function testPassed(name: string, sm: StatusMap): boolean {
-  const s = sm.get(name);
+  const s = lookupStatus(name, sm).status;
   return s === 'PASSED' || s === 'XFAIL';
 }
 
 export function testMaintained(name: string, sm: StatusMap): boolean {
-  return testPassed(name, sm) || sm.get(name) === 'SKIPPED';
+  return testPassed(name, sm) || lookupStatus(name, sm).status === 'SKIPPED';
+}
+
+/** Names of the instance's lists found in the log only under their other unittest spelling. */
+export function namesMatchedByOtherSpelling(sm: StatusMap, gold: GoldLists): string[] {
+  const all = [...gold.FAIL_TO_PASS, ...gold.PASS_TO_PASS, ...(gold.FAIL_TO_FAIL ?? []), ...(gold.PASS_TO_FAIL ?? [])];
+  return [...new Set(all.filter((t) => lookupStatus(t, sm).viaOther))].sort();
 }
 
 export const OutcomeSchema = z.object({ success: z.array(z.string()), failure: z.array(z.string()) });

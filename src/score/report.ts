@@ -43,6 +43,11 @@ export const ScoreResultSchema = z.object({
     truncated: z.boolean(),
     duration_ms: z.number().nonnegative(),
   }).nullable(),
+  /**
+   * Not in the harness: the instance's test names found in the log only under their other
+   * unittest spelling (Python <= 3.10 `test_x (mod.Class)` vs >= 3.11 `test_x (mod.Class.test_x)`).
+   */
+  other_spelling: z.array(z.string()).optional(),
   error: z.string().optional(),
 });
 export type ScoreResult = z.infer<typeof ScoreResultSchema>;

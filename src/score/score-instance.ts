@@ -7,7 +7,7 @@ import { errorMessage, InvalidInputError, throwIfAborted } from '../errors.js';
 import { gitDirWrite } from './diff-files.js';
 import { makeEvalScript } from './eval-script.js';
 import { APPLY_PATCH_FAIL } from './markers.js';
-import { gradeTests, resolutionStatus } from './grading.js';
+import { gradeTests, namesMatchedByOtherSpelling, resolutionStatus } from './grading.js';
 import { parseScoreInstance, type ScoreInstance, type ScoreInstanceInput } from './instance.js';
 import { analyzeLog, statusMapOf } from './log-analysis.js';
 import { getParser } from './parsers/registry.js';
@@ -90,7 +90,9 @@ export async function scoreInstance(
     error = `the eval script ran past ${opts.timeoutMs} ms`;
   } else if (run.status !== 'ok') {
     status = 'error';
-    error = infraError ?? `the eval runner reported ${run.status}`;
+    // the runner's own words (e.g. "cannot run /bin/bash") are the reason a person needs first
+    const said = /\[minisandbox: ([^\]\n]+)\]\s*$/.exec(run.output)?.[1];
+    error = infraError ?? `the eval runner reported ${run.status}${said !== undefined ? `: ${said}` : ''}`;
   } else if (analysis.applyFailed) {
     status = 'patch_apply_failed';
     error = 'no command of the apply chain could apply the patch';
@@ -101,6 +103,7 @@ export async function scoreInstance(
 
   const graded = status === 'completed';
   const testsStatus = graded ? gradeTests(statusMap, instance) : undefined;
+  const otherSpelling = graded ? namesMatchedByOtherSpelling(statusMap, instance) : [];
   const resolved = testsStatus !== undefined && resolutionStatus(testsStatus) === 'RESOLVED_FULL';
   const report: InstanceReport = {
     patch_is_None: patch === null,
@@ -117,6 +120,7 @@ export async function scoreInstance(
     applied_with: analysis.appliedWith,
     report,
     runner: { status: run.status, exit_code: run.exitCode, truncated: run.truncated, duration_ms: Math.round(durationMs) },
+    ...(otherSpelling.length > 0 ? { other_spelling: otherSpelling } : {}),
     ...(error === undefined ? {} : { error }),
   };
   return { result, log, script };

@@ -77,6 +77,19 @@ describe('scoring a run of predictions', () => {
     const out2 = await scoreRun(rows, predictions, specs, factory2, { jobs: 2, runId: 'r1', reportDir, timeoutS: 60, filesDir: (i) => join(root, 'files', i.instance_id) });
     expect(again).toEqual(['demo__calc-4']);
     expect(out2.summary).toEqual(out.summary);
+    expect(out.reused).toEqual([]);
+    expect(out2.reused).toEqual(['demo__calc-1', 'demo__calc-2']);
+    // Every instance not resolved says why, with its log.
+    expect(out2.failures.map((f) => [f.instance_id, f.reason.split(':')[0], f.log])).toEqual([
+      ['demo__calc-2', 'patch apply failed', join(reportDir, 'r1', 'org__model-x', 'demo__calc-2', 'test_output.txt')],
+      ['demo__calc-4', 'error', join(reportDir, 'r1', 'org__model-x', 'demo__calc-4', 'error.txt')],
+    ]);
+
+    // force: every instance runs again
+    again.length = 0;
+    const out3 = await scoreRun(rows, predictions, specs, factory2, { jobs: 2, runId: 'r1', reportDir, timeoutS: 60, force: true, filesDir: (i) => join(root, 'files', i.instance_id) });
+    expect(again.sort()).toEqual(['demo__calc-1', 'demo__calc-2', 'demo__calc-4']);
+    expect(out3.reused).toEqual([]);
   });
 
   it('refuses a run id that would escape the report directory', async () => {

@@ -4,9 +4,10 @@
  * at a time; each instance's report.json, result.json, test_output.txt, patch.diff and eval.sh go
  * under <reportDir>/<runId>/<model>/<instance_id>/, the run summary to
  * <reportDir>/<model>.<runId>.json. One instance's failure never stops the run; an instance that
- * already has a result.json from an earlier attempt of the same run is not run again.
+ * already has a result.json from an earlier attempt of the same run is not run again (unless
+ * `force`), and the outcome says which were reused.
  */
-import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, rename, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { AbortedError, errorMessage, InvalidInputError, throwIfAborted } from '../errors.js';
 import { isErrno } from '../util/fs.js';
@@ -17,6 +18,7 @@ import type { EvalRunner } from './runner.js';
 import { scoreInstance } from './score-instance.js';
 import type { EvalSpecInput } from './spec.js';
 import { runPool } from '../util/pool.js';
+import { type Failure, failingTests, failureReason } from './diagnose.js';
 
 export type SpecLookup = (instance: ScoreInstance) => EvalSpecInput;
 /** A runner for one instance's environment; each call of it must start from a fresh sandbox. */
@@ -37,6 +39,8 @@ export interface ScoreRunOptions {
   timeoutS: number;
   /** Where patch files go inside the environment (see scoreInstance); per instance when environments share a filesystem. */
   filesDir?: FilesDir;
+  /** Grade every instance again, even those with a result from an earlier attempt of this run. */
+  force?: boolean;
   /** Called as each instance finishes, e.g. for progress lines. */
   onResult?: (result: ScoreResult) => void;
   /**
@@ -50,6 +54,10 @@ export interface ScoreRunOutcome {
   summary: RunSummary;
   summaryPath: string;
   results: ScoreResult[];
+  /** Instances whose result was taken from an earlier attempt of the same run id (not run again). */
+  reused: string[];
+  /** Every instance not resolved: reason, failing tests, its test_output.txt. */
+  failures: Failure[];
 }
 
 /** One path component that cannot climb out of its directory. */
@@ -101,11 +109,15 @@ export async function scoreRun(
   // Like the harness: only known instances with a non-empty patch are run.
   const todo = [...preds.values()].filter((p) => byId.has(p.instance_id) && p.model_patch !== null && p.model_patch !== '');
   const results = new Map<string, ScoreResult>();
+  const reused: string[] = [];
+  const logs = new Map<string, string>();
   await runPool(todo, opts.jobs, async (pred) => {
     throwIfAborted(opts.signal, 'score run');
     const instance = byId.get(pred.instance_id)!;
-    const result = await scoreOne(instance, pred, specs, runnerFactory, opts);
+    const { result, earlier, log } = await scoreOne(instance, pred, specs, runnerFactory, opts);
     results.set(instance.instance_id, result);
+    if (earlier) reused.push(instance.instance_id);
+    if (log !== null) logs.set(instance.instance_id, log);
     opts.onResult?.(result);
   });
 
@@ -113,16 +125,38 @@ export async function scoreRun(
   await mkdir(opts.reportDir, { recursive: true });
   const summaryPath = join(opts.reportDir, `${modelDirName(model)}.${opts.runId}.json`);
   await writeAtomic(summaryPath, JSON.stringify(summary, null, 4) + '\n');
-  return { summary, summaryPath, results: todo.flatMap((p) => results.get(p.instance_id) ?? []) };
+  const ordered = todo.flatMap((p) => results.get(p.instance_id) ?? []);
+  const failures: Failure[] = ordered
+    .filter((r) => !r.resolved)
+    .map((r) => {
+      const log = logs.get(r.instance_id);
+      return { instance_id: r.instance_id, reason: failureReason(r), failing_tests: failingTests(r.report.tests_status), ...(log !== undefined ? { log } : {}) };
+    })
+    .sort((a, b) => a.instance_id.localeCompare(b.instance_id));
+  return { summary, summaryPath, results: ordered, reused: reused.sort(), failures };
 }
 
-async function scoreOne(instance: ScoreInstance, pred: Prediction, specs: SpecLookup, runnerFactory: RunnerFactory, opts: ScoreRunOptions): Promise<ScoreResult> {
+async function exists(path: string): Promise<boolean> {
+  return stat(path).then(
+    () => true,
+    () => false,
+  );
+}
+
+async function scoreOne(
+  instance: ScoreInstance,
+  pred: Prediction,
+  specs: SpecLookup,
+  runnerFactory: RunnerFactory,
+  opts: ScoreRunOptions,
+): Promise<{ result: ScoreResult; earlier: boolean; log: string | null }> {
   const modelName = pred.model_name_or_path;
   let dir: string | null = null;
   try {
     dir = join(opts.reportDir, opts.runId, modelDirName(modelName), safeComponent(instance.instance_id, 'instance id'));
-    const earlier = await previousResult(dir);
-    if (earlier !== null) return earlier;
+    const logPath = join(dir, 'test_output.txt');
+    const earlier = opts.force === true ? null : await previousResult(dir);
+    if (earlier !== null) return { result: earlier, earlier: true, log: (await exists(logPath)) ? logPath : null };
     await mkdir(dir, { recursive: true });
     await writeAtomic(join(dir, 'patch.diff'), pred.model_patch ?? '');
     const runner = await runnerFactory(instance);
@@ -133,10 +167,10 @@ async function scoreOne(instance: ScoreInstance, pred: Prediction, specs: SpecLo
       ...(opts.signal ? { signal: opts.signal } : {}),
     });
     await writeAtomic(join(dir, 'eval.sh'), script);
-    await writeAtomic(join(dir, 'test_output.txt'), log);
+    await writeAtomic(logPath, log);
     await writeAtomic(join(dir, 'report.json'), JSON.stringify({ [instance.instance_id]: result.report }, null, 4) + '\n');
     await writeAtomic(join(dir, 'result.json'), JSON.stringify(result, null, 2) + '\n');
-    return result;
+    return { result, earlier: false, log: logPath };
   } catch (e) {
     // cancelled: no result at all, so that a rerun grades this instance
     if (e instanceof AbortedError) throw e;
@@ -151,7 +185,8 @@ async function scoreOne(instance: ScoreInstance, pred: Prediction, specs: SpecLo
       runner: null,
       error: errorMessage(e),
     };
-    if (dir !== null) await writeAtomic(join(dir, 'error.txt'), `${result.error}\n`).catch(() => undefined);
-    return result;
+    const errorPath = dir === null ? null : join(dir, 'error.txt');
+    if (errorPath !== null) await writeAtomic(errorPath, `${result.error}\n`).catch(() => undefined);
+    return { result, earlier: false, log: errorPath !== null && (await exists(errorPath)) ? errorPath : null };
   }
 }

@@ -1,4 +1,4 @@
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -38,6 +38,22 @@ describe('validation of gold and empty patches (pure)', () => {
       { instance_id: 'slow', kind: 'gold', outcomes: ['resolved', 'timeout'], tests: [] },
     ]);
   });
+
+  it('says for every run that went wrong why, with every failing test and its log', () => {
+    const r = validateResults([
+      { ...obs('nogold', 'gold', 0, false, [['t1'], ['t2', 't3']]), log: '/l/nogold/gold-run1.log' },
+      obs('nogold', 'empty', 0, false),
+      obs('trivial', 'gold', 0, true),
+      obs('trivial', 'empty', 0, true),
+      { ...obs('slow', 'gold', 0, false, undefined, 'timeout'), result: { status: 'timeout', resolved: false, error: 'the eval script ran past 1000 ms', report: {} } },
+      obs('slow', 'empty', 0, false),
+    ]);
+    expect(r.failures).toEqual([
+      { instance_id: 'nogold', kind: 'gold', run: 0, reason: expect.stringMatching(/^not resolved: 2 of 3 FAIL_TO_PASS fail/), failing_tests: ['t2', 't3'], log: '/l/nogold/gold-run1.log' },
+      { instance_id: 'slow', kind: 'gold', run: 0, reason: 'timeout: the eval script ran past 1000 ms', failing_tests: [] },
+      { instance_id: 'trivial', kind: 'empty', run: 0, reason: expect.stringMatching(/empty patch resolves/), failing_tests: [] },
+    ]);
+  });
 });
 
 describe('validating instances for real on the host', () => {
@@ -61,7 +77,12 @@ describe('validating instances for real on the host', () => {
       { ...nogold.instance, FAIL_TO_PASS: [nogold.names.add, 'test_never_written (tests.test_calc.TestCalc.test_never_written)'] },
       { ...trivial.instance, FAIL_TO_PASS: '[]' },
     ];
-    const report = await validateInstances(rows, (i) => repos.get(i.instance_id)!.spec, factory, { runs: 1, jobs: 2, timeoutS: 60, filesDir: (i) => join(root, 'files', i.instance_id) });
+    const logDir = join(root, 'logs');
+    const report = await validateInstances(rows, (i) => repos.get(i.instance_id)!.spec, factory, { runs: 1, jobs: 2, timeoutS: 60, filesDir: (i) => join(root, 'files', i.instance_id), logDir });
     expect(report).toMatchObject({ runs: 1, total_instances: 3, ok_ids: ['demo__ok-1'], gold_unresolved_ids: ['demo__nogold-1'], empty_resolved_ids: ['demo__trivial-1'], error_ids: [], flaky: [] });
+    const broken = report.failures.find((f) => f.instance_id === 'demo__nogold-1')!;
+    expect(broken.failing_tests).toEqual(['test_never_written (tests.test_calc.TestCalc.test_never_written)']);
+    expect(broken.log).toBe(join(logDir, 'demo__nogold-1', 'gold-run1.log'));
+    expect(await readFile(broken.log!, 'utf8')).toContain('>>>>> Start Test Output');
   });
 });

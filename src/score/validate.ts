@@ -3,6 +3,8 @@
  * an empty patch must not; an instance whose outcome changes between runs is flaky. Both kinds
  * make a reward that says nothing about the agent, so they are listed to be fixed or excluded.
  */
+import { mkdir, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { z } from 'zod';
 import { errorMessage } from '../errors.js';
 import { runPool } from '../util/pool.js';
@@ -10,7 +12,8 @@ import type { TestsStatus } from './grading.js';
 import { parseScoreInstance, type ScoreInstance } from './instance.js';
 import type { ScoreResult } from './report.js';
 import { scoreInstance } from './score-instance.js';
-import { filesDirFor, type FilesDir, type RunnerFactory, type SpecLookup } from './score-run.js';
+import { filesDirFor, type FilesDir, type RunnerFactory, safeComponent, type SpecLookup } from './score-run.js';
+import { failingTests, failureReason, FailureSchema } from './diagnose.js';
 
 export const PatchKindSchema = z.enum(['gold', 'empty']);
 export type PatchKind = z.infer<typeof PatchKindSchema>;
@@ -21,6 +24,8 @@ export interface ValidationObservation {
   /** 0-based run number. */
   run: number;
   result: Pick<ScoreResult, 'status' | 'resolved' | 'error'> & { report: { tests_status?: TestsStatus | undefined } };
+  /** Where this run's eval log was written, if it was. */
+  log?: string;
 }
 
 export const FlakySchema = z.object({
@@ -45,6 +50,8 @@ export const ValidationReportSchema = z.object({
   flaky: z.array(FlakySchema),
   /** Why each ungraded run was not graded. */
   errors: z.array(z.object({ instance_id: z.string(), kind: PatchKindSchema, run: z.number().int(), status: z.string(), error: z.string() })),
+  /** Every run that did not come out as expected: reason, all failing tests, log path. */
+  failures: z.array(FailureSchema),
 });
 export type ValidationReport = z.infer<typeof ValidationReportSchema>;
 
@@ -109,6 +116,18 @@ export function validateResults(observations: readonly ValidationObservation[]):
       .map((o) => ({ instance_id: o.instance_id, kind: o.kind, run: o.run, status: o.result.status, error: o.result.error ?? '' }))
       .sort((a, b) => a.instance_id.localeCompare(b.instance_id) || a.kind.localeCompare(b.kind) || a.run - b.run),
     flaky: flaky.sort((a, b) => a.instance_id.localeCompare(b.instance_id) || a.kind.localeCompare(b.kind)),
+    failures: observations
+      .filter((o) => (o.kind === 'gold' ? !(o.result.status === 'completed' && o.result.resolved) : o.result.status !== 'completed' || o.result.resolved))
+      .sort((a, b) => a.instance_id.localeCompare(b.instance_id) || a.kind.localeCompare(b.kind) || a.run - b.run)
+      .map((o) => ({
+        instance_id: o.instance_id,
+        kind: o.kind,
+        run: o.run,
+        reason: failureReason(o.result, o.kind === 'gold'),
+        // an empty patch that resolves has no failing test: what matters is that it passes
+        failing_tests: o.kind === 'gold' ? failingTests(o.result.report.tests_status) : [],
+        ...(o.log !== undefined ? { log: o.log } : {}),
+      })),
   };
 }
 
@@ -117,6 +136,8 @@ export interface ValidateOptions {
   jobs: number;
   timeoutS: number;
   filesDir?: FilesDir;
+  /** Where each run's eval log goes: `<logDir>/<instance_id>/<kind>-run<N>.log`. */
+  logDir?: string;
   onObservation?: (o: ValidationObservation) => void;
 }
 
@@ -130,6 +151,7 @@ export async function validateInstances(rows: readonly unknown[], specs: SpecLoo
   const observations: ValidationObservation[] = [];
   await runPool(tasks, opts.jobs, async ({ instance, kind, run }) => {
     let result: ValidationObservation['result'];
+    let log: string | undefined;
     try {
       const runner = await runnerFactory(instance);
       const out = await scoreInstance(instance, specs(instance), kind === 'gold' ? instance.patch : null, runner, {
@@ -138,10 +160,16 @@ export async function validateInstances(rows: readonly unknown[], specs: SpecLoo
         ...filesDirFor(opts.filesDir, instance),
       });
       result = out.result;
+      if (opts.logDir !== undefined) {
+        const dir = join(opts.logDir, safeComponent(instance.instance_id, 'instance id'));
+        await mkdir(dir, { recursive: true });
+        log = join(dir, `${kind}-run${run + 1}.log`);
+        await writeFile(log, out.log);
+      }
     } catch (e) {
       result = { status: 'error', resolved: false, report: {}, error: errorMessage(e) };
     }
-    const o = { instance_id: instance.instance_id, kind, run, result };
+    const o: ValidationObservation = { instance_id: instance.instance_id, kind, run, result, ...(log !== undefined ? { log } : {}) };
     observations.push(o);
     opts.onObservation?.(o);
   });

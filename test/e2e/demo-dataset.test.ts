@@ -33,16 +33,17 @@ async function ms(args: string[], okCodes = [0]): Promise<{ stdout: string; code
 describe('demo dataset: build -> run -> score', { timeout: 900_000 }, () => {
   const repos = join(work, 'repos');
 
-  it('builds one base, two envs and four instances, and a rebuild is fully cached', async () => {
+  it('builds one base, two envs, the shared history on each and four instances, and a rebuild is fully cached', async () => {
     await run(join(demo, 'make-repo.sh'), [join(repos, 'demo/pycalc')]);
     const first = JSON.parse((await ms(['build', join(demo, 'dataset.jsonl'), '--specs', join(demo, 'specs.yaml'), '--repos', repos, '--jobs', '2'])).stdout) as {
       summary: Record<string, number>;
       counts: Record<string, number>;
     };
-    expect(first.counts).toEqual({ base: 1, env: 2, instance: 4 });
-    expect(first.summary).toMatchObject({ built: 7, failed: 0 });
+    // one history layer per env (the demo has two versions): the same bytes, kept once
+    expect(first.counts).toEqual({ base: 1, env: 2, history: 2, instance: 4 });
+    expect(first.summary).toMatchObject({ built: 9, failed: 0 });
     const again = JSON.parse((await ms(['build', join(demo, 'dataset.jsonl'), '--specs', join(demo, 'specs.yaml'), '--repos', repos])).stdout) as { summary: Record<string, number> };
-    expect(again.summary).toMatchObject({ built: 0, cached: 7 });
+    expect(again.summary).toMatchObject({ built: 0, cached: 9 });
   });
 
   it('runs a task: the repository at its base commit, without the fix in its history, network off', async () => {
