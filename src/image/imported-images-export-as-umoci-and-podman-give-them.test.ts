@@ -68,7 +68,7 @@ describe('an imported image exports the tree umoci unpacks and podman exports fr
         expect(r.status).toBe('imported');
         const out = join(dir, `out-${n}`);
         // the library export keeps setuid bits (see the report: the CLI may strip them)
-        await exportEnv(reg, store, `img/${n}`, out);
+        await exportEnv(reg, store, `img/${n}`, out, { preserveSpecial: true });
         const tree = snapshotTree(out);
         expect(tree).toEqual(expected[n]);
         expect(tree).toEqual(podmanTrees[n]);

@@ -3,7 +3,7 @@
  * inside the subordinate ranges, or a layer gets owners no sandbox maps (`-3` made uid 4294967293).
  */
 import { execFile } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
@@ -49,6 +49,18 @@ describe('pull --id-shift', () => {
       (e: { code?: number; stderr?: string }) => ({ code: e.code, stderr: e.stderr ?? '' }),
     );
     expect(r.code).toBe(2);
-    expect(r.stderr).toMatch(/invalid --id-shift "-3"/);
+    expect(r.stderr).toMatch(/--id-shift.*'-3'/);
+    expect(existsSync(join(work, 'store'))).toBe(false);
+  }, 60_000);
+
+  it('exits 2 for a shift outside /etc/subuid and /etc/subgid, before anything is laid out', async () => {
+    const cli = resolve(import.meta.dirname, '..', '..', 'bin/minisandbox');
+    const r = await promisify(execFile)(cli, ['--registry', join(work, 'reg'), '--store', join(work, 'store2'), 'pull', 'any/ref', '--id-shift', '12345']).then(
+      () => ({ code: 0, stderr: '' }),
+      (e: { code?: number; stderr?: string }) => ({ code: e.code, stderr: e.stderr ?? '' }),
+    );
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/--id-shift/);
+    expect(existsSync(join(work, 'store2'))).toBe(false);
   }, 60_000);
 });
