@@ -88,7 +88,7 @@ export function buildApp(mgr: SandboxManager, opts: AppOptions): FastifyInstance
   const want = tokenDigest(opts.token);
   const log = opts.log ?? ((l: string) => void process.stderr.write(`${l}\n`));
   const fileLimit = opts.fileLimit ?? 256 << 20;
-  const app = Fastify({ logger: false, bodyLimit: opts.bodyLimit ?? 8 << 20, disableRequestLogging: true });
+  const app = Fastify({ logger: false, bodyLimit: opts.bodyLimit ?? 8 << 20 });
 
   // A file body is raw bytes, up to its own limit.
   app.addContentTypeParser('application/octet-stream', { parseAs: 'buffer', bodyLimit: fileLimit }, (_req, body, done) => done(null, body));
@@ -218,9 +218,10 @@ export function buildApp(mgr: SandboxManager, opts: AppOptions): FastifyInstance
 
   app.delete('/v1/sandboxes/:id/sessions/:sid', async (req, reply) => {
     const { id, sid } = parse(SessionParamsSchema, req.params, 'path');
-    const e = mgr.get(id);
-    sessionOf(e.sessions, sid, id).close();
-    e.sessions.delete(sid);
+    await mgr.use(id, async (e) => {
+      sessionOf(e.sessions, sid, id).close();
+      e.sessions.delete(sid);
+    });
     return reply.code(204).send();
   });
 

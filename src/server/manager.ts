@@ -121,16 +121,17 @@ export class SandboxManager {
     }
   }
 
+  /** Looking a sandbox up is not using it: a client polling its status does not keep it alive. */
   get(id: string): Entry {
     const e = this.entries.get(id);
     if (e === undefined || !e.sb.alive) throw new NotFoundError(`sandbox ${id}`, 'list live sandboxes with GET /v1/sandboxes; it may have passed its TTL or idle timeout');
-    e.lastUsed = Date.now();
     return e;
   }
 
   /** Runs `fn` with the sandbox marked busy, so the idle reaper leaves it alone meanwhile. */
   async use<T>(id: string, fn: (e: Entry) => Promise<T>): Promise<T> {
     const e = this.get(id);
+    e.lastUsed = Date.now();
     e.busy++;
     try {
       return await fn(e);
