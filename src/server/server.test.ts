@@ -55,8 +55,8 @@ interface Res {
 
 async function call(method: string, path: string, body?: unknown, o: { server?: RunningServer; headers?: Record<string, string>; raw?: string | Buffer; signal?: AbortSignal } = {}): Promise<Res> {
   const headers: Record<string, string> = { authorization: `Bearer ${token}`, ...(o.headers ?? {}) };
-  let payload: string | Buffer | undefined;
-  if (o.raw !== undefined) payload = o.raw;
+  let payload: string | Uint8Array<ArrayBuffer> | undefined;
+  if (o.raw !== undefined) payload = typeof o.raw === 'string' ? o.raw : Uint8Array.from(o.raw);
   else if (body !== undefined) {
     payload = JSON.stringify(body);
     headers['content-type'] = 'application/json';
@@ -158,7 +158,7 @@ describe('the sandbox server over HTTP', () => {
       ['GET', '/no/such/route'],
     ];
     for (const [method, path] of routes) {
-      for (const headers of [{ authorization: '' }, { authorization: `Bearer ${token}x` }, { authorization: 'Basic abc' }, { authorization: '', 'x-api-key': 'wrong' }]) {
+      for (const headers of [{ authorization: '' }, { authorization: `Bearer ${token}x` }, { authorization: 'Basic abc' }, { authorization: '', 'x-api-key': 'wrong' }] as Array<Record<string, string>>) {
         const r = await call(method, path, method === 'POST' ? { ref: 'srv/busybox', command: 'true', count: 1 } : undefined, { headers });
         expect([method, path, r.status]).toEqual([method, path, 401]);
         expect(r.json()).toMatchObject({ error: { code: 'UNAUTHORIZED' } });
