@@ -90,6 +90,18 @@ export function buildApp(mgr: SandboxManager, opts: AppOptions): FastifyInstance
   const fileLimit = opts.fileLimit ?? 256 << 20;
   const app = Fastify({ logger: false, bodyLimit: opts.bodyLimit ?? 8 << 20 });
 
+  // Clients that send `Content-Type: application/json` on every request (a session object with
+  // default headers) send it on DELETE and GET too, with no body: that is no body, not bad JSON.
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => {
+    const text = typeof body === 'string' ? body : body.toString('utf8');
+    if (text.trim() === '') return done(null, undefined);
+    try {
+      done(null, JSON.parse(text) as unknown);
+    } catch (e) {
+      done(new MinisandboxError('MALFORMED_BODY', `the body is not valid JSON: ${e instanceof Error ? e.message : String(e)}`, { hint: 'send a JSON object' }), undefined);
+    }
+  });
   // A file body is raw bytes, up to its own limit.
   app.addContentTypeParser('application/octet-stream', { parseAs: 'buffer', bodyLimit: fileLimit }, (_req, body, done) => done(null, body));
 

@@ -120,7 +120,8 @@ describe('the sandbox server over HTTP', () => {
     expect((await call('GET', `/v1/sandboxes/${id}/files?path=/work/who`)).status).toBe(404);
     expect((await call('GET', '/v1/capacity')).json()).toEqual({ live: 3, max: 8 });
 
-    for (const s of [id, ...children.map((c) => c.id)]) expect((await call('DELETE', `/v1/sandboxes/${s}`)).status).toBe(204);
+    // a client that sends its JSON content type on every request, bodyless DELETE included
+    for (const s of [id, ...children.map((c) => c.id)]) expect((await call('DELETE', `/v1/sandboxes/${s}`, undefined, { headers: { 'content-type': 'application/json' } })).status).toBe(204);
     expect((await call('GET', `/v1/sandboxes/${id}`)).status).toBe(404);
     expect((await call('POST', `/v1/sandboxes/${id}/exec`, { command: 'true' })).status).toBe(404);
     expect(readdirSync(store.sandboxesDir)).toEqual([]);
