@@ -57,6 +57,8 @@ export const ErrorCode = {
   BODY_TOO_LARGE: 'BODY_TOO_LARGE',
   /** `serve`: the request body is not valid JSON (HTTP 400). */
   MALFORMED_BODY: 'MALFORMED_BODY',
+  /** `serve`: an error the server did not expect (HTTP 500): a bug; the message says where. */
+  INTERNAL: 'INTERNAL',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 

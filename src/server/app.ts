@@ -127,6 +127,7 @@ export function buildApp(mgr: SandboxManager, opts: AppOptions): FastifyInstance
     let field: string | undefined;
     if (err instanceof MinisandboxError) {
       code = err.code;
+      // runtime failures (a sandbox that would not start, a registry that failed) are the server's side
       status = STATUS[code] ?? 500;
       hint = err.hint;
       if ('field' in err && typeof err.field === 'string') field = err.field;
@@ -138,7 +139,7 @@ export function buildApp(mgr: SandboxManager, opts: AppOptions): FastifyInstance
       else if (sc === 415) [code, status, hint] = ['INVALID_INPUT', 415, 'send JSON (application/json), or file bytes as application/octet-stream'];
       else if (sc >= 400 && sc < 500) [code, status, hint] = ['MALFORMED_BODY', 400, 'the body must be valid JSON'];
       else {
-        [code, status] = ['SANDBOX_START', 500];
+        [code, status, hint] = ['INTERNAL', 500, 'a bug in the server: report it with the request log line'];
         message = `internal error: ${message}`;
       }
     }

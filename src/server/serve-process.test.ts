@@ -67,4 +67,24 @@ describe('minisandbox serve as a process', () => {
     expect(readdirSync(store.leasesDir)).toEqual([]);
     for (const pid of holders) expect(() => process.kill(pid, 0)).toThrow();
   });
+
+  it('reaps at start what a predecessor killed with -9 left: its sandboxes and leases', async () => {
+    const first = serve('--listen', '127.0.0.1:0');
+    const exited = exitOf(first);
+    const { listening, token_file } = JSON.parse(await new Promise<string>((r) => createInterface({ input: first.stdout }).once('line', r))) as { listening: string; token_file: string };
+    const headers = { authorization: `Bearer ${readFileSync(token_file, 'utf8').trim()}`, 'content-type': 'application/json' };
+    const r = await fetch(`${listening}/v1/sandboxes`, { method: 'POST', headers, body: JSON.stringify({ ref: 'proc/busybox' }) });
+    const { id } = (await r.json()) as { id: string };
+    first.kill('SIGKILL');
+    await exited;
+    expect(readdirSync(store.sandboxesDir)).toEqual([id]);
+    const second = serve('--listen', '127.0.0.1:0');
+    const done = exitOf(second);
+    // it prints where it listens once the reaping is done
+    await new Promise<string>((res) => createInterface({ input: second.stdout }).once('line', res));
+    expect(readdirSync(store.sandboxesDir)).toEqual([]);
+    expect(readdirSync(store.leasesDir)).toEqual([]);
+    second.kill('SIGTERM');
+    expect(await done).toBe(0);
+  });
 });
