@@ -48,13 +48,23 @@ const STATUS: Partial<Record<ErrorCode, number>> = {
   SANDBOX_FILE: 404,
 };
 
-/** A schema failure names the field: `limits.memory: a size: ...`. */
+/** A request field that failed its schema: answered 422 with the field's dotted path. */
+class FieldError extends InvalidInputError {
+  constructor(
+    readonly field: string,
+    message: string,
+  ) {
+    super(message, 'see the API reference in README.md (section "Sandbox server")');
+  }
+}
+
+/** A schema failure names the field: `body field limits.memory: a size: ...`. */
 function parse<S extends z.ZodType>(schema: S, value: unknown, where: string): z.output<S> {
   const r = schema.safeParse(value ?? {});
   if (r.success) return r.data;
   const issue = r.error.issues[0]!;
   const field = issue.path.map(String).join('.');
-  throw Object.assign(new InvalidInputError(`${where}${field === '' ? '' : ` field ${field}`}: ${issue.message}`, 'see the API reference in README.md (section serve)'), { field });
+  throw new FieldError(field, `${where}${field === '' ? '' : ` field ${field}`}: ${issue.message}`);
 }
 
 function tokenDigest(t: string): Buffer {
@@ -130,7 +140,7 @@ export function buildApp(mgr: SandboxManager, opts: AppOptions): FastifyInstance
       // runtime failures (a sandbox that would not start, a registry that failed) are the server's side
       status = STATUS[code] ?? 500;
       hint = err.hint;
-      if ('field' in err && typeof err.field === 'string') field = err.field;
+      if (err instanceof FieldError && err.field !== '') field = err.field;
       if (err instanceof CapacityError) void reply.header('retry-after', String(err.retryAfterS));
     } else {
       // fastify's own: body parsing and limits
@@ -166,7 +176,7 @@ export function buildApp(mgr: SandboxManager, opts: AppOptions): FastifyInstance
     const config: NonNullable<OpenOptions['config']> = {};
     if (b.env !== undefined) config.env = b.env;
     if (b.workdir !== undefined) config.workdir = b.workdir;
-    const e = await mgr.create(b.ref, { limits, config, network: b.network ?? 'none', signal: disconnectSignal(reply), warn: () => undefined }, b.ttl);
+    const e = await mgr.create(b.ref, { limits, config, network: b.network ?? 'none', signal: disconnectSignal(reply), warn: (message) => log(JSON.stringify({ time: new Date().toISOString(), req: req.id, event: 'warning', message })) }, b.ttl);
     return reply.code(201).send(mgr.info(e));
   });
 
@@ -256,7 +266,15 @@ export function buildApp(mgr: SandboxManager, opts: AppOptions): FastifyInstance
     const q = parse(FileQuerySchema, req.query, 'query');
     if (!Buffer.isBuffer(req.body)) throw new InvalidInputError('body: send the file bytes as application/octet-stream', 'set Content-Type: application/octet-stream');
     const body = req.body;
-    await mgr.use(id, (e) => e.sb.writeFile(q.path, body, q.mode === undefined ? {} : { mode: q.mode }));
+    await mgr.use(id, async (e) => {
+      try {
+        await e.sb.writeFile(q.path, body, q.mode === undefined ? {} : { mode: q.mode });
+      } catch (err) {
+        // a failed write is not a missing file (SANDBOX_FILE answers 404 for reads): say 422
+        if (err instanceof MinisandboxError && err.code === 'SANDBOX_FILE') throw new InvalidInputError(err.message, err.hint);
+        throw err;
+      }
+    });
     return reply.code(204).send();
   });
 

@@ -75,8 +75,11 @@ async function create(body: Record<string, unknown> = {}, server?: RunningServer
 
 describe('the sandbox server over HTTP', () => {
   it('creates a sandbox, runs commands, reads and writes files, keeps session state, forks and deletes it, leaving nothing', async () => {
-    const id = await create({ env: { EXTRA: 'x1' }, limits: { memory: '256m', pids: 64 } });
-    expect((await call('GET', `/v1/sandboxes/${id}`)).json()).toMatchObject({ id, ref: 'srv/busybox' });
+    const id = await create({ env: { EXTRA: 'x1' }, limits: { memory: '256m', pids: 64 }, ttl: '48h' });
+    const info = (await call('GET', `/v1/sandboxes/${id}`)).json();
+    expect(info).toMatchObject({ id, ref: 'srv/busybox' });
+    // a create may not ask for more than the server's --ttl (1h here)
+    expect(Date.parse(info.expires_at as string) - Date.parse(info.created_at as string)).toBe(3_600_000);
     expect((await call('GET', '/v1/sandboxes')).json().sandboxes).toEqual([expect.objectContaining({ id })]);
 
     const ex = (await call('POST', `/v1/sandboxes/${id}/exec`, { command: 'echo "$GREETING $EXTRA $(pwd)"; echo err >&2; exit 3' })).json();
@@ -94,7 +97,11 @@ describe('the sandbox server over HTTP', () => {
     expect(got.status).toBe(200);
     expect(got.bytes.equals(bin)).toBe(true);
     expect(got.headers.get('x-file-mode')).toBe('750');
-    expect((await call('GET', `/v1/sandboxes/${id}/files?path=/nope`)).json()).toMatchObject({ error: { code: 'SANDBOX_FILE' } });
+    const missingFile = await call('GET', `/v1/sandboxes/${id}/files?path=/nope`);
+    expect([missingFile.status, missingFile.json()]).toMatchObject([404, { error: { code: 'SANDBOX_FILE' } }]);
+    // a write under a regular file cannot make its parent: the request is wrong, not the file missing
+    const underFile = await call('PUT', `/v1/sandboxes/${id}/files?path=/work/sub/blob.bin/child`, undefined, { raw: 'x', headers: { 'content-type': 'application/octet-stream' } });
+    expect([underFile.status, underFile.json()]).toMatchObject([422, { error: { code: 'INVALID_INPUT' } }]);
 
     const ses = await call('POST', `/v1/sandboxes/${id}/sessions`, { startup: ['mkdir -p /work/proj', 'cd /work/proj'] });
     expect(ses.status, ses.text).toBe(201);
