@@ -239,6 +239,13 @@ export function buildApp(mgr: SandboxManager, opts: AppOptions): FastifyInstance
     return outcomeBody(o);
   });
 
+  // Ctrl-C for the session's running command (if any): it ends with its own status, the shell stays.
+  app.post('/v1/sandboxes/:id/sessions/:sid/interrupt', async (req, reply) => {
+    const { id, sid } = parse(SessionParamsSchema, req.params, 'path');
+    await mgr.use(id, (e) => sessionOf(e.sessions, sid, id).interruptCurrent('SIGINT'));
+    return reply.code(204).send();
+  });
+
   app.delete('/v1/sandboxes/:id/sessions/:sid', async (req, reply) => {
     const { id, sid } = parse(SessionParamsSchema, req.params, 'path');
     await mgr.use(id, async (e) => {

@@ -67,6 +67,22 @@ async function call(method: string, path: string, body?: unknown, o: { server?: 
   return { status: r.status, headers: r.headers, text, bytes, json: () => JSON.parse(text) as Record<string, unknown> };
 }
 
+/** A sleep duration no other test uses, so its process can be found from the host by its command line. */
+function sleepMarker(): string {
+  return String(600_000 + Math.floor(Math.random() * 99_999));
+}
+
+function sleepRuns(marker: string): boolean {
+  return readdirSync('/proc').some((p) => {
+    if (!/^\d+$/.test(p)) return false;
+    try {
+      return readFileSync(`/proc/${p}/cmdline`, 'utf8') === `sleep\0${marker}\0`;
+    } catch {
+      return false;
+    }
+  });
+}
+
 async function create(body: Record<string, unknown> = {}, server?: RunningServer): Promise<string> {
   const r = await call('POST', '/v1/sandboxes', { ref: 'srv/busybox', ...body }, server === undefined ? {} : { server });
   expect(r.status, r.text).toBe(201);
@@ -110,6 +126,14 @@ describe('the sandbox server over HTTP', () => {
     expect((await call('POST', `/v1/sandboxes/${id}/sessions/${sid}/run`, { command: 'echo "$TOKEN_X $(pwd)"' })).json()).toMatchObject({ stdout: '42 /work/proj/sub\n', outcome: 'ok' });
     expect((await call('POST', `/v1/sandboxes/${id}/sessions/${sid}/run`, { command: 'sleep 30', timeout: 0.3 })).json()).toMatchObject({ outcome: 'timeout' });
     // a timeout interrupts the command and keeps the shell and its state
+    expect((await call('POST', `/v1/sandboxes/${id}/sessions/${sid}/run`, { command: 'echo $TOKEN_X' })).json()).toMatchObject({ stdout: '42\n' });
+    const marker = sleepMarker();
+    const long = call('POST', `/v1/sandboxes/${id}/sessions/${sid}/run`, { command: `sleep ${marker}` });
+    // interrupted once the sleep runs: before, the shell itself would be the one to get it
+    await eventually(() => sleepRuns(marker));
+    expect((await call('POST', `/v1/sandboxes/${id}/sessions/${sid}/interrupt`)).status).toBe(204);
+    // the sleep got the SIGINT (exit 130); the shell and its state stayed
+    expect((await long).json()).toMatchObject({ outcome: 'ok', exit_code: 130 });
     expect((await call('POST', `/v1/sandboxes/${id}/sessions/${sid}/run`, { command: 'echo $TOKEN_X' })).json()).toMatchObject({ stdout: '42\n' });
     expect((await call('DELETE', `/v1/sandboxes/${id}/sessions/${sid}`)).status).toBe(204);
     expect((await call('POST', `/v1/sandboxes/${id}/sessions/${sid}/run`, { command: 'true' })).status).toBe(404);
@@ -158,6 +182,7 @@ describe('the sandbox server over HTTP', () => {
       ['POST', `/v1/sandboxes/${id}/exec`],
       ['POST', `/v1/sandboxes/${id}/sessions`],
       ['POST', `/v1/sandboxes/${id}/sessions/ses-1/run`],
+      ['POST', `/v1/sandboxes/${id}/sessions/ses-1/interrupt`],
       ['DELETE', `/v1/sandboxes/${id}/sessions/ses-1`],
       ['GET', `/v1/sandboxes/${id}/files?path=/etc/passwd`],
       ['PUT', `/v1/sandboxes/${id}/files?path=/tmp/x`],
@@ -212,17 +237,8 @@ describe('the sandbox server over HTTP', () => {
 
   it('kills a running exec when its client disconnects', async () => {
     const id = await create();
-    // a sleep no other test runs, found from the host by its command line
-    const marker = String(600_000 + Math.floor(Math.random() * 99_999));
-    const sleeping = (): boolean =>
-      readdirSync('/proc').some((p) => {
-        if (!/^\d+$/.test(p)) return false;
-        try {
-          return readFileSync(`/proc/${p}/cmdline`, 'utf8') === `sleep\0${marker}\0`;
-        } catch {
-          return false;
-        }
-      });
+    const marker = sleepMarker();
+    const sleeping = (): boolean => sleepRuns(marker);
     const abort = new AbortController();
     const pending = call('POST', `/v1/sandboxes/${id}/exec`, { command: `exec sleep ${marker}` }, { signal: abort.signal }).catch((e: unknown) => e);
     await eventually(sleeping);
