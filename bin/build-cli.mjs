@@ -37,7 +37,7 @@ await build({
   platform: 'node',
   format: 'esm',
   target: 'node20',
-  external: ['zstd-napi', '@aws-sdk/client-s3', 'execa', 'yaml', 'commander', 'tar-stream'],
+  external: ['zstd-napi', '@aws-sdk/client-s3', 'execa', 'yaml', 'commander', 'tar-stream', 'fastify'],
   outdir: join(root, 'dist'),
   outExtension: { '.js': '.mjs' },
   chunkNames: 'cli-chunks/[name]-[hash]',

@@ -51,6 +51,16 @@ export const ErrorCode = {
   REGISTRY_ERROR: 'REGISTRY_ERROR',
   /** A container registry could not be reached (or stopped answering) after retries. */
   REGISTRY_UNREACHABLE: 'REGISTRY_UNREACHABLE',
+  /** `serve`: the request had no token, or a wrong one. */
+  UNAUTHORIZED: 'UNAUTHORIZED',
+  /** `serve`: the server already holds its maximum of sandboxes (HTTP 429). */
+  CAPACITY: 'CAPACITY',
+  /** `serve`: the request body is larger than the server accepts (HTTP 413). */
+  BODY_TOO_LARGE: 'BODY_TOO_LARGE',
+  /** `serve`: the request body is not valid JSON (HTTP 400). */
+  MALFORMED_BODY: 'MALFORMED_BODY',
+  /** `serve`: an error the server did not expect (HTTP 500): a bug; the message says where. */
+  INTERNAL: 'INTERNAL',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 

@@ -28,7 +28,7 @@ export async function main(argv: string[]): Promise<number> {
     process.stdout.write(`${packageVersion()}\n`);
     return 0;
   }
-  const [{ Command, CommanderError }, { EXIT, Output, PROGRESS_MODES }, { opt }, { registerBuildCommands }, { registerSandboxCommands }, { registerScoreCommands }, { registerStoreCommands }] =
+  const [{ Command, CommanderError }, { EXIT, Output, PROGRESS_MODES }, { opt }, { registerBuildCommands }, { registerSandboxCommands }, { registerScoreCommands }, { registerStoreCommands }, { registerServeCommand }] =
     await Promise.all([
       import('commander'),
       import('./output.js'),
@@ -37,6 +37,7 @@ export async function main(argv: string[]): Promise<number> {
       import('./sandbox-commands.js'),
       import('./score-commands.js'),
       import('./store-commands.js'),
+      import('./serve-command.js'),
     ]);
   const program = new Command();
   let exitCode: number = EXIT.ok;
@@ -58,6 +59,7 @@ export async function main(argv: string[]): Promise<number> {
   registerSandboxCommands(program, globals, setExit);
   registerBuildCommands(program, globals, setExit);
   registerScoreCommands(program, globals, setExit);
+  registerServeCommand(program, globals, setExit);
   try {
     await program.parseAsync(argv, { from: 'user' });
   } catch (e) {

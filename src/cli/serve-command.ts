@@ -1,0 +1,52 @@
+/**
+ * `minisandbox serve`: the sandbox server (src/server). Its modules, fastify included, are imported
+ * in the action only: no other command pays for loading them.
+ */
+import type { Command } from 'commander';
+import { z } from 'zod';
+import { type GlobalOptions, makeContext } from './context.js';
+import { fromSchema, opt, option } from './options.js';
+
+interface ServeOpts {
+  listen: string;
+  tokenFile?: string;
+  maxSandboxes: number;
+  idleTimeout: number;
+  ttl: number;
+}
+
+export function registerServeCommand(program: Command, globals: () => GlobalOptions, setExit: (code: number) => void): void {
+  program
+    .command('serve')
+    .description('serve sandboxes over HTTP (native API under /v1, /metrics); token auth on every request; SIGTERM destroys its sandboxes')
+    .addOption(option('--listen <host:port>', 'address to listen on (a non-loopback one needs --token-file)', fromSchema(listenText), { value: '127.0.0.1:7000', shown: '127.0.0.1:7000' }))
+    .option('--token-file <file>', 'the token clients must send; made (random, mode 0600) if the file is missing (default: <store>/serve.token, always new)')
+    .option('--max-sandboxes <n>', 'most sandboxes held at once (more get 429)', opt.int({ min: 1, max: 100_000 }), 64)
+    .addOption(option('--idle-timeout <duration>', 'destroy a sandbox after this long without a request', opt.duration({ min: 1000 }), { value: 30 * 60_000, shown: '30m' }))
+    .addOption(option('--ttl <duration>', 'the longest a sandbox lives (a create may ask for less)', opt.duration({ min: 1000 }), { value: 6 * 3_600_000, shown: '6h' }))
+    .action(async (o: ServeOpts) => {
+      const ctx = await makeContext(globals());
+      const { parseListen, startServer } = await import('../server/serve.js');
+      const srv = await startServer(ctx.registry, ctx.store, { listen: parseListen(o.listen), maxSandboxes: o.maxSandboxes, idleTimeoutMs: o.idleTimeout, ttlMs: o.ttl, ...(o.tokenFile === undefined ? {} : { tokenFile: o.tokenFile }) });
+      // one JSON line on stdout: where to connect and where the token is (never the token itself)
+      process.stdout.write(`${JSON.stringify({ listening: srv.url, token_file: srv.tokenFile })}\n`);
+      await new Promise<void>((resolve) => {
+        const stop = (): void => {
+          process.off('SIGTERM', stop);
+          process.off('SIGINT', stop);
+          void srv.close().then(resolve, (e: unknown) => {
+            process.stderr.write(`serve: shutdown failed: ${String(e)}\n`);
+            setExit(1);
+            resolve();
+          });
+        };
+        process.on('SIGTERM', stop);
+        process.on('SIGINT', stop);
+      });
+    });
+}
+
+/** Syntax only here (so a typo exits 2 before anything starts); serve.ts splits it. */
+function listenText(): z.ZodType<string, string> {
+  return z.string().regex(/^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]*):\d{1,5}$/, 'use host:port, e.g. 127.0.0.1:7000 or [::1]:7000');
+}

@@ -1,0 +1,108 @@
+/**
+ * Request bodies and queries of the native API (`/v1`), as zod schemas with inferred types. Field
+ * names are snake_case because the clients are mostly Python; sizes and durations take a number
+ * (bytes, seconds) or the CLI's text forms (`2g`, `30m`), so a trainer's config can use either.
+ */
+import { z } from 'zod';
+
+const SIZE_UNITS: Record<string, number> = { '': 1, k: 1024, m: 1024 ** 2, g: 1024 ** 3, t: 1024 ** 4 };
+const DURATION_UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+
+/** Bytes: a whole number, or `512m`, `2g`, `100k`. */
+export const SizeSchema = z.union([
+  z.number().int().positive(),
+  z
+    .string()
+    .regex(/^\d+(\.\d+)?[kmgt]?$/i, 'a size: bytes, or a number with k, m, g or t (e.g. 512m)')
+    .transform((s) => {
+      const m = /^([\d.]+)([kmgt])?$/i.exec(s)!;
+      return Math.round(Number(m[1]) * (SIZE_UNITS[(m[2] ?? '').toLowerCase()] ?? 1));
+    })
+    .pipe(z.number().int().positive()),
+]);
+
+/** Milliseconds from seconds (a number, may be fractional) or `30s`, `15m`, `6h`. */
+export const DurationSchema = z.union([
+  z
+    .number()
+    .positive()
+    .transform((s) => Math.round(s * 1000)),
+  z
+    .string()
+    .regex(/^\d+(\.\d+)?(ms|s|m|h|d)?$/, 'a duration: seconds, or e.g. 30s, 15m, 6h')
+    .transform((s) => {
+      const m = /^([\d.]+)(ms|s|m|h|d)?$/.exec(s)!;
+      return Math.round(Number(m[1]) * (DURATION_UNITS[m[2] ?? 's'] ?? 1000));
+    }),
+]).pipe(z.number().int().positive());
+
+/** An absolute path inside the sandbox (it resolves it in its own root; `..` cannot leave it). */
+const SandboxPathSchema = z
+  .string()
+  .startsWith('/', 'an absolute path inside the sandbox')
+  .refine((p) => !/[\0\n]/.test(p), 'may not contain NUL or newlines');
+
+const EnvSchema = z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'variable names: letters, digits and _'), z.string());
+
+export const CreateSandboxBodySchema = z.strictObject({
+  ref: z.string().min(1),
+  limits: z
+    .strictObject({
+      cpus: z.number().positive().max(4096).optional(),
+      memory: SizeSchema.optional(),
+      pids: z.number().int().positive().optional(),
+      disk: SizeSchema.optional(),
+    })
+    .optional(),
+  network: z.enum(['none', 'host']).optional(),
+  env: EnvSchema.optional(),
+  workdir: SandboxPathSchema.optional(),
+  /** Capped by the server's --ttl. */
+  ttl: DurationSchema.optional(),
+});
+export type CreateSandboxBody = z.output<typeof CreateSandboxBodySchema>;
+
+export const ExecBodySchema = z
+  .strictObject({
+    argv: z.array(z.string()).min(1).optional(),
+    command: z.string().min(1).optional(),
+    cwd: SandboxPathSchema.optional(),
+    env: EnvSchema.optional(),
+    timeout: DurationSchema.optional(),
+    max_output: SizeSchema.optional(),
+  })
+  .refine((b) => (b.argv === undefined) !== (b.command === undefined), { message: 'give exactly one of argv or command', path: ['argv'] });
+export type ExecBody = z.output<typeof ExecBodySchema>;
+
+export const CreateSessionBodySchema = z.strictObject({
+  /** Run in order in the new session (cd, source a venv, export); the first that fails fails the create. */
+  startup: z.array(z.string().min(1)).default([]),
+});
+
+export const SessionRunBodySchema = z.strictObject({
+  command: z.string().min(1),
+  timeout: DurationSchema.optional(),
+  max_output: SizeSchema.optional(),
+});
+
+export const ForkBodySchema = z.strictObject({
+  count: z.number().int().min(1).max(64),
+});
+
+export const FileQuerySchema = z.strictObject({
+  path: SandboxPathSchema,
+  /** Octal permission bits for a write, e.g. `755`. */
+  mode: z
+    .string()
+    .regex(/^0?[0-7]{3,4}$/, 'octal permission bits, e.g. 644 or 0755')
+    .transform((s) => parseInt(s, 8))
+    .optional(),
+});
+
+export const DiffQuerySchema = z.strictObject({
+  workdir: SandboxPathSchema.optional(),
+  base: z.string().regex(/^[A-Za-z0-9._/^~-]+$/, 'a git revision').optional(),
+});
+
+export const IdParamsSchema = z.strictObject({ id: z.string().regex(/^[a-z0-9][a-z0-9-]{0,63}$/, 'a sandbox id') });
+export const SessionParamsSchema = IdParamsSchema.extend({ sid: z.string().regex(/^[a-z0-9-]{1,64}$/, 'a session id') });

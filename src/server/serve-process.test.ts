@@ -1,0 +1,90 @@
+/**
+ * `minisandbox serve` as a process: it refuses a public address without a token file, and a SIGTERM
+ * destroys every sandbox it holds (no state dir, no lease, no process left).
+ */
+import { spawn } from 'node:child_process';
+import { chmodSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { createInterface } from 'node:readline';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { populateBusyboxRoot } from '../recipe/base-rootfs.js';
+import { LocalRegistry } from '../registry/local.js';
+import { StorePaths } from '../store/paths.js';
+import { pushTree } from '../store/push.js';
+import { readState } from '../sandbox/state.js';
+
+const BIN = resolve(import.meta.dirname, '../../bin/minisandbox');
+const work = mkdtempSync(join(tmpdir(), 'ms-serve-proc-'));
+chmodSync(work, 0o755);
+const regDir = join(work, 'registry');
+const store = new StorePaths(join(work, 'store'));
+
+beforeAll(async () => {
+  const root = join(work, 'rootfs');
+  await populateBusyboxRoot('/bin/busybox', root);
+  await pushTree(new LocalRegistry(regDir), new StorePaths(join(work, 'push')), root, { tag: 'proc/busybox' });
+}, 120_000);
+afterAll(() => rmSync(work, { recursive: true, force: true }));
+
+function serve(...args: string[]) {
+  return spawn(BIN, ['--registry', regDir, '--store', store.root, 'serve', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+}
+
+function exitOf(p: ReturnType<typeof serve>): Promise<number | null> {
+  return new Promise((r) => p.on('exit', (code) => r(code)));
+}
+
+describe('minisandbox serve as a process', () => {
+  it('refuses to listen on a non-loopback address without --token-file (exit 2)', async () => {
+    const p = serve('--listen', '0.0.0.0:0');
+    let err = '';
+    p.stderr.on('data', (c: Buffer) => (err += c.toString()));
+    expect(await exitOf(p)).toBe(2);
+    expect(err).toContain('--token-file');
+  });
+
+  it('writes a new token to a 0600 file, and on SIGTERM destroys its sandboxes and exits 0', async () => {
+    const p = serve('--listen', '127.0.0.1:0');
+    const exited = exitOf(p);
+    const first = await new Promise<string>((r) => createInterface({ input: p.stdout }).once('line', r));
+    const { listening, token_file } = JSON.parse(first) as { listening: string; token_file: string };
+    expect(statSync(token_file).mode & 0o777).toBe(0o600);
+    const headers = { authorization: `Bearer ${readFileSync(token_file, 'utf8').trim()}`, 'content-type': 'application/json' };
+    const ids: string[] = [];
+    for (let i = 0; i < 2; i++) {
+      const r = await fetch(`${listening}/v1/sandboxes`, { method: 'POST', headers, body: JSON.stringify({ ref: 'proc/busybox' }) });
+      expect(r.status).toBe(201);
+      ids.push(((await r.json()) as { id: string }).id);
+    }
+    // one of them busy with a command when the TERM comes
+    const running = fetch(`${listening}/v1/sandboxes/${ids[0]}/exec`, { method: 'POST', headers, body: JSON.stringify({ command: 'sleep 600' }) }).catch(() => undefined);
+    const holders = await Promise.all(ids.map(async (id) => (await readState(store.sandboxesDir, id))!.holderPid));
+    p.kill('SIGTERM');
+    expect(await exited).toBe(0);
+    await running;
+    expect(readdirSync(store.sandboxesDir)).toEqual([]);
+    expect(readdirSync(store.leasesDir)).toEqual([]);
+    for (const pid of holders) expect(() => process.kill(pid, 0)).toThrow();
+  });
+
+  it('reaps at start what a predecessor killed with -9 left: its sandboxes and leases', async () => {
+    const first = serve('--listen', '127.0.0.1:0');
+    const exited = exitOf(first);
+    const { listening, token_file } = JSON.parse(await new Promise<string>((r) => createInterface({ input: first.stdout }).once('line', r))) as { listening: string; token_file: string };
+    const headers = { authorization: `Bearer ${readFileSync(token_file, 'utf8').trim()}`, 'content-type': 'application/json' };
+    const r = await fetch(`${listening}/v1/sandboxes`, { method: 'POST', headers, body: JSON.stringify({ ref: 'proc/busybox' }) });
+    const { id } = (await r.json()) as { id: string };
+    first.kill('SIGKILL');
+    await exited;
+    expect(readdirSync(store.sandboxesDir)).toEqual([id]);
+    const second = serve('--listen', '127.0.0.1:0');
+    const done = exitOf(second);
+    // it prints where it listens once the reaping is done
+    await new Promise<string>((res) => createInterface({ input: second.stdout }).once('line', res));
+    expect(readdirSync(store.sandboxesDir)).toEqual([]);
+    expect(readdirSync(store.leasesDir)).toEqual([]);
+    second.kill('SIGTERM');
+    expect(await done).toBe(0);
+  });
+});

@@ -1,0 +1,104 @@
+/**
+ * `minisandbox serve`: one long-lived process per node over its store and the configured registry.
+ * Sandboxes are opened from refs (pulled on demand, leased) and forked through the runtime; what a
+ * crashed predecessor left is reaped at start; SIGTERM/SIGINT destroy every sandbox before exit.
+ */
+import { randomBytes } from 'node:crypto';
+import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { isIP } from 'node:net';
+import type { FastifyInstance } from 'fastify';
+import { InvalidInputError, MinisandboxError } from '../errors.js';
+import type { Registry } from '../registry/registry.js';
+import { forkLeased, openSandbox, reapStale } from '../runtime/open.js';
+import type { StorePaths } from '../store/paths.js';
+import { buildApp } from './app.js';
+import { type SandboxProvider, SandboxManager } from './manager.js';
+
+export interface ServeOptions {
+  listen: { host: string; port: number };
+  tokenFile?: string;
+  maxSandboxes: number;
+  idleTimeoutMs: number;
+  ttlMs: number;
+}
+
+/** `host:port`, `[::1]:port` or `:port` (loopback). */
+export function parseListen(s: string): { host: string; port: number } {
+  const m = /^(?:\[([^\]]+)\]|([^:]*)):(\d{1,5})$/.exec(s.trim());
+  const port = m === null ? NaN : Number(m[3]);
+  if (m === null || port > 65535) throw new InvalidInputError(`--listen ${s}: not host:port`, 'e.g. 127.0.0.1:7000, [::1]:7000 or 0.0.0.0:7000 (with --token-file)');
+  const host = m[1] ?? (m[2] === '' ? '127.0.0.1' : m[2]!);
+  return { host, port };
+}
+
+export function isLoopback(host: string): boolean {
+  if (host === 'localhost') return true;
+  if (isIP(host) === 4) return host.startsWith('127.');
+  return host === '::1';
+}
+
+/**
+ * The token: the given file's content, or a new random one written to it (0600). Without a file,
+ * a new token goes to `<store>/serve.token`, readable by its owner only.
+ */
+export function loadToken(tokenFile: string | undefined, store: StorePaths): { token: string; file: string } {
+  const file = tokenFile ?? join(store.root, 'serve.token');
+  if (tokenFile !== undefined && existsSync(tokenFile)) {
+    const token = readFileSync(tokenFile, 'utf8').trim();
+    if (token.length < 16) throw new InvalidInputError(`--token-file ${tokenFile} holds a token shorter than 16 characters`, 'put a long random token in it (e.g. `openssl rand -hex 32`), or point --token-file at a missing file to have one made');
+    return { token, file };
+  }
+  const token = randomBytes(32).toString('hex');
+  mkdirSync(dirname(file), { recursive: true });
+  writeFileSync(file, `${token}\n`, { mode: 0o600 });
+  chmodSync(file, 0o600); // an existing file keeps its mode through writeFileSync
+  return { token, file };
+}
+
+export function storeProvider(reg: Registry, store: StorePaths): SandboxProvider {
+  return {
+    open: (ref, opts) => openSandbox(reg, store, ref, opts),
+    forkOne: async (sb) => (await forkLeased(store, sb, 1))[0]!,
+  };
+}
+
+export interface RunningServer {
+  app: FastifyInstance;
+  manager: SandboxManager;
+  url: string;
+  tokenFile: string;
+  /** Destroys every sandbox and stops listening. */
+  close(): Promise<void>;
+}
+
+export async function startServer(reg: Registry, store: StorePaths, o: ServeOptions, log?: (line: string) => void): Promise<RunningServer> {
+  if (!isLoopback(o.listen.host) && o.tokenFile === undefined) {
+    throw new MinisandboxError('USAGE', `refusing to listen on ${o.listen.host} without --token-file`, { hint: 'pass --token-file with a token every client knows, or listen on 127.0.0.1' });
+  }
+  const { token, file } = loadToken(o.tokenFile, store);
+  await reapStale(store);
+  const write = log ?? ((l: string) => void process.stderr.write(`${l}\n`));
+  const manager = new SandboxManager(storeProvider(reg, store), {
+    maxSandboxes: o.maxSandboxes,
+    ttlMs: o.ttlMs,
+    idleMs: o.idleTimeoutMs,
+    onReaped: (id, why) => write(JSON.stringify({ time: new Date().toISOString(), event: 'reaped', sandbox: id, why })),
+  });
+  const app = buildApp(manager, { token, log: write });
+  await app.listen({ host: o.listen.host, port: o.listen.port });
+  const addr = app.server.address();
+  const port = typeof addr === 'object' && addr !== null ? addr.port : o.listen.port;
+  const host = o.listen.host.includes(':') ? `[${o.listen.host}]` : o.listen.host;
+  let closing: Promise<void> | undefined;
+  return {
+    app,
+    manager,
+    url: `http://${host}:${port}`,
+    tokenFile: file,
+    close: () => (closing ??= (async () => {
+      await manager.shutdown();
+      await app.close();
+    })()),
+  };
+}
