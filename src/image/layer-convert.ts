@@ -2,8 +2,15 @@
  * One image layer (a tar stream, gzip-, zstd-compressed or plain) becomes one minisandbox layer,
  * straight from the stream: nothing is unpacked to disk. File contents are hashed as they pass
  * and handed to the pack writer (held in memory up to one pack frame; a larger file is spooled
- * to one temporary file while hashed, packed, and removed); only entry metadata is kept until
- * the end, because a manifest is sorted by path and a tar is not.
+ * to one temporary file while hashed, packed, and removed). A manifest is sorted by path and a
+ * tar is not: entry records go through an external merge sort (`entry-runs.ts`: sorted runs of
+ * a bounded number of records spilled to temporary files, merged back in order), so a layer of
+ * a million entries holds one run in memory, not every entry. What needs the whole layer is
+ * resolved in the merge: a later entry of a path wins (its records sort together, by tar
+ * order); a directory replaced by a non-directory drops what was below it before; whiteouts
+ * and opaque markers meet their path's entries. Only hardlinks keep state beyond a run: the
+ * links themselves and the versions of the paths they name (a first merge pass collects those),
+ * so each group's file and first name are known before the manifest is written.
  *
  * OCI rules: `.wh.NAME` deletes NAME from lower layers (a whiteout entry), `.wh..wh..opq` makes
  * its directory opaque; hardlinks name an earlier entry of the same layer; later entries of the
@@ -31,6 +38,7 @@ import { PackWriter } from '../pack/writer.js';
 import type { Registry } from '../registry/registry.js';
 import type { ObjectCatalog } from '../store/catalog.js';
 import { compressFile } from '../store/zstdfile.js';
+import { Kind, RunSorter, type Rec } from './entry-runs.js';
 import { readTar, type TarHeader } from './tar-reader.js';
 
 export interface ConvertOptions {
@@ -44,6 +52,8 @@ export interface ConvertOptions {
   /** What the layer is called in messages. */
   what: string;
   onBytes?: (n: number) => void;
+  /** Entry records per sorted run held in memory before it is spilled (default 16,384). */
+  runEntries?: number;
 }
 
 export interface ConvertResult {
@@ -59,6 +69,10 @@ export interface ConvertResult {
   group?: string;
   newObjects: number;
   reusedObjects: number;
+  /** Most entry records held in memory at once (a run, the hardlinks and their paths' versions). */
+  maxEntriesHeld: number;
+  /** Sorted runs spilled to temporary files. */
+  runs: number;
 }
 
 type Compression = 'gzip' | 'zstd' | 'none';
@@ -113,11 +127,48 @@ async function* decompressed(raw: AsyncIterable<Buffer>, tap: (b: Buffer) => voi
 
 interface Group {
   file: FileEntry;
-  /** Paths that name this content (the first file and its hardlinks) and still exist. */
-  members: Set<string>;
+  /** The first (byte-wise) of the names that still hold this content at the layer's end. */
+  head?: Buffer;
 }
 
-type Slot = { raw: Buffer; entry: Entry } | { raw: Buffer; group: Group };
+const RUN_ENTRIES = 16_384;
+const EMPTY = Buffer.alloc(0);
+const key = (raw: Buffer): string => raw.toString('latin1');
+
+/** Records grouped by path (consecutive in the merge), each group in tar order. */
+async function* byPath(recs: AsyncIterable<Rec>): AsyncGenerator<{ raw: Buffer; recs: Rec[] }> {
+  let cur: { raw: Buffer; recs: Rec[] } | undefined;
+  for await (const r of recs) {
+    if (cur !== undefined && cur.raw.equals(r.raw)) cur.recs.push(r);
+    else {
+      if (cur !== undefined) yield cur;
+      cur = { raw: r.raw, recs: [r] };
+    }
+  }
+  if (cur !== undefined) yield cur;
+}
+
+/** A directory replaced by a non-directory drops the entries below it that came before. */
+function noteCuts(raw: Buffer, versions: Rec[], cuts: Map<string, number[]>): void {
+  for (let i = 1; i < versions.length; i++) {
+    const k = versions[i]!.kind;
+    if (versions[i - 1]!.kind === Kind.Dir && (k === Kind.File || k === Kind.Other)) {
+      const c = cuts.get(key(raw));
+      if (c === undefined) cuts.set(key(raw), [versions[i]!.seq]);
+      else c.push(versions[i]!.seq);
+    }
+  }
+}
+
+/** Whether a directory above `raw` was replaced by a non-directory between tar positions `from` and `to`. */
+function cutBetween(raw: Buffer, from: number, to: number, cuts: Map<string, number[]>): boolean {
+  if (cuts.size === 0) return false;
+  for (let i = raw.indexOf(0x2f); i >= 0; i = raw.indexOf(0x2f, i + 1)) {
+    const c = cuts.get(key(raw.subarray(0, i)));
+    if (c !== undefined && c.some((s) => s > from && s < to)) return true;
+  }
+  return false;
+}
 
 const OVERLAY_XATTR = /^(trusted|user)\.overlay\./;
 const WH = '.wh.';
@@ -159,9 +210,11 @@ export async function convertLayer(reg: Registry, chunks: AsyncIterable<Buffer>,
     opts.onBytes?.(b.length);
   };
   const writer = new PackWriter({ tempDir: opts.workDir });
-  const slots = new Map<string, Slot>();
-  const whiteouts = new Map<string, Buffer>();
-  const opaque = new Map<string, Buffer>();
+  const runDir = join(opts.workDir, `runs-${randomBytes(6).toString('hex')}`);
+  await mkdir(runDir, { recursive: true });
+  const sorter = new RunSorter(runDir, opts.runEntries ?? RUN_ENTRIES);
+  const links: Array<{ raw: Buffer; seq: number; target: Buffer; self: boolean }> = [];
+  let seq = 0;
   const used = new Map<Digest, PackRef>();
   const seen = new Set<Digest>();
   let reused = 0;
@@ -169,11 +222,6 @@ export async function convertLayer(reg: Registry, chunks: AsyncIterable<Buffer>,
   let group: string | undefined;
   let tarEnd: { digest: string; bytes: number } | undefined;
   const frame = FRAME_TARGET_BYTES;
-
-  const forget = (path: string): void => {
-    const old = slots.get(path);
-    if (old !== undefined && 'group' in old) old.group.members.delete(path);
-  };
 
   const inner = chunks[Symbol.asyncIterator]();
   // a source that fails (a registry gone) is reported as such, never as a digest mismatch
@@ -194,17 +242,18 @@ export async function convertLayer(reg: Registry, chunks: AsyncIterable<Buffer>,
         continue;
       }
       const { parent, base } = parentAndBase(n.raw);
+      const at = seq++;
       if (base.subarray(0, WH.length).toString('latin1') === WH) {
         for await (const _ of body()) void _;
         const baseStr = base.toString('latin1');
         if (baseStr === OPAQUE) {
           if (parent.length === 0) throw new InvalidInputError(`${opts.what}: an opaque marker at the root of the layer`, 'a layer cannot hide the whole lower image; rebuild the image');
-          opaque.set(encodePath(parent), Buffer.from(parent));
+          await sorter.add({ raw: Buffer.from(parent), seq: at, kind: Kind.Opaque, payload: EMPTY });
         } else if (!baseStr.startsWith(`${WH}${WH}`)) {
           // `.wh..wh.*` other than the opaque marker are aufs bookkeeping, not deletions
           const target = Buffer.concat([parent.length > 0 ? Buffer.concat([parent, Buffer.from('/')]) : Buffer.alloc(0), base.subarray(WH.length)]);
           const t = normalize(target, opts.what);
-          if (t !== null) whiteouts.set(t.path, t.raw);
+          if (t !== null) await sorter.add({ raw: t.raw, seq: at, kind: Kind.Whiteout, payload: EMPTY });
         }
         continue;
       }
@@ -213,21 +262,13 @@ export async function convertLayer(reg: Registry, chunks: AsyncIterable<Buffer>,
       const xattrs = xattrsOf(h);
       const withX = xattrs === undefined ? common : { ...common, xattrs };
       if (h.type === 'hardlink') {
+        for await (const _ of body()) void _;
         const t = normalize(h.linkname, opts.what);
-        const target = t === null ? undefined : slots.get(t.path);
-        if (t === null || target === undefined) {
-          throw new UnsafePathError(n.path, `hardlink to ${JSON.stringify(t?.path ?? '.')}, which is not an earlier file of ${opts.what}`);
-        }
-        let g: Group;
-        if ('group' in target) g = target.group;
-        else if (target.entry.type === 'file') {
-          g = { file: target.entry, members: new Set([target.entry.path]) };
-          slots.set(target.entry.path, { raw: target.raw, group: g });
-        } else throw new UnsafePathError(n.path, `hardlink to ${JSON.stringify(t.path)}, which is a ${target.entry.type}`);
-        if (t.path === n.path) continue;
-        forget(n.path);
-        g.members.add(n.path);
-        slots.set(n.path, { raw: n.raw, group: g });
+        if (t === null) throw new UnsafePathError(n.path, `hardlink to ".", which is not an earlier file of ${opts.what}`);
+        // checked and grouped after the tar, against the target's versions (see resolveLinks)
+        const self = t.path === n.path;
+        links.push({ raw: n.raw, seq: at, target: t.raw, self });
+        if (!self) await sorter.add({ raw: n.raw, seq: at, kind: Kind.Link, payload: t.raw });
         continue;
       }
       let entry: Entry;
@@ -255,11 +296,7 @@ export async function convertLayer(reg: Registry, chunks: AsyncIterable<Buffer>,
           throw new InvalidInputError(`${opts.what}: unsupported entry ${JSON.stringify(n.path)}`);
       }
       if (h.type !== 'file') for await (const _ of body()) void _;
-      forget(n.path);
-      const prev = slots.get(n.path);
-      // a directory listed twice merges (extraction keeps its contents); anything else replaces
-      if (prev !== undefined && 'entry' in prev && prev.entry.type === 'dir' && entry.type !== 'dir') dropSubtree(slots, n.path);
-      slots.set(n.path, { raw: n.raw, entry });
+      await sorter.add({ raw: n.raw, seq: at, kind: entry.type === 'file' ? Kind.File : entry.type === 'dir' ? Kind.Dir : Kind.Other, payload: Buffer.from(fastEntryLine(entry), 'utf8') });
     }
 
     if (tarEnd === undefined) throw new InvalidInputError(`${opts.what}: the tar stream did not end`);
@@ -268,24 +305,11 @@ export async function convertLayer(reg: Registry, chunks: AsyncIterable<Buffer>,
     const diffId = tarEnd.digest as Digest;
     if (opts.expectDiffId !== undefined && diffId !== opts.expectDiffId) throw new DigestMismatchError(`${opts.what} uncompressed (diff id)`, opts.expectDiffId, diffId);
 
-    // Whiteouts and opaque markers against this layer's own entries.
-    for (const [p, raw] of whiteouts) {
-      const s = slots.get(p);
-      if (s === undefined) slots.set(p, { raw, entry: { type: 'whiteout', path: p } });
-      // deleted below and recreated in the same layer: a directory hides what was below it
-      else if ('entry' in s && s.entry.type === 'dir') s.entry.opaque = true;
-    }
-    for (const [p, raw] of opaque) {
-      const s = slots.get(p);
-      if (s === undefined) slots.set(p, { raw, entry: { type: 'dir', path: p, mode: 0o755, uid: 0, gid: 0, mtime: '0', opaque: true } });
-      else if ('entry' in s && s.entry.type === 'dir') s.entry.opaque = true;
-      else throw new InvalidInputError(`${opts.what}: opaque marker inside ${JSON.stringify(p)}, which is not a directory`);
-    }
+    sorter.seal();
+    const { fileGroups, linkGroups, held } = await resolveLinks();
 
-    // Sorted byte-wise by path; each hardlink group becomes a file (its first name) and links.
-    const order = [...slots.values()].sort((a, b) => Buffer.compare(a.raw, b.raw));
-    const first = new Map<Group, string>();
-    for (const s of order) if ('group' in s && s.group.members.size > 0 && !first.has(s.group)) first.set(s.group, encodePath(s.raw));
+    // The merge, path by path: the last entry in tar order wins; whiteouts and opaque markers
+    // meet it; each hardlink group becomes a file (its first name) and links to it.
     const manifestPath = join(opts.workDir, 'manifest.jsonl');
     const out = createWriteStream(manifestPath);
     const mh = createHash('sha256');
@@ -301,33 +325,59 @@ export async function convertLayer(reg: Registry, chunks: AsyncIterable<Buffer>,
       mh.update(b);
       if (!out.write(b)) await new Promise<void>((r) => out.once('drain', r));
     };
-    const emit = async (e: Entry): Promise<void> => {
-      const line = fastEntryLine(e);
+    const emitLine = async (line: string, file?: { size: number; digest: Digest }): Promise<void> => {
       pending.push(line);
       pendingLen += line.length;
       res.entries++;
-      if (e.type === 'file') {
+      if (file !== undefined) {
         res.files++;
-        res.size += e.size;
-        objects.add(e.digest);
+        res.size += file.size;
+        objects.add(file.digest);
       }
       if (pendingLen >= 1 << 20) await flush();
     };
+    const notDir = (path: string): InvalidInputError => new InvalidInputError(`${opts.what}: opaque marker inside ${JSON.stringify(path)}, which is not a directory`);
     pending.push(canonicalJson(MANIFEST_HEADER) + '\n');
-    for (const s of order) {
-      if ('entry' in s) {
-        await emit(s.entry);
+    const cuts = new Map<string, number[]>();
+    for await (const grp of byPath(sorter.merged())) {
+      const versions = grp.recs.filter((r) => r.kind <= Kind.Link);
+      noteCuts(grp.raw, versions, cuts);
+      const whiteout = grp.recs.some((r) => r.kind === Kind.Whiteout);
+      const opq = grp.recs.some((r) => r.kind === Kind.Opaque);
+      const path = encodePath(grp.raw);
+      const w = versions[versions.length - 1];
+      if (w === undefined || cutBetween(grp.raw, w.seq, Infinity, cuts)) {
+        // nothing of this layer at the path: a whiteout deletes it from below, an opaque marker
+        // makes a directory (a whiteout and an opaque marker: the marker is inside a deletion)
+        if (opq && whiteout) throw notDir(path);
+        if (opq) await emitLine(fastEntryLine({ type: 'dir', path, mode: 0o755, uid: 0, gid: 0, mtime: '0', opaque: true }));
+        else if (whiteout) await emitLine(fastEntryLine({ type: 'whiteout', path }));
         continue;
       }
-      const path = encodePath(s.raw);
-      if (!s.group.members.has(path)) continue;
-      const head = first.get(s.group)!;
-      await emit(head === path ? { ...s.group.file, path } : { type: 'hardlink', path, target: head });
+      const g = w.kind === Kind.Link ? linkGroups.get(w.seq) : w.kind === Kind.File ? fileGroups.get(w.seq) : undefined;
+      if (g !== undefined) {
+        if (opq) throw notDir(path);
+        const f = { size: g.file.size, digest: g.file.digest };
+        if (g.head!.equals(grp.raw)) await emitLine(fastEntryLine({ ...g.file, path }), f);
+        else await emitLine(fastEntryLine({ type: 'hardlink', path, target: encodePath(g.head!) }));
+        continue;
+      }
+      if (w.kind === Kind.Link) throw new Error(`internal: hardlink ${JSON.stringify(path)} without a group`);
+      if (opq && w.kind !== Kind.Dir) throw notDir(path);
+      const line = w.payload.toString('utf8');
+      if (w.kind === Kind.Dir && (opq || whiteout)) {
+        // deleted below and recreated in the same layer: a directory hides what was below it
+        await emitLine(fastEntryLine({ ...(JSON.parse(line) as Entry & { type: 'dir' }), opaque: true }));
+      } else if (w.kind === Kind.File) {
+        const e = JSON.parse(line) as FileEntry;
+        await emitLine(line, { size: e.size, digest: e.digest });
+      } else await emitLine(line);
     }
     await flush();
     out.end();
     await finished(out);
 
+    await rm(runDir, { recursive: true, force: true });
     const packs = await writer.finish();
     await publishPacks(reg, packs);
     for (const p of packs) {
@@ -357,9 +407,12 @@ export async function convertLayer(reg: Registry, chunks: AsyncIterable<Buffer>,
       ...(group === undefined ? {} : { group }),
       newObjects: packs.reduce((s, p) => s + p.objects, 0),
       reusedObjects: reused,
+      maxEntriesHeld: sorter.maxHeld + held,
+      runs: sorter.spilled,
     };
   } catch (e) {
     await writer.abort().catch(() => undefined);
+    await rm(runDir, { recursive: true, force: true });
     // A corrupt blob usually breaks decompression or the tar first; when the blob's digest is
     // known, read the rest of it and say what really happened: its bytes are not the image's.
     if (opts.expectDigest !== undefined && !(e instanceof DigestMismatchError) && tarEnd === undefined && !sourceFailed) {
@@ -418,6 +471,62 @@ export async function convertLayer(reg: Registry, chunks: AsyncIterable<Buffer>,
     }
   }
 
+  /**
+   * Hardlinks against the versions of the paths they name (one merge pass collects those): a
+   * link must name a file that existed at its point in the tar (or another link to one); the
+   * group's file is that version's entry, its first name the least path still holding it.
+   */
+  async function resolveLinks(): Promise<{ fileGroups: Map<number, Group>; linkGroups: Map<number, Group>; held: number }> {
+    const fileGroups = new Map<number, Group>();
+    const linkGroups = new Map<number, Group>();
+    if (links.length === 0) return { fileGroups, linkGroups, held: 0 };
+    const want = new Set<string>();
+    for (const l of links) {
+      want.add(key(l.raw));
+      want.add(key(l.target));
+    }
+    const hist = new Map<string, Rec[]>();
+    const cuts = new Map<string, number[]>();
+    let held = links.length;
+    for await (const grp of byPath(sorter.merged())) {
+      const versions = grp.recs.filter((r) => r.kind <= Kind.Link);
+      noteCuts(grp.raw, versions, cuts);
+      if (want.has(key(grp.raw))) {
+        hist.set(key(grp.raw), versions);
+        held += versions.length;
+      }
+    }
+    const candidates: Array<{ g: Group; raw: Buffer; seq: number }> = [];
+    for (const l of links) {
+      const versions = hist.get(key(l.target)) ?? [];
+      let v: Rec | undefined;
+      for (const r of versions) if (r.seq < l.seq) v = r;
+      const what = `hardlink to ${JSON.stringify(encodePath(l.target))}`;
+      if (v === undefined || cutBetween(l.target, v.seq, l.seq, cuts)) throw new UnsafePathError(encodePath(l.raw), `${what}, which is not an earlier file of ${opts.what}`);
+      let g: Group | undefined;
+      if (v.kind === Kind.Link) g = linkGroups.get(v.seq);
+      else if (v.kind === Kind.File) {
+        g = fileGroups.get(v.seq);
+        if (g === undefined) {
+          g = { file: JSON.parse(v.payload.toString('utf8')) as FileEntry };
+          fileGroups.set(v.seq, g);
+          candidates.push({ g, raw: l.target, seq: v.seq });
+        }
+      } else throw new UnsafePathError(encodePath(l.raw), `${what}, which is a ${(JSON.parse(v.payload.toString('utf8')) as Entry).type}`);
+      if (g === undefined) throw new Error(`internal: ${what} without a group`);
+      if (l.self) continue;
+      linkGroups.set(l.seq, g);
+      candidates.push({ g, raw: l.raw, seq: l.seq });
+    }
+    // a name holds the group's content at the end if its last version is the one that joined it
+    for (const c of candidates) {
+      const versions = hist.get(key(c.raw))!;
+      if (versions[versions.length - 1]!.seq !== c.seq || cutBetween(c.raw, c.seq, Infinity, cuts)) continue;
+      if (c.g.head === undefined || Buffer.compare(c.raw, c.g.head) < 0) c.g.head = c.raw;
+    }
+    return { fileGroups, linkGroups, held };
+  }
+
   async function place(digest: Digest, size: number, add: () => Promise<void>): Promise<void> {
     void size;
     const have = opts.catalog.get(digest);
@@ -431,10 +540,4 @@ export async function convertLayer(reg: Registry, chunks: AsyncIterable<Buffer>,
     seen.add(digest);
     await add();
   }
-}
-
-/** Entries below `path` (a directory replaced by a non-directory later in the same tar). */
-function dropSubtree(slots: Map<string, Slot>, path: string): void {
-  const prefix = `${path}/`;
-  for (const k of [...slots.keys()]) if (k.startsWith(prefix)) slots.delete(k);
 }
