@@ -1,6 +1,7 @@
 /**
  * Peak RSS and time of converting one image layer of many entries (a generated tar stream of
- * empty files; BENCH_DIRS x BENCH_PER_DIR files). Run: npx tsx bench/layer-convert-memory.ts
+ * empty files; BENCH_DIRS x BENCH_PER_DIR files; BENCH_CONTENT_EVERY=k gives every kth file
+ * distinct content, 1 makes every file a distinct object). Run: npx tsx bench/layer-convert-memory.ts
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -11,13 +12,14 @@ import { LocalRegistry } from '../src/registry/local.js';
 
 const dirs = Number(process.env.BENCH_DIRS ?? 500);
 const perDir = Number(process.env.BENCH_PER_DIR ?? 400);
+const contentEvery = Number(process.env.BENCH_CONTENT_EVERY ?? 0);
 const work = mkdtempSync(join(process.env.BENCH_TMP ?? tmpdir(), 'ms-bench-lc-'));
 const reg = new LocalRegistry(join(work, 'reg'));
 let peak = process.memoryUsage().rss;
 const base = peak;
 const t = setInterval(() => (peak = Math.max(peak, process.memoryUsage().rss)), 20);
 const t0 = performance.now();
-const r = await convertLayer(reg, manyEntryTar({ dirs, perDir }), { workDir: join(work, 'w'), catalog: new Map(), what: 'bench layer' });
+const r = await convertLayer(reg, manyEntryTar({ dirs, perDir, contentEvery }), { workDir: join(work, 'w'), catalog: new Map(), what: 'bench layer' });
 const ms = performance.now() - t0;
 clearInterval(t);
 peak = Math.max(peak, process.memoryUsage().rss);
