@@ -2,8 +2,10 @@
  * The external merge sort behind a layer's conversion: a tar is not sorted and a manifest is,
  * so entry records (path bytes, tar sequence number, kind, payload) are gathered into runs of a
  * bounded number of records, each run sorted by (path bytes, sequence) and spilled to a
- * temporary file, then the runs are merged back in order, k at once. Memory is one run plus one
- * read buffer per spilled run, whatever the layer's entry count (ARCHITECTURE.md: bounded memory).
+ * temporary file, then the runs are merged back in order, k at once. Memory is one run while
+ * gathering, one record and a 64 KiB read buffer per run while merging (ARCHITECTURE.md: bounded
+ * memory). The merge is one level: a layer of 10 million entries would merge ~600 runs at once
+ * (~40 MiB of read buffers and as many open files); beyond that a multi-level merge is needed.
  */
 import { open, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -74,9 +76,13 @@ export class RunSorter {
     this.buf = [];
   }
 
-  /** After the last add: the remaining records sorted in memory (they stay for every merge). */
-  seal(): void {
-    this.buf.sort(cmp);
+  /**
+   * After the last add. A layer that fit in one run stays in memory; otherwise the rest is
+   * spilled too, so a merge holds one record per run (plus the group being resolved).
+   */
+  async seal(): Promise<void> {
+    if (this.runs.length > 0 && this.buf.length > 0) await this.spill();
+    else this.buf.sort(cmp);
   }
 
   /** Every record in (path bytes, sequence) order; may be called more than once after seal(). */
@@ -103,6 +109,7 @@ export class RunSorter {
         i = m;
       }
     };
+    this.maxHeld = Math.max(this.maxHeld, this.buf.length + this.runs.length);
     for (let s = 0; s < sources.length; s++) {
       const n = await sources[s]!.next();
       if (n.done !== true) {
@@ -130,7 +137,7 @@ async function* readRun(file: string): AsyncGenerator<Rec> {
   const fh = await open(file, 'r');
   try {
     let carry = Buffer.alloc(0);
-    const chunk = Buffer.allocUnsafe(1 << 18);
+    const chunk = Buffer.allocUnsafe(1 << 16);
     for (;;) {
       const { bytesRead } = await fh.read(chunk, 0, chunk.length, null);
       if (bytesRead === 0) break;

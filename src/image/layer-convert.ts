@@ -305,7 +305,7 @@ export async function convertLayer(reg: Registry, chunks: AsyncIterable<Buffer>,
     const diffId = tarEnd.digest as Digest;
     if (opts.expectDiffId !== undefined && diffId !== opts.expectDiffId) throw new DigestMismatchError(`${opts.what} uncompressed (diff id)`, opts.expectDiffId, diffId);
 
-    sorter.seal();
+    await sorter.seal();
     const { fileGroups, linkGroups, held } = await resolveLinks();
 
     // The merge, path by path: the last entry in tar order wins; whiteouts and opaque markers
