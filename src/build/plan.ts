@@ -30,7 +30,7 @@ import { parentSource } from '../recipe/catalog.js';
 import { cacheKey } from '../recipe/key.js';
 import { type NormalizedRecipe, normalizeHistory, normalizeInstance, recipeDigest } from '../recipe/normalize.js';
 import type { HistoryRecipe, InstanceRecipe, Recipe, RecipeKind, RepoSource } from '../recipe/schema.js';
-import { parseRefName } from '../registry/registry.js';
+import { parseRefName } from '../cas/ref-name.js';
 import type { LocatedRow } from '../dataset/row.js';
 import { lookupSpec, type Specs } from '../dataset/specs.js';
 import { type Shard, WHOLE, selectShard } from './plan-shard.js';

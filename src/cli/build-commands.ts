@@ -38,7 +38,7 @@ async function splitImageRows(rows: LocatedRow[], specs: Specs, dataset: string,
     import('../build/plan-shard.js'),
     import('../dataset/specs.js'),
     import('../image/dataset-images.js'),
-    import('../registry/registry.js'),
+    import('../cas/ref-name.js'),
   ]);
   const mine = shard === undefined ? rows : selectShard(rows, shard, (r) => r.row);
   const recipeRows: LocatedRow[] = [];

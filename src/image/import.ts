@@ -11,7 +11,7 @@ import { NotFoundError } from '../errors.js';
 import { ENV_MEDIA_TYPE, type EnvConfig, EnvConfigSchema, type ImageLayerInfo, type LayerRef, RuntimeConfigSchema } from '../layer/env.js';
 import { putJsonBlob, readJsonBlob } from '../registry/blobs.js';
 import type { Registry } from '../registry/registry.js';
-import { parseRefName } from '../registry/registry.js';
+import { parseRefName } from '../cas/ref-name.js';
 import { loadCatalog, type ObjectCatalog } from '../store/catalog.js';
 import type { StorePaths } from '../store/paths.js';
 import { runtimeFromImage } from './config.js';

@@ -3,7 +3,8 @@ import { describe, expect, it } from 'vitest';
 import { sha256 } from '../cas/digest.js';
 import { MinisandboxError } from '../errors.js';
 import { readManifest } from './capture.js';
-import { canonicalJson, MANIFEST_HEADER, type Entry } from './manifest.js';
+import { MANIFEST_HEADER, type Entry } from './manifest.js';
+import { canonicalJson } from '../cas/canonical-json.js';
 
 const HEADER = `${canonicalJson(MANIFEST_HEADER)}\n`;
 const meta = { mode: 0o644, uid: 0, gid: 0, mtime: '0' };

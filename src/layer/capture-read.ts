@@ -19,7 +19,8 @@ import type { Readable } from 'node:stream';
 import { InvalidInputError, UnsafePathError } from '../errors.js';
 import { DigestSet } from './capture-digestset.js';
 import { fastEntryLine } from './capture-line.js';
-import { canonicalJson, MANIFEST_HEADER, parseEntryLine, type Entry } from './manifest.js';
+import { MANIFEST_HEADER, parseEntryLine, type Entry } from './manifest.js';
+import { canonicalJson } from '../cas/canonical-json.js';
 import { decodePath } from './path.js';
 
 const HEADER_LINE = canonicalJson(MANIFEST_HEADER);

@@ -19,7 +19,8 @@ import { isErrno } from '../util/fs.js';
 import { HashPool, type HashResult } from './capture-hash.js';
 import { DigestSet } from './capture-digestset.js';
 import { fastEntryLine } from './capture-line.js';
-import { canonicalJson, MANIFEST_HEADER, type Entry } from './manifest.js';
+import { MANIFEST_HEADER, type Entry } from './manifest.js';
+import { canonicalJson } from '../cas/canonical-json.js';
 import { encodePath } from './path.js';
 import { readTreeXattrs, type TreeXattrs, type Xattrs } from './xattr.js';
 

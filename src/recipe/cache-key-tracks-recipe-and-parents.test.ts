@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { sha256 } from '../cas/digest.js';
-import { RefNameSchema } from '../registry/registry.js';
+import { RefNameSchema } from '../cas/ref-name.js';
 import { cacheKey, cacheRefName } from './key.js';
 import { loadRecipe } from './load.js';
 import { normalizeRecipe } from './normalize.js';

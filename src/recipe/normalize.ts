@@ -7,7 +7,7 @@
 import { z } from 'zod';
 import { stat } from 'node:fs/promises';
 import { type Digest, DigestSchema, sha256, sha256File } from '../cas/digest.js';
-import { canonicalJson } from '../layer/manifest.js';
+import { canonicalJson } from '../cas/canonical-json.js';
 import { NotFoundError } from '../errors.js';
 import { isErrno } from '../util/fs.js';
 import { treeDigest } from './tree.js';

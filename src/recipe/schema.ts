@@ -6,7 +6,7 @@
  * Relative paths in a recipe resolve against the directory of the file that holds it.
  */
 import { z } from 'zod';
-import { RefNameSchema } from '../registry/registry.js';
+import { RefNameSchema } from '../cas/ref-name.js';
 
 export const AbsolutePathSchema = z.string().startsWith('/', 'expected an absolute path (starting with /)');
 

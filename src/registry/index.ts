@@ -4,7 +4,7 @@
  */
 export { openRegistry } from './open.js';
 export type { Registry, BlobStat } from './registry.js';
-export { parseRefName, RefNameSchema } from './registry.js';
+export { parseRefName, RefNameSchema } from '../cas/ref-name.js';
 export { LocalRegistry } from './local.js';
 export { S3Registry } from './s3.js';
 export type { S3RegistryOptions } from './s3.js';

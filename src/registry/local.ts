@@ -12,7 +12,8 @@ import type { Readable } from 'node:stream';
 import { type Digest, DigestSchema, digestHex, parseDigest } from '../cas/digest.js';
 import { NotFoundError } from '../errors.js';
 import { isErrno, readdirOrEmpty } from '../util/fs.js';
-import { BLOB_REFRESH_AFTER_MS, type BlobStat, type RefEntry, type Registry, parseRefName, refBodyProblem, refNameProblem } from './registry.js';
+import { BLOB_REFRESH_AFTER_MS, type BlobStat, type RefEntry, type Registry } from './registry.js';
+import { parseRefName, refBodyProblem, refNameProblem } from '../cas/ref-name.js';
 
 export class LocalRegistry implements Registry {
   readonly root: string;

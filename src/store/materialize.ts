@@ -21,7 +21,7 @@ import { join } from 'node:path';
 import { digestHex } from '../cas/digest.js';
 import { NotFoundError, UnsafePathError } from '../errors.js';
 import type { Entry, FileEntry } from '../layer/manifest.js';
-import { canonicalJson } from '../layer/manifest.js';
+import { canonicalJson } from '../cas/canonical-json.js';
 import { decodePath } from '../layer/path.js';
 import { FsmetaStream } from './fsmeta.js';
 import { ownersFor } from './owners.js';

@@ -15,7 +15,7 @@ import type { FrameRef } from '../pack/frame-extract.js';
 import { DecodePool, fetchObjects, framesOf, privateObjectPath, ReadBuffers, type FrameSink, type ObjectSink } from '../pack/reader.js';
 import type { PackIndexEntry } from '../pack/pack-index.js';
 import type { Registry } from '../registry/registry.js';
-import { canonicalJson } from '../layer/manifest.js';
+import { canonicalJson } from '../cas/canonical-json.js';
 import { exists } from '../util/fs.js';
 import { loadPackIndex } from './catalog.js';
 import { withLock } from './lock.js';

@@ -14,7 +14,7 @@ import { publishPacks } from '../pack/publish.js';
 import { PackWriter } from '../pack/writer.js';
 import { putJsonBlob, readJsonBlob } from '../registry/blobs.js';
 import type { Registry } from '../registry/registry.js';
-import { parseRefName } from '../registry/registry.js';
+import { parseRefName } from '../cas/ref-name.js';
 import { NotFoundError } from '../errors.js';
 import { loadCatalog, type ObjectCatalog } from './catalog.js';
 import type { StorePaths } from './paths.js';
