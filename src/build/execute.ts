@@ -12,7 +12,7 @@ import type { RuntimeConfig } from '../layer/env.js';
 import { cacheRefName } from '../recipe/key.js';
 import type { Registry } from '../registry/registry.js';
 import type { StorePaths } from '../store/paths.js';
-import { resolveEnv } from '../store/push.js';
+import { resolveEnv } from '../registry/resolve-env.js';
 import { BuildCommandError, type Parent, buildBase, buildEnv, buildHistory, buildInstance } from './build-node.js';
 import { type BuildPlan, type PlanNode, nodeKey } from './plan.js';
 import { type NodeOutcome, runGraph, scheduleNodes } from './plan-schedule.js';

@@ -104,7 +104,7 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
       }
       const st = await stat(source).catch(() => null);
       if (st === null) throw new NotFoundError(`import source ${source}`, 'give a directory or a tarball');
-      const { pushTree, resolveEnv } = await import('../store/push.js');
+      const [{ pushTree }, { resolveEnv }] = await Promise.all([import('../store/push.js'), import('../registry/resolve-env.js')]);
       let dir = source;
       let scratch: string | null = null;
       if (!st.isDirectory()) {
@@ -223,7 +223,7 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
     .option('--all', 'include the build cache refs (_cache/...)')
     .action(async (o: { all?: boolean }) => {
       const ctx = await makeContext(globals());
-      const [{ isInternalRef }, { resolveEnv }] = await Promise.all([import('../audit/audit.js'), import('../store/push.js')]);
+      const [{ isInternalRef }, { resolveEnv }] = await Promise.all([import('../audit/audit.js'), import('../registry/resolve-env.js')]);
       type Row = { ref: string; env: string; layers: number; size: number; objects: number } | { ref: string; broken: string };
       const rows: Row[] = [];
       for await (const r of ctx.registry.listRefEntries()) {
@@ -257,7 +257,7 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
     .argument('<ref>')
     .action(async (ref: string) => {
       const ctx = await makeContext(globals());
-      const { resolveEnv } = await import('../store/push.js');
+      const { resolveEnv } = await import('../registry/resolve-env.js');
       const { digest, config } = await resolveEnv(ctx.registry, ref);
       ctx.out.result({ ref, env: digest, ...config }, () =>
         [

@@ -10,7 +10,7 @@ import { readManifest } from '../layer/capture.js';
 import type { Entry } from '../layer/manifest.js';
 import { LocalRegistry } from '../registry/local.js';
 import { ensureManifest } from '../store/pull.js';
-import { resolveEnv } from '../store/push.js';
+import { resolveEnv } from '../registry/resolve-env.js';
 import { StorePaths } from '../store/paths.js';
 import { importImage } from './import.js';
 

@@ -13,6 +13,6 @@ export type { CopyOptions, CopyProgress, CopySummary } from './copy.js';
 export { gcRegistry } from './gc.js';
 export type { RegistryGcResult } from './gc.js';
 // an environment's config as a registry holds it (resolveEnv reads one by ref or digest)
-export { resolveEnv } from '../store/push.js';
+export { resolveEnv } from './resolve-env.js';
 export { EnvConfigSchema, LayerRefSchema, PackRefSchema, RuntimeConfigSchema, ENV_MEDIA_TYPE } from '../layer/env.js';
 export type { EnvConfig, LayerRef, PackRef, RuntimeConfig } from '../layer/env.js';

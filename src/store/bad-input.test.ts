@@ -14,7 +14,8 @@ import { putJsonBlob } from '../registry/blobs.js';
 import { LocalRegistry } from '../registry/local.js';
 import { StorePaths } from './paths.js';
 import { type PullOptions, pullEnv } from './pull.js';
-import { pushTree, resolveEnv } from './push.js';
+import { pushTree } from './push.js';
+import { resolveEnv } from '../registry/resolve-env.js';
 
 const work = mkdtempSync(join(tmpdir(), 'ms-bad-'));
 afterAll(() => rmSync(work, { recursive: true, force: true }));

@@ -13,7 +13,7 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { digestHex } from '../cas/digest.js';
 import { LocalRegistry } from '../registry/local.js';
-import { resolveEnv } from './push.js';
+import { resolveEnv } from '../registry/resolve-env.js';
 
 const run = promisify(execFile);
 const CLI = resolve(import.meta.dirname, '..', '..', 'bin/minisandbox');

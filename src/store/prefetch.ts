@@ -10,7 +10,7 @@ import { runPool } from '../util/pool.js';
 import type { Registry } from '../registry/registry.js';
 import type { StorePaths } from './paths.js';
 import { pullEnv } from './pull.js';
-import { resolveEnv } from './push.js';
+import { resolveEnv } from '../registry/resolve-env.js';
 
 /** A counting semaphore over bytes: a request larger than the whole budget waits for all of it. */
 export class ByteBudget {

@@ -27,7 +27,7 @@ import { type Owners, ownersFor, removeOwnedTree } from './owners.js';
 import type { StorePaths } from './paths.js';
 import { ensurePrivateStore } from './private.js';
 import { removePullLeftovers } from './leftovers.js';
-import { resolveEnv } from './push.js';
+import { resolveEnv } from '../registry/resolve-env.js';
 import { decompressVerified, MAX_MANIFEST_BYTES } from './zstdfile.js';
 
 /**
