@@ -15,7 +15,7 @@ import { join, resolve } from 'node:path';
 import { populateBusyboxRoot } from '../src/recipe/base-rootfs.js';
 import { LocalRegistry } from '../src/registry/local.js';
 import { StorePaths } from '../src/store/paths.js';
-import { pushTree } from '../src/store/push.js';
+import { pushTree } from '../src/publish/push.js';
 
 const ITER = Number(process.env.BENCH_ITER ?? 15);
 const cli = resolve('dist/cli.mjs');

@@ -24,7 +24,7 @@ import type { Registry } from '../src/registry/registry.js';
 import { S3Registry } from '../src/registry/s3.js';
 import { StorePaths } from '../src/store/paths.js';
 import { pullEnv } from '../src/store/pull.js';
-import { pushTree } from '../src/store/push.js';
+import { pushTree } from '../src/publish/push.js';
 import { pushFakeEnv } from '../test/s3/fake-env.js';
 import { startS3Server } from '../test/s3/server.js';
 

@@ -14,7 +14,7 @@ import { LocalRegistry } from '../src/registry/local.js';
 import { openSandbox } from '../src/runtime/open.js';
 import { startServer } from '../src/server/serve.js';
 import { StorePaths } from '../src/store/paths.js';
-import { pushTree } from '../src/store/push.js';
+import { pushTree } from '../src/publish/push.js';
 
 const CYCLES = Number(process.env.BENCH_CYCLES ?? 48);
 const REF = 'bench/busybox';

@@ -37,7 +37,7 @@ import { LocalRegistry } from '../src/registry/local.js';
 import { realFiles } from './real-files.js';
 import { StorePaths } from '../src/store/paths.js';
 import { pullEnv } from '../src/store/pull.js';
-import { pushTree } from '../src/store/push.js';
+import { pushTree } from '../src/publish/push.js';
 import { layerMapping, openSandbox } from '../src/runtime/open.js';
 import { probeHost } from '../src/sandbox/index.js';
 
@@ -194,7 +194,7 @@ async function measureTree(label: string, tree: string, bytes: number, work: str
 /** Peak RSS of an import, in a process of its own. */
 async function peakImportRss(tree: string, bytes: number, work: string): Promise<void> {
   const rssScript = join(work, 'rss.mts');
-  writeFileSync(rssScript, `import { LocalRegistry } from '${resolve('src/registry/local.ts')}';\nimport { StorePaths } from '${resolve('src/store/paths.ts')}';\nimport { pushTree } from '${resolve('src/store/push.ts')}';\nawait pushTree(new LocalRegistry(process.argv[2]!), new StorePaths(process.argv[3]!), process.argv[4]!, { tag: 'rss/x' });\nconsole.log(process.resourceUsage().maxRSS);\n`);
+  writeFileSync(rssScript, `import { LocalRegistry } from '${resolve('src/registry/local.ts')}';\nimport { StorePaths } from '${resolve('src/store/paths.ts')}';\nimport { pushTree } from '${resolve('src/publish/push.ts')}';\nawait pushTree(new LocalRegistry(process.argv[2]!), new StorePaths(process.argv[3]!), process.argv[4]!, { tag: 'rss/x' });\nconsole.log(process.resourceUsage().maxRSS);\n`);
   const rss = Number(execFileSync('npx', ['tsx', rssScript, join(work, 'rss-reg'), join(work, 'rss-store'), tree], { encoding: 'utf8' }).trim().split('\n').pop());
   console.log(`\n## peak RSS importing tree A (${mib(bytes)}, ${FILES} files): ${(rss / 1024).toFixed(0)} MiB`);
 }

@@ -24,7 +24,7 @@ import { type Sandbox, createSandbox, probeHost } from '../sandbox/index.js';
 import { acquireLease, releaseLease } from '../store/leases.js';
 import type { StorePaths } from '../store/paths.js';
 import { ensureLayer, pullEnv } from '../store/pull.js';
-import { type PushOptions, type PushResult, pushTree } from '../store/push.js';
+import { type PushOptions, type PushResult, pushTree } from '../publish/push.js';
 import { resolveEnv } from '../registry/resolve-env.js';
 import type { CatalogCache } from './catalog-cache.js';
 import type { Discarder } from './discard.js';

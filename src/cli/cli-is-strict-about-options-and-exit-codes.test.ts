@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { populateBusyboxRoot } from '../recipe/base-rootfs.js';
 import { LocalRegistry } from '../registry/local.js';
 import { StorePaths } from '../store/paths.js';
-import { pushTree } from '../store/push.js';
+import { pushTree } from '../publish/push.js';
 
 const CLI = resolve('bin/minisandbox');
 const work = mkdtempSync(join(tmpdir(), 'ms-cli-'));

@@ -104,7 +104,7 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
       }
       const st = await stat(source).catch(() => null);
       if (st === null) throw new NotFoundError(`import source ${source}`, 'give a directory or a tarball');
-      const [{ pushTree }, { resolveEnv }] = await Promise.all([import('../store/push.js'), import('../registry/resolve-env.js')]);
+      const [{ pushTree }, { resolveEnv }] = await Promise.all([import('../publish/push.js'), import('../registry/resolve-env.js')]);
       let dir = source;
       let scratch: string | null = null;
       if (!st.isDirectory()) {

@@ -11,7 +11,7 @@ import { snapshotTree } from '../../test/helpers/tree-snapshot.js';
 import { makeRandomTree } from '../../test/helpers/trees.js';
 import { exportEnv } from '../store/export.js';
 import { StorePaths } from '../store/paths.js';
-import { pushTree } from '../store/push.js';
+import { pushTree } from '../publish/push.js';
 import { verifyRegistry } from '../store/verify.js';
 import { gcRegistry } from './gc.js';
 import { S3Registry, type S3RegistryOptions } from './s3.js';

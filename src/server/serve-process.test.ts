@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { populateBusyboxRoot } from '../recipe/base-rootfs.js';
 import { LocalRegistry } from '../registry/local.js';
 import { StorePaths } from '../store/paths.js';
-import { pushTree } from '../store/push.js';
+import { pushTree } from '../publish/push.js';
 import { readState } from '../sandbox/state.js';
 
 const BIN = resolve(import.meta.dirname, '../../bin/minisandbox');

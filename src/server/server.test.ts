@@ -10,7 +10,7 @@ import { eventually } from '../../test/helpers/eventually.js';
 import { populateBusyboxRoot } from '../recipe/base-rootfs.js';
 import { LocalRegistry } from '../registry/local.js';
 import { StorePaths } from '../store/paths.js';
-import { pushTree } from '../store/push.js';
+import { pushTree } from '../publish/push.js';
 import { type RunningServer, startServer } from './serve.js';
 
 const work = mkdtempSync(join(tmpdir(), 'ms-serve-'));

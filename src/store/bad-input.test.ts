@@ -14,7 +14,7 @@ import { putJsonBlob } from '../registry/blobs.js';
 import { LocalRegistry } from '../registry/local.js';
 import { StorePaths } from './paths.js';
 import { type PullOptions, pullEnv } from './pull.js';
-import { pushTree } from './push.js';
+import { pushTree } from '../publish/push.js';
 import { resolveEnv } from '../registry/resolve-env.js';
 
 const work = mkdtempSync(join(tmpdir(), 'ms-bad-'));

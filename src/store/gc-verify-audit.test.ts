@@ -12,7 +12,7 @@ import { gcStore } from './gc.js';
 import { acquireLease, releaseLease } from './leases.js';
 import { StorePaths } from './paths.js';
 import { pullEnv } from './pull.js';
-import { pushTree } from './push.js';
+import { pushTree } from '../publish/push.js';
 import { resolveEnv } from '../registry/resolve-env.js';
 import { verifyRegistry, verifyStore } from './verify.js';
 

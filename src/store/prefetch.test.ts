@@ -7,7 +7,7 @@ import { LocalRegistry } from '../registry/local.js';
 import type { Registry } from '../registry/registry.js';
 import { StorePaths } from './paths.js';
 import { ByteBudget, prefetch } from './prefetch.js';
-import { pushTree } from './push.js';
+import { pushTree } from '../publish/push.js';
 
 const work = mkdtempSync(join(tmpdir(), 'ms-prefetch-'));
 afterAll(() => rmSync(work, { recursive: true, force: true }));

@@ -10,7 +10,7 @@ import type { Registry } from '../registry/registry.js';
 import { exportEnv } from './export.js';
 import { StorePaths } from './paths.js';
 import { type PullOptions, pullEnv } from './pull.js';
-import { pushTree } from './push.js';
+import { pushTree } from '../publish/push.js';
 import { resolveEnv } from '../registry/resolve-env.js';
 
 const work = mkdtempSync(join(tmpdir(), 'ms-roundtrip-'));

@@ -19,7 +19,7 @@ import { canonicalJson } from '../cas/canonical-json.js';
 import { putJsonBlob } from '../registry/blobs.js';
 import { LocalRegistry } from '../registry/local.js';
 import { StorePaths } from './paths.js';
-import { pushTree } from './push.js';
+import { pushTree } from '../publish/push.js';
 import { resolveEnv } from '../registry/resolve-env.js';
 
 const run = promisify(execFile);

@@ -16,9 +16,9 @@ import { PackWriter } from '../pack/writer.js';
 import { putJsonBlob } from '../registry/blobs.js';
 import type { Registry } from '../registry/registry.js';
 import { NotFoundError } from '../errors.js';
-import { loadCatalog, type ObjectCatalog } from './catalog.js';
-import type { StorePaths } from './paths.js';
-import { compressFile } from './zstdfile.js';
+import { loadCatalog, type ObjectCatalog } from '../store/catalog.js';
+import type { StorePaths } from '../store/paths.js';
+import { compressFile } from '../store/zstdfile.js';
 
 export interface PushOptions {
   /** Environment to stack the new layer on. */
