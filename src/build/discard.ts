@@ -14,14 +14,14 @@ import { randomBytes } from 'node:crypto';
 import { mkdir, rename } from 'node:fs/promises';
 import { join } from 'node:path';
 import { removeTree } from '../sandbox/state.js';
-import type { IdMap } from '../sandbox/subid.js';
-import { asSubordinateRoot } from '../sandbox/userns.js';
+import type { IdMap } from '../host/subid.js';
+import { asSubordinateRoot } from '../host/userns.js';
 
 export type DiscardMode = 'wait' | 'detach';
 
 /**
  * Removes `$1`; where this user cannot (files owned by subordinate ids, rootless), runs the rest
- * of the arguments: the same removal through the user namespace of sandbox/userns.ts.
+ * of the arguments: the same removal through the user namespace of host/userns.ts.
  */
 const DETACHED_RM = 'rm -rf -- "$1" 2>/dev/null || { shift; exec "$@"; }';
 

@@ -165,7 +165,7 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
     .option('--id-shift <n|auto>', 'owner shift of laid-out layers; auto: what this host\'s sandboxes use', opt.or('auto', opt.int({ min: 0, max: 2 ** 32 - 65536 })), 'auto');
   addSelectionOptions(pull).action(async (refs: string[], o: SelectionFlags & { dataset?: string; datasetName?: string; jobs: number; ioBudget: number; idShift: number | 'auto' }) => {
       // an explicit shift must stay inside this host's subordinate ranges (checked before any work)
-      const explicitShift = o.idShift === 'auto' ? null : await (await import('../sandbox/subid.js')).checkIdShift(String(o.idShift));
+      const explicitShift = o.idShift === 'auto' ? null : await (await import('../host/subid.js')).checkIdShift(String(o.idShift));
       const ctx = await storeContext(globals());
       const all = [...refs];
       const selection = await selectionFrom(o);

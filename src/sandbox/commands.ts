@@ -11,7 +11,7 @@
  * The util-linux + bubblewrap chain this replaced ran eleven programs per start (ARCHITECTURE.md, measured facts).
  */
 import { basename } from 'node:path';
-import type { IdMap } from './subid.js';
+import type { IdMap } from '../host/subid.js';
 
 /** PATH for the host-side tools of the chain (newuidmap, tar, nsenter). */
 export const HOST_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';

@@ -12,7 +12,7 @@ import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { nativeHelper } from '../util/native.js';
-import { ensureSubidRange } from './subid.js';
+import { ensureSubidRange } from '../host/subid.js';
 
 const run = promisify(execFile);
 const CLI = resolve(import.meta.dirname, '..', '..', 'bin/minisandbox');

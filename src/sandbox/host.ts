@@ -6,7 +6,7 @@ import { access, constants, readFile, stat } from 'node:fs/promises';
 import { delimiter, join } from 'node:path';
 import { HostCapabilityError } from '../errors.js';
 import { nativeHelper } from '../util/native.js';
-import { currentUser, resolveIdMap, type IdMap } from './subid.js';
+import { currentUser, resolveIdMap, type IdMap } from '../host/subid.js';
 
 export interface HostTools {
   nsenter: string;

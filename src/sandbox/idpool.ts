@@ -22,7 +22,7 @@ import { z } from 'zod';
 import { MinisandboxError } from '../errors.js';
 import { isErrno } from '../util/fs.js';
 import { processStartTime, sameProcessAlive } from './proc.js';
-import { DEFAULT_ID_COUNT, type IdMap, parseSubidFile, SUBGID_FILE, SUBUID_FILE } from './subid.js';
+import { DEFAULT_ID_COUNT, type IdMap, parseSubidFile, SUBGID_FILE, SUBUID_FILE } from '../host/subid.js';
 
 /** Where slots are taken (override: MINISANDBOX_IDRANGE_DIR, e.g. for a test's own pool). */
 export function idRangeDir(): string {

@@ -7,7 +7,7 @@ import { access, chmod, copyFile, lchown, lstat, mkdir, readdir, rename, rm, sym
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { HostCapabilityError } from '../errors.js';
-import type { IdMap } from './subid.js';
+import type { IdMap } from '../host/subid.js';
 
 const run = promisify(execFile);
 

@@ -19,7 +19,7 @@ import { processStartTime, sameProcessAlive } from './proc.js';
 import { runInSandbox } from './runner.js';
 import { Session, type SessionOptions, type SessionRunOptions } from './session.js';
 import { makeStateDir, sandboxDir, teardown, writeState, type SandboxState } from './state.js';
-import type { IdMap } from './subid.js';
+import type { IdMap } from '../host/subid.js';
 
 export const SandboxLimitsSchema = z.strictObject({
   memoryBytes: z.number().int().positive().optional(),

@@ -12,7 +12,7 @@ import { promisify } from 'node:util';
 import { probeHost, type HostInfo } from './host.js';
 import { ensureDebianRootfs, makeBusyboxRootfs, shiftCopyTree } from './rootfs.js';
 import type { Sandbox } from './sandbox.js';
-import type { IdMap } from './subid.js';
+import type { IdMap } from '../host/subid.js';
 
 export const run = promisify(execFile);
 export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');

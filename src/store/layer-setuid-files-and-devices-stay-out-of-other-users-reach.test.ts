@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ensureSubidRange } from '../sandbox/subid.js';
+import { ensureSubidRange } from '../host/subid.js';
 import { nativeHelper } from '../util/native.js';
 
 const run = promisify(execFile);

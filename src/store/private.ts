@@ -18,7 +18,7 @@
 import { chmod, lstat, mkdir, stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { MinisandboxError } from '../errors.js';
-import { resolveIdMap } from '../sandbox/subid.js';
+import { resolveIdMap } from '../host/subid.js';
 import { isErrno } from '../util/fs.js';
 import { FsmetaStream } from './fsmeta.js';
 import type { StorePaths } from './paths.js';

@@ -146,3 +146,14 @@ export async function checkIdShift(
   }
   return shift;
 }
+
+/** Layers are laid out with one shift for owners and groups, so the two ranges must start together. */
+export function idShiftOf(idMap: { uidStart: number; gidStart: number }): number {
+  if (idMap.uidStart !== idMap.gidStart) {
+    throw new HostCapabilityError(
+      `the subordinate uid range starts at ${idMap.uidStart} but the gid range at ${idMap.gidStart}`,
+      'give this user ranges with the same start in /etc/subuid and /etc/subgid',
+    );
+  }
+  return idMap.uidStart;
+}
