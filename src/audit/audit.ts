@@ -10,7 +10,7 @@
 import { pipeline, Readable } from 'node:stream';
 import { z } from 'zod';
 import { type Digest, verifyDigest } from '../cas/digest.js';
-import { readManifest } from '../layer/capture.js';
+import { readManifest } from '../layer/manifest-read.js';
 import type { EnvConfig } from '../layer/env.js';
 import { envClosure } from '../registry/closure.js';
 import type { Registry } from '../registry/registry.js';

@@ -6,7 +6,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { makeTar, type TarItem, writeLayout } from '../../test/helpers/oci-layout.js';
 import { compress } from 'zstd-napi';
 import { sha256 } from '../cas/digest.js';
-import { readManifest } from '../layer/capture.js';
+import { readManifest } from '../layer/manifest-read.js';
 import type { Entry } from '../layer/manifest.js';
 import { LocalRegistry } from '../registry/local.js';
 import { ensureManifest } from '../store/pull.js';

@@ -3,7 +3,8 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { captureLayer, readManifest, type CaptureOptions, type CaptureResult, type CapturedObject } from './capture.js';
+import { captureLayer, type CaptureOptions, type CaptureResult, type CapturedObject } from './capture.js';
+import { readManifest } from './manifest-read.js';
 import type { Entry } from './manifest.js';
 
 export function sh(script: string, cwd?: string): string {

@@ -24,8 +24,6 @@ import { canonicalJson } from '../cas/canonical-json.js';
 import { encodePath } from './path.js';
 import { readTreeXattrs, type TreeXattrs, type Xattrs } from './xattr.js';
 
-export { readManifest } from './capture-read.js';
-
 export interface CapturedObject {
   digest: Digest;
   size: number;

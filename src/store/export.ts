@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { chmod, mkdir, readdir, rename, rm, rmdir } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { InvalidInputError } from '../errors.js';
-import { readManifest } from '../layer/capture.js';
+import { readManifest } from '../layer/manifest-read.js';
 import type { Entry } from '../layer/manifest.js';
 import { stack } from '../layer/stack.js';
 import type { Registry } from '../registry/registry.js';

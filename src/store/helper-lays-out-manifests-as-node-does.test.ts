@@ -1,6 +1,6 @@
 /**
  * The lay-out helper reads and lays out plain manifests itself (native/fsmeta-manifest.c), as
- * node's reader and lay-out do (layer/capture-read.ts, store/materialize.ts). Both are fed the
+ * node's reader and lay-out do (layer/manifest-read.ts, store/materialize.ts). Both are fed the
  * same valid and mutated manifests: they must accept the same ones and make the same trees
  * (sharing through the same pool), and reject the same ones.
  */
@@ -12,7 +12,7 @@ import { rng } from '../../test/helpers/rng.js';
 import { snapshotTree } from '../../test/helpers/tree-snapshot.js';
 import { sha256 } from '../cas/digest.js';
 import { MinisandboxError } from '../errors.js';
-import { readManifest } from '../layer/capture.js';
+import { readManifest } from '../layer/manifest-read.js';
 import { type Entry, MANIFEST_HEADER } from '../layer/manifest.js';
 import { canonicalJson } from '../cas/canonical-json.js';
 import { FsmetaStream } from './fsmeta.js';

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { type Digest, digestHex, verifyDigest } from '../cas/digest.js';
 import { Readable } from 'node:stream';
 import { InvalidInputError, throwIfAborted } from '../errors.js';
-import { readManifest } from '../layer/capture.js';
+import { readManifest } from '../layer/manifest-read.js';
 import type { EnvConfig, LayerRef } from '../layer/env.js';
 import type { FrameRef } from '../pack/frame-extract.js';
 import { DecodePool, fetchObjects, framesOf, privateObjectPath, ReadBuffers, type FrameSink, type ObjectSink } from '../pack/reader.js';

@@ -7,7 +7,7 @@ import { lstat, mkdtemp, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { type Digest, DigestSchema, sha256File } from '../cas/digest.js';
 import { errorMessage } from '../errors.js';
-import { readManifest } from '../layer/capture.js';
+import { readManifest } from '../layer/manifest-read.js';
 import { decodePath } from '../layer/path.js';
 import { fetchObjects } from '../pack/reader.js';
 import { parsePackIndex } from '../pack/pack-index.js';

@@ -2,7 +2,7 @@ import { Readable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { sha256 } from '../cas/digest.js';
 import { MinisandboxError } from '../errors.js';
-import { readManifest } from './capture.js';
+import { readManifest } from './manifest-read.js';
 import { MANIFEST_HEADER, type Entry } from './manifest.js';
 import { canonicalJson } from '../cas/canonical-json.js';
 
