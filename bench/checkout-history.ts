@@ -13,7 +13,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { computeRepoHistories, historyPath } from '../src/build/plan-history.js';
+import { computeRepoHistories, historyPath } from '../src/builder/plan-history.js';
 import { DatasetRowSchema } from '../src/dataset/row.js';
 import { checkoutInstance, makeHistoryLayer } from '../src/recipe/checkout.js';
 import type { HistoryRecipe, InstanceRecipe } from '../src/recipe/schema.js';

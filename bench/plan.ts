@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { type Digest, sha256 } from '../src/cas/digest.js';
 import { loadDataset } from '../src/dataset/read.js';
 import { loadSpecs } from '../src/dataset/specs.js';
-import { type BuildPlan, defaultRepoSource, nodeKey, planCounts, planDataset } from '../src/build/plan.js';
+import { type BuildPlan, defaultRepoSource, nodeKey, planCounts, planDataset } from '../src/builder/plan.js';
 import { loadRecipeCatalog } from '../src/recipe/catalog.js';
 import { cacheKey, cacheRefName } from '../src/recipe/key.js';
 import { LocalRegistry } from '../src/registry/local.js';

@@ -1,12 +1,12 @@
 /** `minisandbox build`: a whole dataset (with its specs) or one recipe. What it needs is imported in the action (start-up: see main.ts). */
 import type { Command } from 'commander';
 import { join } from 'node:path';
-import type { SummaryRow } from '../build/execute.js';
+import type { SummaryRow } from '../builder/execute.js';
 import { addSelectionOptions, type SelectionFlags, selectionFrom } from './select-options.js';
 import { MinisandboxError } from '../errors.js';
 import type { Specs } from '../dataset/specs.js';
 import type { LocatedRow } from '../dataset/row.js';
-import type { Shard } from '../build/plan-shard.js';
+import type { Shard } from '../builder/plan-shard.js';
 import type { DatasetImageItem } from '../image/dataset-images.js';
 import { type GlobalOptions, storeContext } from './context.js';
 import { opt, option } from './options.js';
@@ -35,7 +35,7 @@ interface BuildOpts extends SelectionFlags {
 async function splitImageRows(rows: LocatedRow[], specs: Specs, dataset: string, shard: Shard | undefined): Promise<{ recipeRows: LocatedRow[]; images: DatasetImageItem[] } | null> {
   if (![...specs.entries.values()].some((e) => e.image !== undefined)) return null;
   const [{ selectShard }, { lookupSpec }, { imageForRow }, { parseRefName }] = await Promise.all([
-    import('../build/plan-shard.js'),
+    import('../builder/plan-shard.js'),
     import('../dataset/specs.js'),
     import('../image/dataset-images.js'),
     import('../cas/ref-name.js'),
@@ -70,7 +70,7 @@ export function registerBuildCommands(program: Command, globals: Globals, setExi
     .option('--tls-verify <bool>', 'dataset entries with images: false talks plain HTTP to their registry', opt.oneOf(['true', 'false']), 'true')
     .option('--ram-upper <size|auto>', 'RAM each build sandbox writes into (a tmpfs; a build that outgrows it runs again on disk); auto: half the available memory / jobs; 0: on disk', opt.or('auto', opt.size({ min: 0 })), 'auto');
   addSelectionOptions(cmd).action(async (input: string, o: BuildOpts) => {
-      const { PhaseClock } = await import('../build/phases.js');
+      const { PhaseClock } = await import('../builder/phases.js');
       // performance.now() counts from process start: node's boot, module loading, option parsing
       const cli = new PhaseClock();
       cli.add('cli-start', performance.now());
@@ -86,10 +86,10 @@ export function registerBuildCommands(program: Command, globals: Globals, setExi
         { loadRecipeCatalog },
         { reapStale },
       ] = await Promise.all([
-        import('../build/execute.js'),
-        import('../build/plan.js'),
-        import('../build/plan-shard.js'),
-        import('../build/plan-history.js'),
+        import('../builder/execute.js'),
+        import('../builder/plan.js'),
+        import('../builder/plan-shard.js'),
+        import('../builder/plan-history.js'),
         import('../dataset/read.js'),
         import('../dataset/select.js'),
         import('../dataset/specs.js'),

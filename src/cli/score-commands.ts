@@ -27,7 +27,7 @@ interface Common extends SelectionFlags {
 async function prepare(datasetFile: string, o: Common, globals: Globals) {
   const ctx = await storeContext(globals());
   const [{ datasetNameFromFile }, { loadDataset }, { loadSpecs, lookupSpec }, { refEvalRunner }, { reapStale }, { evalSpecFromDataset }] = await Promise.all([
-    import('../build/plan.js'),
+    import('../builder/plan.js'),
     import('../dataset/read.js'),
     import('../dataset/specs.js'),
     import('../runtime/eval-runner.js'),

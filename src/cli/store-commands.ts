@@ -171,7 +171,7 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
       const selection = await selectionFrom(o);
       if (selection !== null && o.dataset === undefined) throw new MinisandboxError('USAGE', '--instances picks instances of a dataset', { hint: 'minisandbox pull --dataset FILE --instances ID[,ID...]' });
       if (o.dataset !== undefined) {
-        const [{ datasetNameFromFile }, { loadDataset }, { selectInstances }] = await Promise.all([import('../build/plan.js'), import('../dataset/read.js'), import('../dataset/select.js')]);
+        const [{ datasetNameFromFile }, { loadDataset }, { selectInstances }] = await Promise.all([import('../builder/plan.js'), import('../dataset/read.js'), import('../dataset/select.js')]);
         const name = o.datasetName ?? datasetNameFromFile(o.dataset);
         for (const r of selectInstances(await loadDataset(o.dataset), selection, (x) => x.row.instance_id)) all.push(`${name}/${r.row.instance_id}`);
       }

@@ -3,7 +3,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { datasetNameFromFile, defaultRepoSource, planCounts, planDataset } from '../build/plan.js';
+import { datasetNameFromFile, defaultRepoSource, planCounts, planDataset } from '../builder/plan.js';
 import { checkoutAtCommit, hasObject } from '../recipe/checkout.js';
 import { loadDataset } from './read.js';
 import type { LocatedRow } from './row.js';
