@@ -20,7 +20,7 @@ import { join } from 'node:path';
 import type { Digest } from '../src/cas/digest.js';
 import { publishPacks } from '../src/pack/publish.js';
 import { fetchObjects, parsePackIndex } from '../src/pack/reader.js';
-import { prng } from '../src/pack/test-objects.js';
+import { prng } from '../test/helpers/pack-objects.js';
 import { realFiles } from './real-files.js';
 import { PackWriter, type PackSource } from '../src/pack/writer.js';
 import { LocalRegistry } from '../src/registry/local.js';

@@ -17,7 +17,7 @@ import { promisify } from 'node:util';
 import { createSandbox, makeBusyboxRootfs, probeHost, type Sandbox } from '../src/sandbox/index.js';
 import { childrenOf } from '../src/sandbox/proc.js';
 import { probeIdmappedLayers } from '../src/sandbox/idmap.js';
-import { busyboxLower, CACHE_DIR, freshStateDir } from '../src/sandbox/testkit.js';
+import { busyboxLower, CACHE_DIR, freshStateDir } from '../test/helpers/sandbox-testkit.js';
 
 const run = promisify(execFile);
 const ITER = Number(process.env.BENCH_ITER ?? 200);

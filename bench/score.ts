@@ -37,7 +37,7 @@ import { parseEvalSpec } from '../src/score/score-instance.js';
 import { scoreRun, type RunnerFactory } from '../src/score/score-run.js';
 import type { EvalSpec } from '../src/score/spec.js';
 import { createSandbox, probeHost, shiftCopyTree } from '../src/sandbox/index.js';
-import { CACHE_DIR, debianLower, freshStateDir } from '../src/sandbox/testkit.js';
+import { CACHE_DIR, debianLower, freshStateDir } from '../test/helpers/sandbox-testkit.js';
 import { asEvalSandbox, sandboxEvalRunner } from '../src/score/sandbox-runner.js';
 import { scoreInstance } from '../src/score/score-instance.js';
 

@@ -2,7 +2,7 @@ import { mkdirSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { InvalidInputError } from '../errors.js';
-import { captureAndRead, sh, tempDir } from './capture-test-util.js';
+import { captureAndRead, sh, tempDir } from '../../test/helpers/capture-util.js';
 
 describe('capture with an id shift', () => {
   const t = tempDir('idshift');

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { sha256 } from '../cas/digest.js';
 import { InvalidInputError } from '../errors.js';
-import { captureAndRead, sh, tempDir } from './capture-test-util.js';
+import { captureAndRead, sh, tempDir } from '../../test/helpers/capture-util.js';
 
 /*
  * A real overlayfs: files deleted, a directory removed and recreated (opaque), a file modified

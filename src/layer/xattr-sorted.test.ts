@@ -2,7 +2,7 @@ import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { rng } from '../../test/helpers/rng.js';
-import { captureAndRead, sh, tempDir } from './capture-test-util.js';
+import { captureAndRead, sh, tempDir } from '../../test/helpers/capture-util.js';
 import { readTreeXattrs } from './xattr.js';
 import { XattrSorter, type Xattrs } from './xattr-sorted.js';
 

@@ -9,7 +9,7 @@ import type { LocalRegistry } from '../registry/local.js';
 import { CorruptPackError } from './errors.js';
 import { encodePackIndex, PACK_INDEX_FORMAT, parsePackIndex, type PackIndex, type PackIndexEntry, type PackIndexFile } from './pack-index.js';
 import { fetchObjects } from './reader.js';
-import { packIntoRegistry, prng, sourceText, writeObject } from './test-objects.js';
+import { packIntoRegistry, prng, sourceText, writeObject } from '../../test/helpers/pack-objects.js';
 import type { PackSource } from './writer.js';
 import { decompressBounded } from './zstd-bounded.js';
 

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSandbox, ensureDebianRootfs, forkSandbox, shiftCopyTree, type HostInfo } from './index.js';
-import { CACHE_DIR, debianLower, freshStateDir, hostInfo, leftovers, run, sandboxFootprint } from './testkit.js';
+import { CACHE_DIR, debianLower, freshStateDir, hostInfo, leftovers, run, sandboxFootprint } from '../../test/helpers/sandbox-testkit.js';
 
 let host: HostInfo;
 let lowers: string[];

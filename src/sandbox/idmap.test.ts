@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { probeIdmappedLayers } from './idmap.js';
 import { liveIdRanges } from './idpool.js';
 import { createSandbox, forkSandbox, makeBusyboxRootfs, type HostInfo, type Sandbox } from './index.js';
-import { freshStateDir, hostInfo, leftovers, sandboxFootprint } from './testkit.js';
+import { freshStateDir, hostInfo, leftovers, sandboxFootprint } from '../../test/helpers/sandbox-testkit.js';
 
 let host: HostInfo;
 let work: string;

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSandbox, shiftCopyTree, type HostInfo, type Sandbox } from './index.js';
-import { busyboxLower, CACHE_DIR, freshStateDir, hostInfo, leftovers, run, sandboxFootprint } from './testkit.js';
+import { busyboxLower, CACHE_DIR, freshStateDir, hostInfo, leftovers, run, sandboxFootprint } from '../../test/helpers/sandbox-testkit.js';
 
 let host: HostInfo;
 let lower: string;

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSandbox, shiftCopyTree } from './index.js';
-import { busyboxLower, freshStateDir, hostInfo } from './testkit.js';
+import { busyboxLower, freshStateDir, hostInfo } from '../../test/helpers/sandbox-testkit.js';
 
 const run = promisify(execFile);
 
@@ -81,7 +81,7 @@ int main(int argc, char **argv) {
 // layer holding it, argv[3] = state dir) and a plain command, printing what both saw.
 const RUNNER = `
 import { createSandbox } from ${JSON.stringify(join(import.meta.dirname, 'index.ts'))};
-import { busyboxLower } from ${JSON.stringify(join(import.meta.dirname, 'testkit.ts'))};
+import { busyboxLower } from ${JSON.stringify(join(import.meta.dirname, '../../test/helpers/sandbox-testkit.ts'))};
 import { probeHost } from ${JSON.stringify(join(import.meta.dirname, 'host.ts'))};
 const host = await probeHost();
 const sb = await createSandbox({ lowerDirs: [await busyboxLower(host.idMap), process.argv[2]], stateDir: process.argv[3] }, { host });

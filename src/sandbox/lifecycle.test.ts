@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually } from '../../test/helpers/eventually.js';
 import { createSandbox, listSandboxes, reapStaleSandboxes, CommandOutcomeSchema, type HostInfo } from './index.js';
-import { busyboxLower, freshStateDir, hostInfo, leftovers, REPO_ROOT, sandboxFootprint } from './testkit.js';
+import { busyboxLower, freshStateDir, hostInfo, leftovers, REPO_ROOT, sandboxFootprint } from '../../test/helpers/sandbox-testkit.js';
 
 let host: HostInfo;
 let lower: string;

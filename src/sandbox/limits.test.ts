@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { eventually } from '../../test/helpers/eventually.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSandbox, type HostInfo, type Sandbox, type SandboxOptions } from './index.js';
-import { busyboxLower, freshStateDir, hostInfo, leftovers, sandboxFootprint } from './testkit.js';
+import { busyboxLower, freshStateDir, hostInfo, leftovers, sandboxFootprint } from '../../test/helpers/sandbox-testkit.js';
 
 let host: HostInfo;
 let lower: string;

@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { ensureSubidRange, resolveIdMap, type IdMap } from './index.js';
-import { busyboxLower, REPO_ROOT, run } from './testkit.js';
+import { busyboxLower, REPO_ROOT, run } from '../../test/helpers/sandbox-testkit.js';
 
 const USER = 'msbtest';
 let RANGE: IdMap;

@@ -4,7 +4,7 @@ import { eventually } from '../../test/helpers/eventually.js';
 import { createSandbox, type HostInfo, type Sandbox } from './index.js';
 import { SentinelScanner } from './outcome.js';
 import { ansiQuote } from './session.js';
-import { busyboxLower, freshStateDir, hostInfo, run } from './testkit.js';
+import { busyboxLower, freshStateDir, hostInfo, run } from '../../test/helpers/sandbox-testkit.js';
 
 let host: HostInfo;
 let stateDir: string;

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSandbox, forkSandbox, shiftCopyTree, type HostInfo } from '../sandbox/index.js';
-import { CACHE_DIR, debianLower, freshStateDir, hostInfo, run } from '../sandbox/testkit.js';
+import { CACHE_DIR, debianLower, freshStateDir, hostInfo, run } from '../../test/helpers/sandbox-testkit.js';
 import { buildApp } from './app.js';
 import { SandboxManager } from './manager.js';
 

@@ -5,13 +5,13 @@
 import { createHash } from 'node:crypto';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { digestHex, type Digest } from '../cas/digest.js';
-import { LocalRegistry } from '../registry/local.js';
-import { parsePackIndex, type PackIndex } from './pack-index.js';
-import { publishPacks } from './publish.js';
-import { PackWriter, type PackSource } from './writer.js';
+import { digestHex, type Digest } from '../../src/cas/digest.js';
+import { LocalRegistry } from '../../src/registry/local.js';
+import { parsePackIndex, type PackIndex } from '../../src/pack/pack-index.js';
+import { publishPacks } from '../../src/pack/publish.js';
+import { PackWriter, type PackSource } from '../../src/pack/writer.js';
 
-export { rng as prng } from '../../test/helpers/rng.js';
+export { rng as prng } from './rng.js';
 
 
 const WORDS = ['const', 'return', 'function', 'import', 'export', 'if', 'else', 'for', 'while', 'self', 'def', 'class',
