@@ -54,11 +54,14 @@ export class Discarder {
   remove(trash: string, idMap: IdMap): void {
     if (this.mode === 'detach') {
       // a failed spawn leaves the dir for gc, which sweeps old tmp/ entries
-      void asSubordinateRoot(idMap, ['rm', '-rf', '--', trash]).then((fallback) => {
-        const child = spawn('/bin/sh', ['-c', DETACHED_RM, 'msb-discard', trash, ...fallback], { detached: true, stdio: 'ignore' });
-        child.on('error', () => undefined);
-        child.unref();
-      }, () => undefined);
+      void asSubordinateRoot(idMap, ['rm', '-rf', '--', trash]).then(
+        (fallback) => {
+          const child = spawn('/bin/sh', ['-c', DETACHED_RM, 'msb-discard', trash, ...fallback], { detached: true, stdio: 'ignore' });
+          child.on('error', () => undefined);
+          child.unref();
+        },
+        () => undefined,
+      );
       return;
     }
     const p: Promise<void> = removeTree(trash, idMap)

@@ -27,7 +27,10 @@ export const RefNameSchema = z
   .string()
   .min(1)
   .max(400)
-  .regex(/^[A-Za-z0-9_][A-Za-z0-9._+@=-]*(\/[A-Za-z0-9_][A-Za-z0-9._+@=-]*)*$/, 'ref names are `/`-separated parts of letters, digits and . _ + @ = - (a part must not start with . or -)');
+  .regex(
+    /^[A-Za-z0-9_][A-Za-z0-9._+@=-]*(\/[A-Za-z0-9_][A-Za-z0-9._+@=-]*)*$/,
+    'ref names are `/`-separated parts of letters, digits and . _ + @ = - (a part must not start with . or -)',
+  );
 
 export function parseRefName(name: string): string {
   const r = RefNameSchema.safeParse(name);

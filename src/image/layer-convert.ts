@@ -199,7 +199,11 @@ export async function convertLayer(reg: Registry, chunks: AsyncIterable<Buffer>,
         for await (const _ of body()) void _;
         const baseStr = base.toString('latin1');
         if (baseStr === OPAQUE) {
-          if (parent.length === 0) throw new InvalidInputError(`${opts.what}: an opaque marker at the root of the layer`, 'a layer cannot hide the whole lower image; rebuild the image');
+          if (parent.length === 0)
+            throw new InvalidInputError(
+              `${opts.what}: an opaque marker at the root of the layer`,
+              'a layer cannot hide the whole lower image; rebuild the image',
+            );
           opaque.set(encodePath(parent), Buffer.from(parent));
         } else if (!baseStr.startsWith(`${WH}${WH}`)) {
           // `.wh..wh.*` other than the opaque marker are aufs bookkeeping, not deletions
@@ -267,7 +271,8 @@ export async function convertLayer(reg: Registry, chunks: AsyncIterable<Buffer>,
     const digest: Digest = `sha256:${rawHash.digest('hex')}`;
     if (opts.expectDigest !== undefined && digest !== opts.expectDigest) throw new DigestMismatchError(`${opts.what} blob`, opts.expectDigest, digest);
     const diffId = tarEnd.digest as Digest;
-    if (opts.expectDiffId !== undefined && diffId !== opts.expectDiffId) throw new DigestMismatchError(`${opts.what} uncompressed (diff id)`, opts.expectDiffId, diffId);
+    if (opts.expectDiffId !== undefined && diffId !== opts.expectDiffId)
+      throw new DigestMismatchError(`${opts.what} uncompressed (diff id)`, opts.expectDiffId, diffId);
 
     // Whiteouts and opaque markers against this layer's own entries.
     for (const [p, raw] of whiteouts) {

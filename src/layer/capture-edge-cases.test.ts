@@ -10,7 +10,6 @@ import { captureAndRead, sh, tempDir, type Captured } from '../../test/helpers/c
 import { entryLine } from './manifest.js';
 import { comparePaths } from './path.js';
 
-
 describe('capture of a tree with every kind of entry', () => {
   const t = tempDir('edge');
   const root = join(t.dir, 'tree');

@@ -2,7 +2,7 @@
 'use strict';
 const { parentPort, workerData } = require('node:worker_threads');
 const { createHash, hash } = require('node:crypto');
-const oneShot = (data) => typeof hash === 'function' ? hash('sha256', data, 'hex') : createHash('sha256').update(data).digest('hex');
+const oneShot = (data) => (typeof hash === 'function' ? hash('sha256', data, 'hex') : createHash('sha256').update(data).digest('hex'));
 const { openSync, readSync, closeSync } = require('node:fs');
 const buf = Buffer.allocUnsafe(workerData.readBuf);
 parentPort.on('message', (batch) => {
@@ -30,7 +30,7 @@ parentPort.on('message', (batch) => {
       }
       out.push({ hex: h.digest('hex'), size });
     } catch (e) {
-      out.push({ error: String(e && e.message || e), code: e && e.code });
+      out.push({ error: String((e && e.message) || e), code: e && e.code });
     } finally {
       if (fd !== undefined) closeSync(fd);
     }

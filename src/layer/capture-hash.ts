@@ -150,7 +150,12 @@ export class HashPool {
 
   /** Queues one file; `cb` runs once its digest is known (or reading it failed). */
   submit(path: Buffer, size: number, cb: HashCallback): void {
-    if (this.workers.length === 0 && this.maxWorkers > 0 && (parked.length > 0 || this.inlineFiles >= this.inlineUntilFiles || this.inlineBytes >= INLINE_BYTES)) this.startWorkers();
+    if (
+      this.workers.length === 0 &&
+      this.maxWorkers > 0 &&
+      (parked.length > 0 || this.inlineFiles >= this.inlineUntilFiles || this.inlineBytes >= INLINE_BYTES)
+    )
+      this.startWorkers();
     if (this.workers.length === 0) {
       this.inlineFiles++;
       this.inlineBytes += size;
@@ -214,7 +219,10 @@ export class HashPool {
   }
 
   private fail(e: Error): void {
-    this.failure = new MinisandboxError('CAPTURE_HASH', `hashing worker failed: ${e.message}`, { cause: e, hint: 'retry the capture; if it persists, run with hashWorkers: 0' });
+    this.failure = new MinisandboxError('CAPTURE_HASH', `hashing worker failed: ${e.message}`, {
+      cause: e,
+      hint: 'retry the capture; if it persists, run with hashWorkers: 0',
+    });
     this.wake();
   }
 

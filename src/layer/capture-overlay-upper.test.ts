@@ -22,7 +22,11 @@ const CHANGES = `
 
 describe.each([
   { name: 'as root (trusted.overlay.*)', wrap: (s: string) => s, opts: '' },
-  { name: 'in a user namespace with userxattr (user.overlay.*)', wrap: (s: string) => `unshare --user --map-root-user --mount bash -euo pipefail -c '${s}'`, opts: ',userxattr' },
+  {
+    name: 'in a user namespace with userxattr (user.overlay.*)',
+    wrap: (s: string) => `unshare --user --map-root-user --mount bash -euo pipefail -c '${s}'`,
+    opts: ',userxattr',
+  },
 ])('capture of a real overlayfs upper dir $name', ({ wrap, opts }) => {
   const t = tempDir('ovl');
   afterAll(() => {

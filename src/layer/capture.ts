@@ -244,7 +244,10 @@ function settle(it: Item, err: Error | undefined, r: HashResult | undefined): vo
     return;
   }
   if (r.size !== e.size) {
-    it.error = new InvalidInputError(`capture: ${JSON.stringify(e.path)} changed size while being read (${e.size} -> ${r.size} bytes)`, 'capture a tree nothing is writing to');
+    it.error = new InvalidInputError(
+      `capture: ${JSON.stringify(e.path)} changed size while being read (${e.size} -> ${r.size} bytes)`,
+      'capture a tree nothing is writing to',
+    );
     return;
   }
   e.digest = `sha256:${r.hex}`;
@@ -252,7 +255,10 @@ function settle(it: Item, err: Error | undefined, r: HashResult | undefined): vo
 
 function treeChanged(path: string, cause: unknown): Error {
   if (isErrno(cause, 'ENAMETOOLONG')) {
-    return new InvalidInputError(`capture: ${JSON.stringify(path)} is longer than PATH_MAX (4096 bytes) as an absolute path`, 'capture from a shorter root path or flatten the tree');
+    return new InvalidInputError(
+      `capture: ${JSON.stringify(path)} is longer than PATH_MAX (4096 bytes) as an absolute path`,
+      'capture from a shorter root path or flatten the tree',
+    );
   }
   return new MinisandboxError('CAPTURE_IO', `capture: cannot read ${JSON.stringify(path)}: ${(cause as Error | undefined)?.message ?? 'unknown error'}`, {
     cause,

@@ -95,7 +95,9 @@ describe('readManifest rejects hostile or broken manifests, naming the entry', (
   });
 
   it('non-canonical JSON, unknown fields and invalid UTF-8', async () => {
-    expect(await rejection(`${HEADER}{"type":"file","path":"a","mode":420,"uid":0,"gid":0,"mtime":"0","size":1,"digest":"${sha256('x')}"}\n`)).toMatch(/"a" is not in canonical form/);
+    expect(await rejection(`${HEADER}{"type":"file","path":"a","mode":420,"uid":0,"gid":0,"mtime":"0","size":1,"digest":"${sha256('x')}"}\n`)).toMatch(
+      /"a" is not in canonical form/,
+    );
     expect(await rejection(`${HEADER}${canonicalJson({ ...file('a'), extra: 1 })}\n`)).toMatch(/line 2/);
     expect(await rejection(Buffer.concat([Buffer.from(HEADER), Buffer.from([0x7b, 0xff, 0x7d, 0x0a])]))).toMatch(/line 2: not valid UTF-8/);
   });

@@ -8,7 +8,6 @@ import type { Entry } from './manifest.js';
 import { stack } from './stack.js';
 import { rng } from '../../test/helpers/rng.js';
 
-
 // names chosen to collide across layers and to sort around `/` (`a-b` < `a.c` < `a/`)
 const NAMES = ['a', 'b', 'a-b', 'a.c', 'c'];
 

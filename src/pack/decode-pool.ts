@@ -88,7 +88,10 @@ class Slots {
 
 export class DecodePool {
   private readonly worker: Worker;
-  private readonly pending = new Map<number, { input: number; output: number; length: number; resolve: (d: DecodedFrame) => void; reject: (e: Error) => void }>();
+  private readonly pending = new Map<
+    number,
+    { input: number; output: number; length: number; resolve: (d: DecodedFrame) => void; reject: (e: Error) => void }
+  >();
   private nextId = 0;
   private failure: Error | null = null;
   private readonly inputs = new Slots();

@@ -116,4 +116,3 @@ export async function pushTree(reg: Registry, store: StorePaths, dir: string, op
     await rm(work, { recursive: true, force: true });
   }
 }
-

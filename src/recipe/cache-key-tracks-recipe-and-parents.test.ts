@@ -83,7 +83,7 @@ describe('cacheKey', () => {
 
   it('maps to a valid registry ref under _cache/<kind>/', async () => {
     const a = await fixture(ENV);
-    const ref = cacheRefName('env', await keyOf(a.file) as `sha256:${string}`);
+    const ref = cacheRefName('env', (await keyOf(a.file)) as `sha256:${string}`);
     expect(ref).toMatch(/^_cache\/env\/[0-9a-f]{64}$/);
     expect(RefNameSchema.safeParse(ref).success).toBe(true);
   });

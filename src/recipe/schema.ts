@@ -20,7 +20,10 @@ export const EnvVarsSchema = z.record(
 
 /** A parent layer: another recipe file (a bare string is a recipe path) or a registry ref. */
 export const ParentSchema = z.union([
-  z.string().min(1).transform((recipe) => ({ recipe })),
+  z
+    .string()
+    .min(1)
+    .transform((recipe) => ({ recipe })),
   z.strictObject({ recipe: z.string().min(1) }),
   z.strictObject({ ref: RefNameSchema }),
 ]);
@@ -54,12 +57,7 @@ export const BusyboxSourceSchema = z.strictObject({
   path: z.string().min(1).default('/bin/busybox'),
 });
 
-export const BaseSourceSchema = z.discriminatedUnion('type', [
-  DebootstrapSourceSchema,
-  TarballSourceSchema,
-  DirectorySourceSchema,
-  BusyboxSourceSchema,
-]);
+export const BaseSourceSchema = z.discriminatedUnion('type', [DebootstrapSourceSchema, TarballSourceSchema, DirectorySourceSchema, BusyboxSourceSchema]);
 export type BaseSource = z.output<typeof BaseSourceSchema>;
 
 export const BaseRecipeSchema = z.strictObject({

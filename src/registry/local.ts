@@ -65,7 +65,8 @@ export class LocalRegistry implements Registry {
     try {
       return await readFile(this.blobPath(digest));
     } catch (e) {
-      if (isErrno(e, 'ENOENT')) throw new NotFoundError(`blob ${digest} in registry ${this.url}`, 'push the content again, or run `minisandbox verify` to list what is missing');
+      if (isErrno(e, 'ENOENT'))
+        throw new NotFoundError(`blob ${digest} in registry ${this.url}`, 'push the content again, or run `minisandbox verify` to list what is missing');
       throw e;
     }
   }

@@ -79,4 +79,3 @@ export interface Registry {
 
 /** A ref entry as stored: the digest it names, or why it names none. */
 export type RefEntry = { name: string; digest: Digest; broken?: undefined } | { name: string; digest: null; broken: string };
-

@@ -9,7 +9,16 @@ import { throwIfAborted } from '../errors.js';
 import { idShiftOf } from '../host/subid.js';
 import type { RuntimeConfig } from '../layer/env.js';
 import type { Registry } from '../registry/registry.js';
-import { type CreateHooks, type HostInfo, type Sandbox, type SandboxOptions, createSandbox, forkSandbox, probeHost, reapStaleSandboxes } from '../sandbox/index.js';
+import {
+  type CreateHooks,
+  type HostInfo,
+  type Sandbox,
+  type SandboxOptions,
+  createSandbox,
+  forkSandbox,
+  probeHost,
+  reapStaleSandboxes,
+} from '../sandbox/index.js';
 import { probeIdmappedLayers } from '../sandbox/idmap.js';
 import { acquireLease, releaseLease } from '../store/leases.js';
 import type { StorePaths } from '../store/paths.js';
@@ -102,7 +111,6 @@ export async function layerMapping(store: StorePaths, host: HostInfo, warn?: (me
 export function layerIdShift(m: LayerMapping): number {
   return m.kind === 'idmap' ? 0 : m.idShift;
 }
-
 
 /**
  * The owner shift this host's sandboxes lay layers out with: 0 where they mount layers idmapped

@@ -118,9 +118,13 @@ export function allocateIdRange(pool: IdPool, sandboxId: string, dir = idRangeDi
   } finally {
     unlinkSync(tmp);
   }
-  throw new MinisandboxError('ID_RANGES_EXHAUSTED', `no free id range for sandbox ${sandboxId}: all ${pool.slots} ranges of ${pool.count} ids are in use by live sandboxes (see ${dir})`, {
-    hint: 'destroy sandboxes that are no longer needed, or give root a larger subordinate range in /etc/subuid and /etc/subgid',
-  });
+  throw new MinisandboxError(
+    'ID_RANGES_EXHAUSTED',
+    `no free id range for sandbox ${sandboxId}: all ${pool.slots} ranges of ${pool.count} ids are in use by live sandboxes (see ${dir})`,
+    {
+      hint: 'destroy sandboxes that are no longer needed, or give root a larger subordinate range in /etc/subuid and /etc/subgid',
+    },
+  );
 }
 
 /** Records the sandbox's holder in its slot, so that the slot stays taken while the holder lives. */
@@ -219,5 +223,8 @@ export function liveIdRanges(dir = idRangeDir()): number[] {
     if (isErrno(e, 'ENOENT')) return [];
     throw e;
   }
-  return names.filter((n) => /^\d+$/.test(n)).map(Number).sort((a, b) => a - b);
+  return names
+    .filter((n) => /^\d+$/.test(n))
+    .map(Number)
+    .sort((a, b) => a - b);
 }

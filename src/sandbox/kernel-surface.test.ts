@@ -124,14 +124,16 @@ describe('keyrings', () => {
     // ... and a sandbox started by that runtime can reach no key of it (keyctl is refused; were it
     // not, the command's session keyring is a fresh one of its own).
     const stateDir = await freshStateDir();
-    const inside = await run(wrapper, [process.execPath, '--import', 'tsx', join(dir, 'runner.mts'), probeLayer, stateDir], { cwd: join(import.meta.dirname, '..', '..') });
+    const inside = await run(wrapper, [process.execPath, '--import', 'tsx', join(dir, 'runner.mts'), probeLayer, stateDir], {
+      cwd: join(import.meta.dirname, '..', '..'),
+    });
     expect(inside.stdout).not.toMatch(/^session: .*msb-host-session/m);
     expect(inside.stdout).toContain('search failed');
     expect(inside.stdout).not.toContain('hunter2');
     expect(inside.stdout).not.toContain('msb-host-session');
   }, 600_000);
 
-  it('the seccomp filter refuses the syscalls outside a task\'s needs with EPERM, and allows the rest', async () => {
+  it("the seccomp filter refuses the syscalls outside a task's needs with EPERM, and allows the rest", async () => {
     const host = await hostInfo();
     // Outside a sandbox the probe reaches these syscalls (errors other than EPERM, or success).
     const outside = (await run(join(probeLayer, 'opt', 'syscalls'))).stdout;

@@ -37,7 +37,13 @@ async function attack(opts: Partial<SandboxOptions>, fn: (sb: Sandbox) => Promis
 /** The cgroup dir that holds the sandbox's pids limit (v1 pids controller or a v2 group), if any. */
 async function pidsCgroupOf(sb: Sandbox): Promise<string | null> {
   for (const d of sb.state.cgroupDirs) {
-    if (await stat(join(d, 'pids.current')).then(() => true, () => false)) return d;
+    if (
+      await stat(join(d, 'pids.current')).then(
+        () => true,
+        () => false,
+      )
+    )
+      return d;
   }
   return null;
 }

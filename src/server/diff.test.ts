@@ -39,7 +39,8 @@ beforeAll(async () => {
   stateDir = await freshStateDir();
   mgr = new SandboxManager(
     {
-      open: (_ref, o) => createSandbox({ lowerDirs: lowers, stateDir, config: { workdir: '/work/repo', ...(o.config?.env ? { env: o.config.env } : {}) } }, { host }),
+      open: (_ref, o) =>
+        createSandbox({ lowerDirs: lowers, stateDir, config: { workdir: '/work/repo', ...(o.config?.env ? { env: o.config.env } : {}) } }, { host }),
       forkOne: async (sb) => (await forkSandbox(sb, 1, { host }))[0]!,
     },
     { maxSandboxes: 4, ttlMs: 600_000, idleMs: 600_000 },

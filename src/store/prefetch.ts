@@ -79,7 +79,14 @@ export async function prefetch(
       const held = pending === 0 ? 0 : await budget.acquire(pending);
       try {
         const p = await pullEnv(reg, store, ref, { idShift: opts.idShift });
-        r = { ref, status: p.fetchedObjects > 0 ? 'pulled' : 'present', env: p.digest, layers: p.layerDirs, fetchedBytes: p.fetchedBytes, seconds: (performance.now() - t0) / 1000 };
+        r = {
+          ref,
+          status: p.fetchedObjects > 0 ? 'pulled' : 'present',
+          env: p.digest,
+          layers: p.layerDirs,
+          fetchedBytes: p.fetchedBytes,
+          seconds: (performance.now() - t0) / 1000,
+        };
       } finally {
         if (held > 0) budget.release(held);
       }

@@ -27,7 +27,6 @@ async function roundTrip(src: string, name: string, preserveSpecial = true): Pro
   return out;
 }
 
-
 /**
  * How a pull may decode: in the helper from local pack files (which also lays out plain manifests
  * itself), the same with node laying out, in the helper from its records, in node.
@@ -84,7 +83,11 @@ describe('capture -> push -> pull into an empty store -> export reproduces the t
     expect(b['setuid-bin']?.mode).toBe('755');
     expect(b['cap-bin']?.xattrs?.['security.capability']).toBeUndefined();
     expect(b['null-dev']).toBeUndefined();
-    expect(Object.keys(b).sort()).toEqual(Object.keys(a).filter((k) => a[k]?.type !== 'char' && a[k]?.type !== 'block').sort());
+    expect(Object.keys(b).sort()).toEqual(
+      Object.keys(a)
+        .filter((k) => a[k]?.type !== 'char' && a[k]?.type !== 'block')
+        .sort(),
+    );
   });
 
   it.each([1, 2, 3])('on a random tree (seed %i)', async (seed) => {
@@ -126,10 +129,12 @@ describe('layers stack and deduplicate in the registry', () => {
   });
 
   it.each(
-    DECODERS.flatMap(([decoder, opts, remote]): Array<[string, string, PullOptions, boolean]> => [
-      ['in memory', decoder, opts, remote],
-      ['on disk', decoder, { ...opts, heldBytes: 0 }, remote],
-    ]),
+    DECODERS.flatMap(
+      ([decoder, opts, remote]): Array<[string, string, PullOptions, boolean]> => [
+        ['in memory', decoder, opts, remote],
+        ['on disk', decoder, { ...opts, heldBytes: 0 }, remote],
+      ],
+    ),
   )('the pulled layer itself reproduces the tree, xattrs included, when fetched objects wait %s, decoded by %s', async (_how, _decoder, opts, remote) => {
     const local = new LocalRegistry(join(work, 'edge', 'registry'));
     const reg = remote ? asRemote(local) : local;

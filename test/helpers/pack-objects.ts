@@ -13,10 +13,53 @@ import { PackWriter, type PackSource } from '../../src/pack/writer.js';
 
 export { rng as prng } from './rng.js';
 
-
-const WORDS = ['const', 'return', 'function', 'import', 'export', 'if', 'else', 'for', 'while', 'self', 'def', 'class',
-  'value', 'result', 'error', 'options', 'module', 'data', 'index', 'length', 'string', 'number', 'await', 'async',
-  '=', '(', ')', '{', '}', '[', ']', ';', ':', ',', '.', '+', '-', '*', '/', '==', '!=', '=>', 'null', 'None', 'True'];
+const WORDS = [
+  'const',
+  'return',
+  'function',
+  'import',
+  'export',
+  'if',
+  'else',
+  'for',
+  'while',
+  'self',
+  'def',
+  'class',
+  'value',
+  'result',
+  'error',
+  'options',
+  'module',
+  'data',
+  'index',
+  'length',
+  'string',
+  'number',
+  'await',
+  'async',
+  '=',
+  '(',
+  ')',
+  '{',
+  '}',
+  '[',
+  ']',
+  ';',
+  ':',
+  ',',
+  '.',
+  '+',
+  '-',
+  '*',
+  '/',
+  '==',
+  '!=',
+  '=>',
+  'null',
+  'None',
+  'True',
+];
 
 /** Source-like text: words from a small vocabulary, indented lines (compresses about 4-6x, like code). */
 export function sourceText(size: number, rand: () => number): Buffer {

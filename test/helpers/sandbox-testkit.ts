@@ -92,7 +92,13 @@ export async function leftovers(fp: Awaited<ReturnType<typeof sandboxFootprint>>
     }
   }
   for (const d of [fp.dir, ...fp.cgroups]) {
-    if (await stat(d).then(() => true, () => false)) found.push(`path ${d}`);
+    if (
+      await stat(d).then(
+        () => true,
+        () => false,
+      )
+    )
+      found.push(`path ${d}`);
   }
   const mounts = await run('cat', ['/proc/self/mountinfo']);
   if (mounts.stdout.includes(fp.dir)) found.push('mount under the sandbox dir');
