@@ -71,7 +71,10 @@ function overhead(): void {
   if (baseRef === undefined) throw new Error('no base in the registry: run `npm run demo` first');
   const commands = ['apt-get update', 'apt-get install -y --no-install-recommends python3 python3-pytest', 'apt-get clean && rm -rf /var/lib/apt/lists/*'];
   const recipe = join(work, 'env.yaml');
-  writeFileSync(recipe, `kind: env\nname: bench-env\nparent: { ref: ${baseRef} }\nenv: { DEBIAN_FRONTEND: noninteractive }\ncommands:\n${commands.map((c) => `  - ${JSON.stringify(c)}`).join('\n')}\n`);
+  writeFileSync(
+    recipe,
+    `kind: env\nname: bench-env\nparent: { ref: ${baseRef} }\nenv: { DEBIAN_FRONTEND: noninteractive }\ncommands:\n${commands.map((c) => `  - ${JSON.stringify(c)}`).join('\n')}\n`,
+  );
   ms(['pull', baseRef]);
   const chroot: number[] = [];
   const pipeline: number[] = [];
@@ -88,7 +91,17 @@ function overhead(): void {
       writeFileSync(join(root, 'etc/resolv.conf'), readFileSync('/etc/resolv.conf'));
       chroot.push(
         timed(() =>
-          execFileSync('unshare', ['--mount', '--fork', 'sh', '-c', `mount -t proc proc ${root}/proc && mount --rbind /dev ${root}/dev && chroot ${root} /usr/bin/env DEBIAN_FRONTEND=noninteractive sh -c '${commands.join(' && ')}'`], { stdio: 'ignore' }),
+          execFileSync(
+            'unshare',
+            [
+              '--mount',
+              '--fork',
+              'sh',
+              '-c',
+              `mount -t proc proc ${root}/proc && mount --rbind /dev ${root}/dev && chroot ${root} /usr/bin/env DEBIAN_FRONTEND=noninteractive sh -c '${commands.join(' && ')}'`,
+            ],
+            { stdio: 'ignore' },
+          ),
         ),
       );
       rmSync(root, { recursive: true, force: true });
@@ -113,7 +126,9 @@ function overhead(): void {
     const runOther = (): void => {
       if (other === undefined) return;
       try {
-        const b = buildPhases((args) => execFileSync('node', [other, ...args], { env, encoding: 'utf8', maxBuffer: 256 << 20, stdio: ['ignore', 'pipe', 'ignore'], timeout: 10 * 60_000 }));
+        const b = buildPhases((args) =>
+          execFileSync('node', [other, ...args], { env, encoding: 'utf8', maxBuffer: 256 << 20, stdio: ['ignore', 'pipe', 'ignore'], timeout: 10 * 60_000 }),
+        );
         otherTimes.push(b.wall);
         otherPhases.push(b.phases);
       } catch (e) {
@@ -139,17 +154,25 @@ function overhead(): void {
   const paired = chroot.map((t, i) => pipeline[i]! / t - 1);
   const outside = phases.map((p, i) => pipeline[i]! - (p['commands'] ?? 0));
   console.log(`## build overhead (apt install python3 python3-pytest), medians of ${REPEATS}; both sides start from the base already on local disk`);
-  console.log(`plain chroot ${(c / 1000).toFixed(1)} s   pipeline ${(median(pipeline) / 1000).toFixed(1)} s   extra ${pct(median(pipeline) / c - 1)}   (median of per-round ratios ${pct(median(paired))})`);
+  console.log(
+    `plain chroot ${(c / 1000).toFixed(1)} s   pipeline ${(median(pipeline) / 1000).toFixed(1)} s   extra ${pct(median(pipeline) / c - 1)}   (median of per-round ratios ${pct(median(paired))})`,
+  );
   if (other !== undefined && otherTimes.length > 0) {
     // paired with this checkout's build of the same round (they run back to back)
     const vs = otherTimes.map((t, i) => pipeline[i]! / t - 1);
-    console.log(`compared: ${other} ${(median(otherTimes) / 1000).toFixed(1)} s, extra ${pct(median(otherTimes) / c - 1)} (${otherTimes.length} rounds); this pipeline vs it, median of per-round ratios ${pct(median(vs))}`);
+    console.log(
+      `compared: ${other} ${(median(otherTimes) / 1000).toFixed(1)} s, extra ${pct(median(otherTimes) / c - 1)} (${otherTimes.length} rounds); this pipeline vs it, median of per-round ratios ${pct(median(vs))}`,
+    );
   }
-  console.log(`pipeline outside its commands ${(median(outside) / 1000).toFixed(2)} s = ${pct(median(outside) / c)} of the chroot run; its commands ${(median(phases.map((p) => p['commands'] ?? 0)) / 1000).toFixed(1)} s vs the chroot's ${(c / 1000).toFixed(1)} s`);
+  console.log(
+    `pipeline outside its commands ${(median(outside) / 1000).toFixed(2)} s = ${pct(median(outside) / c)} of the chroot run; its commands ${(median(phases.map((p) => p['commands'] ?? 0)) / 1000).toFixed(1)} s vs the chroot's ${(c / 1000).toFixed(1)} s`,
+  );
   const secs = (xs: number[]): string => xs.map((x) => (x / 1000).toFixed(1)).join(' ');
-  console.log(`rounds (s): chroot ${secs(chroot)} | pipeline ${secs(pipeline)} | its commands ${secs(phases.map((p) => p['commands'] ?? 0))}${other !== undefined ? ` | compared ${secs(otherTimes)}` : ''}`);
+  console.log(
+    `rounds (s): chroot ${secs(chroot)} | pipeline ${secs(pipeline)} | its commands ${secs(phases.map((p) => p['commands'] ?? 0))}${other !== undefined ? ` | compared ${secs(otherTimes)}` : ''}`,
+  );
   const compared = otherPhases.length > 0;
-  console.log(`pipeline phases (median s, % of the chroot run${compared ? '; then the compared CLI\'s' : ''}):`);
+  console.log(`pipeline phases (median s, % of the chroot run${compared ? "; then the compared CLI's" : ''}):`);
   const names = [...new Set([...Object.keys(phases[0] ?? {}), ...Object.keys(otherPhases[0] ?? {})])];
   const cell = (ps: Array<Record<string, number>>, name: string): string => {
     const m = median(ps.map((p) => p[name] ?? 0));
@@ -162,7 +185,10 @@ function cachedRebuild(): void {
   const dir = join(work, 'ds');
   mkdirSync(dir);
   execFileSync(resolve('recipes/test/make-repo.sh'), [join(dir, 'repos/test/shlib')], { stdio: 'ignore' });
-  const rows = readFileSync(resolve('recipes/test/dataset.jsonl'), 'utf8').split('\n').filter((l) => l !== '').map((l) => JSON.parse(l) as Record<string, unknown>);
+  const rows = readFileSync(resolve('recipes/test/dataset.jsonl'), 'utf8')
+    .split('\n')
+    .filter((l) => l !== '')
+    .map((l) => JSON.parse(l) as Record<string, unknown>);
   const many = Array.from({ length: INSTANCES }, (_, i) => ({ ...rows[i % rows.length]!, instance_id: `test__shlib-${i + 1}` }));
   writeFileSync(join(dir, 'dataset.jsonl'), many.map((r) => JSON.stringify(r)).join('\n') + '\n');
   for (const f of ['specs.yaml', 'base.yaml', 'env.yaml']) writeFileSync(join(dir, f), readFileSync(resolve('recipes/test', f)));
@@ -178,7 +204,9 @@ function cachedRebuild(): void {
     floor.push(timed(() => ms(['ls'], { MINISANDBOX_REGISTRY: reg })));
   }
   console.log(`\n## rebuild of a fully cached ${INSTANCES}-instance dataset (first build ${(first / 1000).toFixed(1)} s)`);
-  console.log(`cached rebuild ${(median(again) / 1000).toFixed(2)} s (median of 5)   CLI floor (ls) ${(median(floor) / 1000).toFixed(2)} s   ratio ${(median(again) / median(floor)).toFixed(2)}`);
+  console.log(
+    `cached rebuild ${(median(again) / 1000).toFixed(2)} s (median of 5)   CLI floor (ls) ${(median(floor) / 1000).toFixed(2)} s   ratio ${(median(again) / median(floor)).toFixed(2)}`,
+  );
 }
 
 function storage(): void {
@@ -194,7 +222,9 @@ function storage(): void {
   }
   const reg = audit.totals.registryBytes;
   console.log(`\n## storage, demo dataset (${audit.refs.length} instances)`);
-  console.log(`registry ${mib(reg)}   one tar|zstd image per instance ${mib(images)}   ratio ${(reg / images).toFixed(3)}   (uncompressed images ${mib(audit.totals.logicalBytes)})`);
+  console.log(
+    `registry ${mib(reg)}   one tar|zstd image per instance ${mib(images)}   ratio ${(reg / images).toFixed(3)}   (uncompressed images ${mib(audit.totals.logicalBytes)})`,
+  );
 }
 
 /** `tar | zstd -3` of one instance's merged tree: what a per-instance container image holds. */
@@ -215,16 +245,38 @@ function history(): void {
   execFileSync('cp', ['-r', resolve('recipes/test'), resolve('recipes/long'), join(dir, 'recipes')]);
   rmSync(join(dir, 'recipes/long/repos'), { recursive: true, force: true });
   execFileSync(resolve('recipes/long/make-repo.sh'), [repo], { stdio: 'ignore' });
-  const rows = readFileSync(join(dir, 'recipes/long/dataset.jsonl'), 'utf8').split('\n').filter((l) => l !== '').map((l) => JSON.parse(l) as { instance_id: string; base_commit: string });
+  const rows = readFileSync(join(dir, 'recipes/long/dataset.jsonl'), 'utf8')
+    .split('\n')
+    .filter((l) => l !== '')
+    .map((l) => JSON.parse(l) as { instance_id: string; base_commit: string });
   const reg = join(work, 'long-registry');
   const regEnv = { MINISANDBOX_REGISTRY: reg };
   const git = (...args: string[]): string => execFileSync('git', ['-C', repo, ...args], { encoding: 'utf8', maxBuffer: 1 << 28 });
   const regBytes = (): number => Number(execFileSync('du', ['-sb', '--apparent-size', reg], { encoding: 'utf8' }).split('\t')[0]);
   const checkout = new Map<string, number>();
   const build = (n: number): void => {
-    const out = ms(['--json', 'build', join(dir, 'recipes/long/dataset.jsonl'), '--specs', join(dir, 'recipes/long/specs.yaml'), '--repos', join(dir, 'repos'), '--jobs', '2', '--instances', rows.slice(0, n).map((r) => r.instance_id).join(',')], regEnv);
+    const out = ms(
+      [
+        '--json',
+        'build',
+        join(dir, 'recipes/long/dataset.jsonl'),
+        '--specs',
+        join(dir, 'recipes/long/specs.yaml'),
+        '--repos',
+        join(dir, 'repos'),
+        '--jobs',
+        '2',
+        '--instances',
+        rows
+          .slice(0, n)
+          .map((r) => r.instance_id)
+          .join(','),
+      ],
+      regEnv,
+    );
     const j = JSON.parse(out) as BuildJson & { nodes: Array<{ label: string; kind: string; status: string; phases?: Record<string, number> }> };
-    for (const node of j.nodes) if (node.kind === 'instance' && node.status === 'built' && node.phases?.['checkout'] !== undefined) checkout.set(node.label, node.phases['checkout']);
+    for (const node of j.nodes)
+      if (node.kind === 'instance' && node.status === 'built' && node.phases?.['checkout'] !== undefined) checkout.set(node.label, node.phases['checkout']);
     if (j.nodes.some((node) => node.status === 'failed')) throw new Error(`build failed: ${out.slice(0, 600)}`);
   };
   const images: number[] = [];
@@ -232,7 +284,9 @@ function history(): void {
     while (images.length < n) images.push(imageBytes(`long/${rows[images.length]!.instance_id}`, regEnv));
     return images.slice(0, n).reduce((a, b) => a + b, 0);
   };
-  console.log(`\n## history: the long-history dataset (${git('rev-list', '--count', 'main').trim()} commits, ${rows.length} instances, source pack ${mib(Number(execFileSync('sh', ['-c', `du -sb ${repo}/.git/objects/pack | cut -f1`], { encoding: 'utf8' })))})`);
+  console.log(
+    `\n## history: the long-history dataset (${git('rev-list', '--count', 'main').trim()} commits, ${rows.length} instances, source pack ${mib(Number(execFileSync('sh', ['-c', `du -sb ${repo}/.git/objects/pack | cut -f1`], { encoding: 'utf8' })))})`,
+  );
   console.log('instances   registry      images (tar|zstd -3 each)   ratio');
   for (const n of [5, 10, 20]) {
     build(n);
@@ -249,10 +303,15 @@ function history(): void {
     const growth = regBytes() - before;
     const prev = rows[n - 2]!.base_commit;
     const commit = rows[n - 1]!.base_commit;
-    const changed = git('diff', '--name-only', '--no-renames', '--diff-filter=AM', prev, commit).split('\n').filter((p) => p !== '').reduce((sum, p) => sum + Number(git('cat-file', '-s', `${commit}:${p}`).trim()), 0);
+    const changed = git('diff', '--name-only', '--no-renames', '--diff-filter=AM', prev, commit)
+      .split('\n')
+      .filter((p) => p !== '')
+      .reduce((sum, p) => sum + Number(git('cat-file', '-s', `${commit}:${p}`).trim()), 0);
     const own = execFileSync('git', ['-C', repo, 'pack-objects', '--stdout', '--revs'], { input: `${commit}\n^${prev}\n`, maxBuffer: 1 << 28 }).length;
     ratios.push(growth / changed);
-    console.log(`${rows[n - 1]!.instance_id.padEnd(16)} ${mib(growth).padStart(15)}   ${mib(changed).padStart(19)}   ${mib(own).padStart(22)}   ${(growth / changed).toFixed(2).padStart(14)}   ${(growth / (changed + own)).toFixed(2).padStart(24)}`);
+    console.log(
+      `${rows[n - 1]!.instance_id.padEnd(16)} ${mib(growth).padStart(15)}   ${mib(changed).padStart(19)}   ${mib(own).padStart(22)}   ${(growth / changed).toFixed(2).padStart(14)}   ${(growth / (changed + own)).toFixed(2).padStart(24)}`,
+    );
   }
   // Checkout phase vs `git worktree add` of the same commit (which also writes the work tree and index).
   const worktree: number[] = [];
@@ -266,7 +325,9 @@ function history(): void {
     ours.push(c);
   }
   const perRound = ours.map((o, i) => o / worktree[i]!);
-  console.log(`checkout phase per instance: median ${(median(ours) / 1000).toFixed(2)} s (max ${(Math.max(...ours) / 1000).toFixed(2)} s)   git worktree add ${(median(worktree) / 1000).toFixed(2)} s   ratio ${(median(ours) / median(worktree)).toFixed(2)} (median of per-instance ratios ${median(perRound).toFixed(2)}, ${ours.length} instances)`);
+  console.log(
+    `checkout phase per instance: median ${(median(ours) / 1000).toFixed(2)} s (max ${(Math.max(...ours) / 1000).toFixed(2)} s)   git worktree add ${(median(worktree) / 1000).toFixed(2)} s   ratio ${(median(ours) / median(worktree)).toFixed(2)} (median of per-instance ratios ${median(perRound).toFixed(2)}, ${ours.length} instances)`,
+  );
 }
 
 try {

@@ -25,14 +25,15 @@ const TREE = process.env['BENCH_TREE'];
 const DIR = TREE ?? process.env['BENCH_DIR'] ?? join(tmpdir(), `ms-bench-capture-${FILES}-${BYTES}`);
 const WORKERS = process.env['BENCH_WORKERS'] === undefined ? undefined : Number(process.env['BENCH_WORKERS']);
 
-
 function generate(dir: string): void {
   const marker = `${dir}.generated`;
   if (existsSync(marker)) return;
   rmSync(dir, { recursive: true, force: true });
   const r = rng(42);
   // a text-like corpus (compresses ~3x with zstd -3, like source code and packages)
-  const words = Array.from({ length: 4000 }, () => Array.from({ length: 2 + Math.floor(r() * 9) }, () => String.fromCharCode(97 + Math.floor(r() * 26))).join(''));
+  const words = Array.from({ length: 4000 }, () =>
+    Array.from({ length: 2 + Math.floor(r() * 9) }, () => String.fromCharCode(97 + Math.floor(r() * 26))).join(''),
+  );
   const parts: string[] = [];
   let len = 0;
   while (len < 8 << 20) {
@@ -116,13 +117,19 @@ async function main(): Promise<void> {
   }
   rmSync(work, { recursive: true, force: true });
   const cap = median(times.get('capture')!);
-  console.log(`tree: ${files} files, ${(bytes / 1e6).toFixed(0)} MB (${DIR}); ${REPEATS} repeats, medians; ratio = baseline time / capture time (>1: capture is faster)`);
-  console.log(`${'contestant'.padEnd(34)} ${'median s'.padStart(9)} ${'max s'.padStart(7)} ${'MB/s'.padStart(7)} ${'files/s'.padStart(9)} ${'ratio'.padStart(6)}`);
+  console.log(
+    `tree: ${files} files, ${(bytes / 1e6).toFixed(0)} MB (${DIR}); ${REPEATS} repeats, medians; ratio = baseline time / capture time (>1: capture is faster)`,
+  );
+  console.log(
+    `${'contestant'.padEnd(34)} ${'median s'.padStart(9)} ${'max s'.padStart(7)} ${'MB/s'.padStart(7)} ${'files/s'.padStart(9)} ${'ratio'.padStart(6)}`,
+  );
   for (const [name] of contestants) {
     const ts = times.get(name)!;
     const m = median(ts);
     console.log(
-      `${name.padEnd(34)} ${m.toFixed(2).padStart(9)} ${Math.max(...ts).toFixed(2).padStart(7)} ${(bytes / 1e6 / m).toFixed(0).padStart(7)} ${(files / m).toFixed(0).padStart(9)} ${(m / cap).toFixed(2).padStart(6)}`,
+      `${name.padEnd(34)} ${m.toFixed(2).padStart(9)} ${Math.max(...ts)
+        .toFixed(2)
+        .padStart(7)} ${(bytes / 1e6 / m).toFixed(0).padStart(7)} ${(files / m).toFixed(0).padStart(9)} ${(m / cap).toFixed(2).padStart(6)}`,
     );
   }
 }

@@ -13,7 +13,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { computeRepoHistories, historyPath } from '../src/build/plan-history.js';
+import { computeRepoHistories, historyPath } from '../src/builder/plan-history.js';
 import { DatasetRowSchema } from '../src/dataset/row.js';
 import { checkoutInstance, makeHistoryLayer } from '../src/recipe/checkout.js';
 import type { HistoryRecipe, InstanceRecipe } from '../src/recipe/schema.js';
@@ -23,7 +23,6 @@ const COMMITS = Number(process.env['BENCH_COMMITS'] ?? 3000);
 const FILES = Number(process.env['BENCH_FILES'] ?? 400);
 const INSTANCES = Number(process.env['BENCH_INSTANCES'] ?? 8);
 const GIT_ENV = { ...process.env, GIT_CONFIG_GLOBAL: '/dev/null', GIT_CONFIG_NOSYSTEM: '1' };
-
 
 function makeRepo(dir: string): string[] {
   execFileSync('git', ['init', '-q', '-b', 'main', dir], { env: GIT_ENV });
@@ -54,14 +53,26 @@ async function main(): Promise<void> {
     const commits = makeRepo(repo);
     // Instances spread over the newer half of history, as dataset tasks cluster in a repo's later years.
     const picks = Array.from({ length: INSTANCES }, (_, i) => commits[Math.floor(commits.length / 2 + ((i + 1) * (commits.length / 2 - 1)) / INSTANCES)]!);
-    const rows = picks.map((c, i) => ({ where: `x:${i + 1}`, row: DatasetRowSchema.parse({ instance_id: `bench__big-${i}`, repo: 'bench/big', version: '1', base_commit: c }) }));
+    const rows = picks.map((c, i) => ({
+      where: `x:${i + 1}`,
+      row: DatasetRowSchema.parse({ instance_id: `bench__big-${i}`, repo: 'bench/big', version: '1', base_commit: c }),
+    }));
     const t0 = performance.now();
     const histories = await computeRepoHistories(rows, () => ({ path: repo }));
     const bases = new Map([...histories].map(([k, h]) => [k, h.base]));
     const mergeBaseMs = performance.now() - t0;
     const recipe = (commit: string, shared: boolean): InstanceRecipe => ({
-      kind: 'instance', parent: { recipe: 'x' }, repo: { path: repo }, commit, workdir: '/testbed', commands: [], env: {}, shell: '/bin/sh',
-      ...(shared ? { history: { base: bases.get('bench/big')!, path: historyPath('bench/big'), segments: histories.get('bench/big')!.segments.get(commit)! } } : {}),
+      kind: 'instance',
+      parent: { recipe: 'x' },
+      repo: { path: repo },
+      commit,
+      workdir: '/testbed',
+      commands: [],
+      env: {},
+      shell: '/bin/sh',
+      ...(shared
+        ? { history: { base: bases.get('bench/big')!, path: historyPath('bench/big'), segments: histories.get('bench/big')!.segments.get(commit)! } }
+        : {}),
     });
     const result = { plain: { bytes: 0, ms: [] as number[] }, shared: { bytes: 0, ms: [] as number[], store: 0 } };
     // The history layer, made once (its own plan node in a build).
@@ -81,7 +92,14 @@ async function main(): Promise<void> {
         if (shared) {
           result.shared.ms.push(ms);
           // segment packs are the same files in every layer that holds them: count each once
-          const packs = execFileSync('sh', ['-c', 'cd "$1/testbed/.git/objects/pack" && for f in *.pack *.idx; do [ -e "$f" ] && echo "$f $(stat -c %s "$f")"; done; true', 'sh', root], { encoding: 'utf8' }).trim().split('\n').filter((l) => l !== '');
+          const packs = execFileSync(
+            'sh',
+            ['-c', 'cd "$1/testbed/.git/objects/pack" && for f in *.pack *.idx; do [ -e "$f" ] && echo "$f $(stat -c %s "$f")"; done; true', 'sh', root],
+            { encoding: 'utf8' },
+          )
+            .trim()
+            .split('\n')
+            .filter((l) => l !== '');
           let dup = 0;
           for (const l of packs) {
             const [name, size] = l.split(' ') as [string, string];
@@ -99,12 +117,18 @@ async function main(): Promise<void> {
     const med = (a: number[]): number => [...a].sort((x, y) => x - y)[Math.floor(a.length / 2)]!;
     const p99 = (a: number[]): number => [...a].sort((x, y) => x - y)[Math.min(a.length - 1, Math.ceil(a.length * 0.99) - 1)]!;
     const sharedTotal = result.shared.bytes + result.shared.store;
-    console.log(`repository: ${COMMITS} commits, ${FILES} files, .git ${(du(join(repo, '.git')) / 1e6).toFixed(1)} MB; ${INSTANCES} instances; merge base in ${mergeBaseMs.toFixed(0)} ms`);
+    console.log(
+      `repository: ${COMMITS} commits, ${FILES} files, .git ${(du(join(repo, '.git')) / 1e6).toFixed(1)} MB; ${INSTANCES} instances; merge base in ${mergeBaseMs.toFixed(0)} ms`,
+    );
     console.log(`.git bytes over all instance layers (content-addressed):`);
     console.log(`  full history per instance  ${(result.plain.bytes / 1e6).toFixed(2)} MB`);
-    console.log(`  shared history             ${(sharedTotal / 1e6).toFixed(2)} MB  (store ${(result.shared.store / 1e6).toFixed(2)} MB once + ${(result.shared.bytes / 1e6).toFixed(2)} MB own)`);
+    console.log(
+      `  shared history             ${(sharedTotal / 1e6).toFixed(2)} MB  (store ${(result.shared.store / 1e6).toFixed(2)} MB once + ${(result.shared.bytes / 1e6).toFixed(2)} MB own)`,
+    );
     console.log(`  ratio shared / full        ${(sharedTotal / result.plain.bytes).toFixed(3)}`);
-    console.log(`checkout time per instance:  full median ${med(result.plain.ms).toFixed(0)} ms p99 ${p99(result.plain.ms).toFixed(0)} ms   shared median ${med(result.shared.ms).toFixed(0)} ms p99 ${p99(result.shared.ms).toFixed(0)} ms   ratio ${(med(result.shared.ms) / med(result.plain.ms)).toFixed(2)}`);
+    console.log(
+      `checkout time per instance:  full median ${med(result.plain.ms).toFixed(0)} ms p99 ${p99(result.plain.ms).toFixed(0)} ms   shared median ${med(result.shared.ms).toFixed(0)} ms p99 ${p99(result.shared.ms).toFixed(0)} ms   ratio ${(med(result.shared.ms) / med(result.plain.ms)).toFixed(2)}`,
+    );
   } finally {
     rmSync(work, { recursive: true, force: true });
   }

@@ -15,7 +15,7 @@ import { join, resolve } from 'node:path';
 import { populateBusyboxRoot } from '../src/recipe/base-rootfs.js';
 import { LocalRegistry } from '../src/registry/local.js';
 import { StorePaths } from '../src/store/paths.js';
-import { pushTree } from '../src/store/push.js';
+import { pushTree } from '../src/publish/push.js';
 
 const ITER = Number(process.env.BENCH_ITER ?? 15);
 const cli = resolve('dist/cli.mjs');
@@ -70,8 +70,12 @@ try {
     const v = { wall: median(version[k]!.map((x) => x.wall)), cpu: median(version[k]!.map((x) => x.cpu)) };
     const r = { wall: median(runs[k]!.map((x) => x.wall)), cpu: median(runs[k]!.map((x) => x.cpu)) };
     console.log(`${c}:`);
-    console.log(`  --version                  wall ${f(v.wall)}  cpu ${f(v.cpu)}   ${(v.wall / n.wall).toFixed(2)}x node wall, ${(v.cpu / n.cpu).toFixed(2)}x cpu (target <= 1.5x)`);
-    console.log(`  run REF -- true (pulled)   wall ${f(r.wall)}  cpu ${f(r.cpu)}   node + ${(r.wall - n.wall).toFixed(0)} ms wall, + ${(r.cpu - n.cpu).toFixed(0)} ms cpu (target <= node + 60 ms)`);
+    console.log(
+      `  --version                  wall ${f(v.wall)}  cpu ${f(v.cpu)}   ${(v.wall / n.wall).toFixed(2)}x node wall, ${(v.cpu / n.cpu).toFixed(2)}x cpu (target <= 1.5x)`,
+    );
+    console.log(
+      `  run REF -- true (pulled)   wall ${f(r.wall)}  cpu ${f(r.cpu)}   node + ${(r.wall - n.wall).toFixed(0)} ms wall, + ${(r.cpu - n.cpu).toFixed(0)} ms cpu (target <= node + 60 ms)`,
+    );
   });
 } finally {
   rmSync(work, { recursive: true, force: true });

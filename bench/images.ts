@@ -26,8 +26,20 @@ import { LocalRegistry } from '../src/registry/local.js';
 import { StorePaths } from '../src/store/paths.js';
 
 const N = Number(process.env['BENCH_IMAGES'] ?? 6);
-const PY = ['/usr/lib/python3.11', '/usr/lib/python3'].find((p) => { try { return statSync(p).isDirectory(); } catch { return false; } });
-const REPO = ['node_modules/typescript/lib', '/work/main/node_modules/typescript/lib'].find((p) => { try { return statSync(p).isDirectory(); } catch { return false; } });
+const PY = ['/usr/lib/python3.11', '/usr/lib/python3'].find((p) => {
+  try {
+    return statSync(p).isDirectory();
+  } catch {
+    return false;
+  }
+});
+const REPO = ['node_modules/typescript/lib', '/work/main/node_modules/typescript/lib'].find((p) => {
+  try {
+    return statSync(p).isDirectory();
+  } catch {
+    return false;
+  }
+});
 
 function run(cmd: string, args: string[]): string {
   return execFileSync(cmd, args, { encoding: 'utf8', maxBuffer: 64 << 20, stdio: ['ignore', 'pipe', 'pipe'] }).trim();
@@ -103,7 +115,12 @@ async function main(): Promise<void> {
 
     const out = {
       images: N,
-      import: { peakRssMiB: +peakRssMiB.toFixed(0), minisandboxSeconds: +msSeconds.toFixed(2), skopeoUmociSeconds: +baseSeconds.toFixed(2), speedup: +(baseSeconds / msSeconds).toFixed(2) },
+      import: {
+        peakRssMiB: +peakRssMiB.toFixed(0),
+        minisandboxSeconds: +msSeconds.toFixed(2),
+        skopeoUmociSeconds: +baseSeconds.toFixed(2),
+        speedup: +(baseSeconds / msSeconds).toFixed(2),
+      },
       bytes: {
         minisandboxRegistry: msBytes,
         imageRegistry: imageRegistryBytes,
@@ -112,7 +129,13 @@ async function main(): Promise<void> {
         registryToImageRegistry: +(msBytes / imageRegistryBytes).toFixed(3),
         registryToPerTaskCompressed: +(msBytes / perTaskCompressed).toFixed(3),
       },
-      secondImage: { fetched: second.fetchedBytes, compressedTotal: secondTotal, fetchedShare: +(second.fetchedBytes / secondTotal).toFixed(3), layersConverted: second.layers.filter((l) => l.converted).length, layers: second.layers.length },
+      secondImage: {
+        fetched: second.fetchedBytes,
+        compressedTotal: secondTotal,
+        fetchedShare: +(second.fetchedBytes / secondTotal).toFixed(3),
+        layersConverted: second.layers.filter((l) => l.converted).length,
+        layers: second.layers.length,
+      },
     };
     console.log(JSON.stringify(out, null, 2));
     console.log(

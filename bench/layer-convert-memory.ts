@@ -24,5 +24,14 @@ const ms = performance.now() - t0;
 clearInterval(t);
 peak = Math.max(peak, process.memoryUsage().rss);
 const held = (r as { maxEntriesHeld?: number }).maxEntriesHeld;
-console.log(JSON.stringify({ entries: r.layer.entries, layer: r.layer.digest, seconds: +(ms / 1000).toFixed(2), baseRssMiB: +(base / 2 ** 20).toFixed(0), peakRssMiB: +(peak / 2 ** 20).toFixed(0), maxEntriesHeld: held }));
+console.log(
+  JSON.stringify({
+    entries: r.layer.entries,
+    layer: r.layer.digest,
+    seconds: +(ms / 1000).toFixed(2),
+    baseRssMiB: +(base / 2 ** 20).toFixed(0),
+    peakRssMiB: +(peak / 2 ** 20).toFixed(0),
+    maxEntriesHeld: held,
+  }),
+);
 rmSync(work, { recursive: true, force: true });

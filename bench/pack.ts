@@ -20,7 +20,7 @@ import { join } from 'node:path';
 import type { Digest } from '../src/cas/digest.js';
 import { publishPacks } from '../src/pack/publish.js';
 import { fetchObjects, parsePackIndex } from '../src/pack/reader.js';
-import { prng } from '../src/pack/test-objects.js';
+import { prng } from '../test/helpers/pack-objects.js';
 import { realFiles } from './real-files.js';
 import { PackWriter, type PackSource } from '../src/pack/writer.js';
 import { LocalRegistry } from '../src/registry/local.js';
@@ -29,7 +29,6 @@ const FILES = Number(process.env.BENCH_FILES ?? 50_000);
 const LARGE_MB = Number(process.env.BENCH_LARGE_MB ?? 50);
 const LARGE_COUNT = Number(process.env.BENCH_LARGE_COUNT ?? 4);
 const REPEATS = Number(process.env.BENCH_REPEATS ?? 3);
-
 
 async function buildTree(dir: string): Promise<{ sources: PackSource[]; bytes: number }> {
   const rand = prng(42);
@@ -173,7 +172,9 @@ async function main(): Promise<void> {
     console.log(
       `bytes: ${packCount} packs ${mb(packBytes)} MB + indexes ${mb(indexBytes)} MB vs tar.zst ${mb(tarZstBytes)} MB: ratio ${fmt((packBytes + indexBytes) / tarZstBytes, 3)}; compression ${fmt(bytes / packBytes, 2)}x`,
     );
-    console.log(`peak RSS growth: packing ${mb(packPeak)} MB, fetching ${mb(fetchPeak)} MB (process RSS after building the tree: ${mb(process.memoryUsage().rss)} MB)`);
+    console.log(
+      `peak RSS growth: packing ${mb(packPeak)} MB, fetching ${mb(fetchPeak)} MB (process RSS after building the tree: ${mb(process.memoryUsage().rss)} MB)`,
+    );
   } finally {
     await rm(work, { recursive: true, force: true });
   }

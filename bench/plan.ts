@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { type Digest, sha256 } from '../src/cas/digest.js';
 import { loadDataset } from '../src/dataset/read.js';
 import { loadSpecs } from '../src/dataset/specs.js';
-import { type BuildPlan, defaultRepoSource, nodeKey, planCounts, planDataset } from '../src/build/plan.js';
+import { type BuildPlan, defaultRepoSource, nodeKey, planCounts, planDataset } from '../src/builder/plan.js';
 import { loadRecipeCatalog } from '../src/recipe/catalog.js';
 import { cacheKey, cacheRefName } from '../src/recipe/key.js';
 import { LocalRegistry } from '../src/registry/local.js';
@@ -36,12 +36,24 @@ function generate(dir: string): void {
   for (let p = 0; p < PAIRS; p++) {
     // Each env copies in its own requirements file: normalizing it means hashing FILE_BYTES.
     writeFileSync(join(dir, 'files', `req${p}.txt`), Buffer.alloc(FILE_BYTES, p % 251));
-    writeFileSync(join(dir, `env${p}.yaml`), `kind: env\nparent: base.yaml\nfiles: [{src: files/req${p}.txt, dest: /req.txt}]\ncommands: ["pip install -r /req.txt # ${p}"]\n`);
+    writeFileSync(
+      join(dir, `env${p}.yaml`),
+      `kind: env\nparent: base.yaml\nfiles: [{src: files/req${p}.txt, dest: /req.txt}]\ncommands: ["pip install -r /req.txt # ${p}"]\n`,
+    );
     specs += `  org/repo${p}:\n    "1.0": {env: env${p}.yaml, install: [pip install -e .]}\n`;
   }
   for (let i = 0; i < INSTANCES; i++) {
     const p = i % PAIRS;
-    rows.push(JSON.stringify({ instance_id: `org__repo${p}-${i}`, repo: `org/repo${p}`, version: '1.0', base_commit: sha256(`c${i}`).slice(7, 47), FAIL_TO_PASS: '[]', PASS_TO_PASS: '[]' }));
+    rows.push(
+      JSON.stringify({
+        instance_id: `org__repo${p}-${i}`,
+        repo: `org/repo${p}`,
+        version: '1.0',
+        base_commit: sha256(`c${i}`).slice(7, 47),
+        FAIL_TO_PASS: '[]',
+        PASS_TO_PASS: '[]',
+      }),
+    );
   }
   writeFileSync(join(dir, 'specs.yaml'), specs);
   writeFileSync(join(dir, 'dataset.jsonl'), `${rows.join('\n')}\n`);
@@ -129,11 +141,15 @@ async function main(): Promise<void> {
     const o = stats(t.ours);
     const b = stats(t.base);
     console.log(`fully cached dataset: ${INSTANCES} instances over ${PAIRS} (repo, version) pairs, ${FILE_BYTES} B copied-in file per env, ${REPEATS} repeats`);
-    console.log(`layers to build:   planned ${counts.base} base + ${counts.env} env + ${counts.instance} instance = ${expectOurs}   per-instance images: ${expectBase}   ratio ${(expectOurs / expectBase).toFixed(3)}`);
+    console.log(
+      `layers to build:   planned ${counts.base} base + ${counts.env} env + ${counts.instance} instance = ${expectOurs}   per-instance images: ${expectBase}   ratio ${(expectOurs / expectBase).toFixed(3)}`,
+    );
     console.log(`cached rebuild check (load specs+dataset, plan, keys, ref lookups):`);
     console.log(`  minisandbox plan   median ${o.median.toFixed(1)} ms  p99 ${o.p99.toFixed(1)} ms`);
     console.log(`  per-instance chain median ${b.median.toFixed(1)} ms  p99 ${b.p99.toFixed(1)} ms`);
-    console.log(`  ratio (plan / per-instance) ${(o.median / b.median).toFixed(3)}   target: under 2000 ms for 50 instances -> ${o.median < 2000 ? 'met' : 'MISSED'}`);
+    console.log(
+      `  ratio (plan / per-instance) ${(o.median / b.median).toFixed(3)}   target: under 2000 ms for 50 instances -> ${o.median < 2000 ? 'met' : 'MISSED'}`,
+    );
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

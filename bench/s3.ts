@@ -24,7 +24,7 @@ import type { Registry } from '../src/registry/registry.js';
 import { S3Registry } from '../src/registry/s3.js';
 import { StorePaths } from '../src/store/paths.js';
 import { pullEnv } from '../src/store/pull.js';
-import { pushTree } from '../src/store/push.js';
+import { pushTree } from '../src/publish/push.js';
 import { pushFakeEnv } from '../test/s3/fake-env.js';
 import { startS3Server } from '../test/s3/server.js';
 
@@ -46,9 +46,11 @@ function quantile(xs: number[], q: number): number {
 
 async function pool<T>(items: T[], n: number, f: (x: T) => Promise<void>): Promise<void> {
   let i = 0;
-  await Promise.all(Array.from({ length: n }, async () => {
-    while (i < items.length) await f(items[i++] as T);
-  }));
+  await Promise.all(
+    Array.from({ length: n }, async () => {
+      while (i < items.length) await f(items[i++] as T);
+    }),
+  );
 }
 
 async function timed(f: () => Promise<void>): Promise<number> {
@@ -84,17 +86,22 @@ async function main(): Promise<void> {
 
     let s3Requests = 0;
     const s3 = new S3Registry(`s3://${server.bucket}/bench`, { endpoint: server.endpoint, region: server.region, credentials: server.credentials });
-    s3.client.middlewareStack.add((next) => async (args) => {
-      s3Requests++;
-      return next(args);
-    }, { step: 'finalizeRequest', name: 'benchRequestCounter' });
+    s3.client.middlewareStack.add(
+      (next) => async (args) => {
+        s3Requests++;
+        return next(args);
+      },
+      { step: 'finalizeRequest', name: 'benchRequestCounter' },
+    );
     const local = new LocalRegistry(join(work, 'local'));
     const sides: Side[] = [
       { name: 'local', reg: local, requests: () => 0 },
       { name: 's3', reg: s3, requests: () => s3Requests },
     ];
 
-    console.log(`content: ${blobs.length} blobs, ${(totalBytes / MiB).toFixed(0)} MiB (sizes ${SIZES.map(([c, s]) => `${c}x${s >= MiB ? `${s / MiB}MiB` : `${s / 1024}KiB`}`).join(', ')})`);
+    console.log(
+      `content: ${blobs.length} blobs, ${(totalBytes / MiB).toFixed(0)} MiB (sizes ${SIZES.map(([c, s]) => `${c}x${s >= MiB ? `${s / MiB}MiB` : `${s / 1024}KiB`}`).join(', ')})`,
+    );
     const results: Record<string, { push: number; pull: number; pushReq: number; pullReq: number; rangeMed: number; rangeP99: number; rangeReq: number }> = {};
     for (const side of sides) {
       let r0 = side.requests();
@@ -132,8 +139,12 @@ async function main(): Promise<void> {
     }
     const l = results.local!;
     const s = results.s3!;
-    console.log(`ratios s3/local: push time ${(s.push / l.push).toFixed(2)}x, pull time ${(s.pull / l.pull).toFixed(2)}x, range p50 ${(s.rangeMed / l.rangeMed).toFixed(2)}x, range p99 ${(s.rangeP99 / l.rangeP99).toFixed(2)}x`);
-    console.log(`s3 requests per range read: ${(s.rangeReq / RANGE_READS).toFixed(2)}; multipart part size 16 MiB; in-flight peak ${s3.budget.peakRequests} requests, ${(s3.budget.peakBytes / MiB).toFixed(0)} MiB`);
+    console.log(
+      `ratios s3/local: push time ${(s.push / l.push).toFixed(2)}x, pull time ${(s.pull / l.pull).toFixed(2)}x, range p50 ${(s.rangeMed / l.rangeMed).toFixed(2)}x, range p99 ${(s.rangeP99 / l.rangeP99).toFixed(2)}x`,
+    );
+    console.log(
+      `s3 requests per range read: ${(s.rangeReq / RANGE_READS).toFixed(2)}; multipart part size 16 MiB; in-flight peak ${s3.budget.peakRequests} requests, ${(s3.budget.peakBytes / MiB).toFixed(0)} MiB`,
+    );
 
     // Dataset pull: envs share a 32 MiB base and each adds 2 MiB, against one image blob per instance.
     const staging = new LocalRegistry(join(work, 'staging'));
@@ -145,10 +156,13 @@ async function main(): Promise<void> {
     }
     const ds = new S3Registry(`s3://${server.bucket}/bench-ds`, { endpoint: server.endpoint, region: server.region, credentials: server.credentials });
     let dsRequests = 0;
-    ds.client.middlewareStack.add((next) => async (args) => {
-      dsRequests++;
-      return next(args);
-    }, { step: 'finalizeRequest', name: 'benchRequestCounter' });
+    ds.client.middlewareStack.add(
+      (next) => async (args) => {
+        dsRequests++;
+        return next(args);
+      },
+      { step: 'finalizeRequest', name: 'benchRequestCounter' },
+    );
     await copyRefs(staging, ds, refs);
     const images: Digest[] = [];
     for (let i = 0; i < ENVS; i++) {
@@ -197,13 +211,24 @@ async function main(): Promise<void> {
     const storeRows: Record<string, { push: number; pull: number; reqs: number; bytes: number }> = {};
     for (const side of [
       { name: 'local', reg: new LocalRegistry(join(work, 'store-local')) as Registry, requests: () => 0 },
-      { name: 's3', reg: new S3Registry(`s3://${server.bucket}/bench-store`, { endpoint: server.endpoint, region: server.region, credentials: server.credentials }) as Registry, requests: () => s3Requests },
+      {
+        name: 's3',
+        reg: new S3Registry(`s3://${server.bucket}/bench-store`, {
+          endpoint: server.endpoint,
+          region: server.region,
+          credentials: server.credentials,
+        }) as Registry,
+        requests: () => s3Requests,
+      },
     ]) {
       if (side.reg instanceof S3Registry) {
-        side.reg.client.middlewareStack.add((next) => async (args) => {
-          s3Requests++;
-          return next(args);
-        }, { step: 'finalizeRequest', name: 'benchRequestCounter' });
+        side.reg.client.middlewareStack.add(
+          (next) => async (args) => {
+            s3Requests++;
+            return next(args);
+          },
+          { step: 'finalizeRequest', name: 'benchRequestCounter' },
+        );
       }
       const r0 = side.requests();
       let bytes = 0;
@@ -217,9 +242,13 @@ async function main(): Promise<void> {
       if (side.reg instanceof S3Registry) side.reg.close();
     }
     for (const [name, r] of Object.entries(storeRows)) {
-      console.log(`  ${name.padEnd(6)} push ${r.push.toFixed(2)} s, pull ${r.pull.toFixed(2)} s, ${(r.bytes / MiB).toFixed(1)} MiB of packs, ${r.reqs} requests`);
+      console.log(
+        `  ${name.padEnd(6)} push ${r.push.toFixed(2)} s, pull ${r.pull.toFixed(2)} s, ${(r.bytes / MiB).toFixed(1)} MiB of packs, ${r.reqs} requests`,
+      );
     }
-    console.log(`  ratio s3/local: push ${(storeRows.s3!.push / storeRows.local!.push).toFixed(2)}x, pull ${(storeRows.s3!.pull / storeRows.local!.pull).toFixed(2)}x`);
+    console.log(
+      `  ratio s3/local: push ${(storeRows.s3!.push / storeRows.local!.push).toFixed(2)}x, pull ${(storeRows.s3!.pull / storeRows.local!.pull).toFixed(2)}x`,
+    );
     s3.close();
     ds.close();
   } finally {

@@ -17,7 +17,7 @@ import { promisify } from 'node:util';
 import { createSandbox, makeBusyboxRootfs, probeHost, type Sandbox } from '../src/sandbox/index.js';
 import { childrenOf } from '../src/sandbox/proc.js';
 import { probeIdmappedLayers } from '../src/sandbox/idmap.js';
-import { busyboxLower, CACHE_DIR, freshStateDir } from '../src/sandbox/testkit.js';
+import { busyboxLower, CACHE_DIR, freshStateDir } from '../test/helpers/sandbox-testkit.js';
 
 const run = promisify(execFile);
 const ITER = Number(process.env.BENCH_ITER ?? 200);
@@ -55,7 +55,9 @@ await rm(realLower, { recursive: true, force: true });
 await makeBusyboxRootfs(realLower);
 const idmap = (await probeIdmappedLayers(host, realLower)).ok;
 const main = idmap ? { lowerDirs: [realLower], idmapLowers: true } : { lowerDirs: [lower] };
-console.log(`sandbox bench: ${ITER} iterations, podman ${PODMAN_ITER}, session ${SESSION_ITER}, concurrent ${CONCURRENT}; tree ${lower}${idmap ? `, idmapped ${realLower}` : ' (no idmapped mounts here)'}`);
+console.log(
+  `sandbox bench: ${ITER} iterations, podman ${PODMAN_ITER}, session ${SESSION_ITER}, concurrent ${CONCURRENT}; tree ${lower}${idmap ? `, idmapped ${realLower}` : ' (no idmapped mounts here)'}`,
+);
 
 // 1. create -> first command -> destroy, shifted and idmapped interleaved
 const ours: number[] = [];
@@ -68,7 +70,29 @@ const cycle = async (opts: { lowerDirs: string[]; idmapLowers?: boolean }): Prom
   if (o.status !== 'ok' || o.exitCode !== 0) throw new Error(`exec failed: ${JSON.stringify(o)}`);
   return performance.now() - t;
 };
-const bwrapArgs = ['--ro-bind', lower, '/', '--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp', '--unshare-user', '--unshare-pid', '--unshare-net', '--unshare-ipc', '--unshare-uts', '--cap-drop', 'ALL', '--die-with-parent', '--new-session', '--clearenv', '--', '/bin/true'];
+const bwrapArgs = [
+  '--ro-bind',
+  lower,
+  '/',
+  '--proc',
+  '/proc',
+  '--dev',
+  '/dev',
+  '--tmpfs',
+  '/tmp',
+  '--unshare-user',
+  '--unshare-pid',
+  '--unshare-net',
+  '--unshare-ipc',
+  '--unshare-uts',
+  '--cap-drop',
+  'ALL',
+  '--die-with-parent',
+  '--new-session',
+  '--clearenv',
+  '--',
+  '/bin/true',
+];
 const bw: number[] = [];
 const bwrapOnce = async (): Promise<number> => {
   const t = performance.now();
@@ -117,7 +141,10 @@ if (idmap) console.log(`  idmapped      p50 ${fmt(pct(oursIdmap, 50))}  p99 ${fm
 console.log(`  bare bwrap    p50 ${fmt(pct(bw, 50))}  p99 ${fmt(pct(bw, 99))}   (run only, no overlay, no persistent sandbox)`);
 if (pod.length > 0) console.log(`  podman+runc   p50 ${fmt(pct(pod, 50))}  p99 ${fmt(pct(pod, 99))}`);
 console.log(`  ratio minisandbox/bwrap p50: ${(pct(ours, 50) / pct(bw, 50)).toFixed(2)}x (aim <= 2x)`);
-if (idmap) console.log(`  ratio idmapped/bwrap p50: ${(pct(oursIdmap, 50) / pct(bw, 50)).toFixed(2)}x (aim <= 2x); idmapped/shifted ${(pct(oursIdmap, 50) / pct(ours, 50)).toFixed(2)}x`);
+if (idmap)
+  console.log(
+    `  ratio idmapped/bwrap p50: ${(pct(oursIdmap, 50) / pct(bw, 50)).toFixed(2)}x (aim <= 2x); idmapped/shifted ${(pct(oursIdmap, 50) / pct(ours, 50)).toFixed(2)}x`,
+  );
 if (pod.length > 0) console.log(`  speed-up vs podman p50: ${(pct(pod, 50) / pct(ours, 50)).toFixed(1)}x (aim >= 20x)`);
 
 // 2. session round-trip and exec in a live sandbox
@@ -174,7 +201,9 @@ if (pod.length > 0) console.log(`  speed-up vs podman p50: ${(pct(pod, 50) / pct
   const destroyAll = performance.now() - t1;
   console.log(`\n${CONCURRENT} sandboxes alive at once`);
   console.log(`  start all: ${fmt(startAll)} (${fmt(startAll / CONCURRENT)} each, 4 in flight); all answered a command: ${okCount}/${CONCURRENT}`);
-  console.log(`  host memory per idle sandbox: PSS ${(pss / CONCURRENT / 1024).toFixed(2)} MB, RSS ${(rss / CONCURRENT / 1024).toFixed(2)} MB (${procs / CONCURRENT} processes each; aim < 5 MB)`);
+  console.log(
+    `  host memory per idle sandbox: PSS ${(pss / CONCURRENT / 1024).toFixed(2)} MB, RSS ${(rss / CONCURRENT / 1024).toFixed(2)} MB (${procs / CONCURRENT} processes each; aim < 5 MB)`,
+  );
   console.log(`  destroy all: ${fmt(destroyAll)}`);
 }
 await rm(stateDir, { recursive: true, force: true });

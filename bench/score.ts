@@ -37,7 +37,7 @@ import { parseEvalSpec } from '../src/score/score-instance.js';
 import { scoreRun, type RunnerFactory } from '../src/score/score-run.js';
 import type { EvalSpec } from '../src/score/spec.js';
 import { createSandbox, probeHost, shiftCopyTree } from '../src/sandbox/index.js';
-import { CACHE_DIR, debianLower, freshStateDir } from '../src/sandbox/testkit.js';
+import { CACHE_DIR, debianLower, freshStateDir } from '../test/helpers/sandbox-testkit.js';
 import { asEvalSandbox, sandboxEvalRunner } from '../src/score/sandbox-runner.js';
 import { scoreInstance } from '../src/score/score-instance.js';
 
@@ -57,9 +57,11 @@ const git = (cwd: string, ...args: string[]) => execFileSync('git', args, { cwd,
 
 async function pool<T>(items: T[], jobs: number, work: (t: T) => Promise<void>): Promise<void> {
   let next = 0;
-  await Promise.all(Array.from({ length: jobs }, async () => {
-    while (next < items.length) await work(items[next++]!);
-  }));
+  await Promise.all(
+    Array.from({ length: jobs }, async () => {
+      while (next < items.length) await work(items[next++]!);
+    }),
+  );
 }
 
 interface Task {
@@ -84,7 +86,12 @@ function resetTree(t: Task): void {
   git(t.dir, 'clean', '-qfdx');
 }
 
-async function sandboxSection(root: string, origin: string, row: Awaited<ReturnType<typeof loadDataset>>[number]['row'], specs: Awaited<ReturnType<typeof loadSpecs>>): Promise<void> {
+async function sandboxSection(
+  root: string,
+  origin: string,
+  row: Awaited<ReturnType<typeof loadDataset>>[number]['row'],
+  specs: Awaited<ReturnType<typeof loadSpecs>>,
+): Promise<void> {
   const host = await probeHost();
   const debian = await debianLower(host.idMap);
   const instance = parseScoreInstance(row);
@@ -96,7 +103,9 @@ async function sandboxSection(root: string, origin: string, row: Awaited<ReturnT
   const shifted = await shiftCopyTree(layer, join(CACHE_DIR, `score-bench-layer-${process.pid}-${host.idMap.uidStart}`), host.idMap);
   const stateDir = await freshStateDir();
   try {
-    const runner = sandboxEvalRunner(async () => asEvalSandbox(await createSandbox({ lowerDirs: [debian, shifted], stateDir, network: 'none', config: { workdir: spec.workdir } }, { host })));
+    const runner = sandboxEvalRunner(async () =>
+      asEvalSandbox(await createSandbox({ lowerDirs: [debian, shifted], stateDir, network: 'none', config: { workdir: spec.workdir } }, { host })),
+    );
     const runs = Array.from({ length: SANDBOX_RUNS }, (_, i) => i);
     const sbDur: number[] = [];
     const t0 = performance.now();
@@ -115,10 +124,20 @@ async function sandboxSection(root: string, origin: string, row: Awaited<ReturnT
       const d = join(root, `chroot-${i}`);
       const merged = join(d, 'merged');
       execFileSync('mkdir', ['-p', join(d, 'upper'), join(d, 'work'), merged]);
-      execFileSync('mount', ['-t', 'overlay', 'overlay', '-o', `lowerdir=${shifted}:${debian},upperdir=${join(d, 'upper')},workdir=${join(d, 'work')}`, merged]);
+      execFileSync('mount', [
+        '-t',
+        'overlay',
+        'overlay',
+        '-o',
+        `lowerdir=${shifted}:${debian},upperdir=${join(d, 'upper')},workdir=${join(d, 'work')}`,
+        merged,
+      ]);
       try {
         for (const p of [instance.patch, instance.test_patch]) {
-          execFileSync('chroot', [merged, 'git', '-c', 'safe.directory=*', '-C', spec.workdir, 'apply', '-'], { input: p, stdio: ['pipe', 'ignore', 'inherit'] });
+          execFileSync('chroot', [merged, 'git', '-c', 'safe.directory=*', '-C', spec.workdir, 'apply', '-'], {
+            input: p,
+            stdio: ['pipe', 'ignore', 'inherit'],
+          });
         }
         const t = performance.now();
         await new Promise<void>((done, fail) => {
@@ -136,9 +155,15 @@ async function sandboxSection(root: string, origin: string, row: Awaited<ReturnT
       }
     });
     const perMin = (n: number, wall: number) => (n / wall) * 60_000;
-    console.log(`sandbox: ${SANDBOX_RUNS} evaluations, jobs ${JOBS}: ${perMin(SANDBOX_RUNS, sbWall).toFixed(0)} instances/min; per evaluation median ${fmt(quantile(sbDur, 0.5))}, p99 ${fmt(quantile(sbDur, 0.99))}`);
-    console.log(`chroot:  the bare test command: per run median ${fmt(quantile(chDur, 0.5))}, p99 ${fmt(quantile(chDur, 0.99))} (~${perMin(SANDBOX_RUNS, chWall).toFixed(0)} instances/min of test time alone)`);
-    console.log(`sandbox scoring overhead beyond the test command: median ${fmt(quantile(sbDur, 0.5) - quantile(chDur, 0.5))}; throughput ratio sandbox/chroot-test-time ${(perMin(SANDBOX_RUNS, sbWall) / perMin(SANDBOX_RUNS, chWall)).toFixed(3)}`);
+    console.log(
+      `sandbox: ${SANDBOX_RUNS} evaluations, jobs ${JOBS}: ${perMin(SANDBOX_RUNS, sbWall).toFixed(0)} instances/min; per evaluation median ${fmt(quantile(sbDur, 0.5))}, p99 ${fmt(quantile(sbDur, 0.99))}`,
+    );
+    console.log(
+      `chroot:  the bare test command: per run median ${fmt(quantile(chDur, 0.5))}, p99 ${fmt(quantile(chDur, 0.99))} (~${perMin(SANDBOX_RUNS, chWall).toFixed(0)} instances/min of test time alone)`,
+    );
+    console.log(
+      `sandbox scoring overhead beyond the test command: median ${fmt(quantile(sbDur, 0.5) - quantile(chDur, 0.5))}; throughput ratio sandbox/chroot-test-time ${(perMin(SANDBOX_RUNS, sbWall) / perMin(SANDBOX_RUNS, chWall)).toFixed(3)}`,
+    );
   } finally {
     await rm(stateDir, { recursive: true, force: true });
     await rm(shifted, { recursive: true, force: true });
@@ -181,13 +206,19 @@ async function main(): Promise<void> {
     const push = (m: Map<string, number[]>, k: string, v: number) => m.set(k, [...(m.get(k) ?? []), v]);
     const scoreRound = async (round: number) => {
       const t0 = performance.now();
-      const out = await scoreRun(list.map((t) => t.instance), predictions, (i) => tasks.get(i.instance_id)!.spec, factory, {
-        jobs: JOBS,
-        runId: `bench${round}`,
-        reportDir: join(root, 'reports'),
-        timeoutS: 300,
-        filesDir: (i) => join(root, 'files', i.instance_id),
-      });
+      const out = await scoreRun(
+        list.map((t) => t.instance),
+        predictions,
+        (i) => tasks.get(i.instance_id)!.spec,
+        factory,
+        {
+          jobs: JOBS,
+          runId: `bench${round}`,
+          reportDir: join(root, 'reports'),
+          timeoutS: 300,
+          filesDir: (i) => join(root, 'files', i.instance_id),
+        },
+      );
       scoreWalls.push(performance.now() - t0);
       if (out.summary.resolved_instances !== N) throw new Error(`expected ${N} resolved, got ${JSON.stringify(out.summary)}`);
       for (const r of out.results) push(scoreDur, r.instance_id, r.runner!.duration_ms);
@@ -233,9 +264,15 @@ async function main(): Promise<void> {
     const allDirect = [...directDur.values()].flat();
     const overhead = [...scoreDur.keys()].flatMap((id) => scoreDur.get(id)!.map((d, i) => d - directDur.get(id)![i]!));
     const perMin = (wall: number) => (N / wall) * 60_000;
-    console.log(`instances: ${N} (recipes/test x${COPIES}), jobs: ${JOBS}, rounds: ${REPEATS}, test command: ${one.spec.testCmd}; load average ${execFileSync('cat', ['/proc/loadavg'], { encoding: 'utf8' }).split(' ').slice(0, 3).join(' ')}`);
-    console.log(`score:  ${perMin(scoreWall).toFixed(0)} instances/min (median wall ${fmt(scoreWall)}); per-instance eval median ${fmt(quantile(allScore, 0.5))}, p99 ${fmt(quantile(allScore, 0.99))}`);
-    console.log(`direct: ${perMin(directWall).toFixed(0)} instances/min (median wall ${fmt(directWall)}); per-instance test median ${fmt(quantile(allDirect, 0.5))}, p99 ${fmt(quantile(allDirect, 0.99))}`);
+    console.log(
+      `instances: ${N} (recipes/test x${COPIES}), jobs: ${JOBS}, rounds: ${REPEATS}, test command: ${one.spec.testCmd}; load average ${execFileSync('cat', ['/proc/loadavg'], { encoding: 'utf8' }).split(' ').slice(0, 3).join(' ')}`,
+    );
+    console.log(
+      `score:  ${perMin(scoreWall).toFixed(0)} instances/min (median wall ${fmt(scoreWall)}); per-instance eval median ${fmt(quantile(allScore, 0.5))}, p99 ${fmt(quantile(allScore, 0.99))}`,
+    );
+    console.log(
+      `direct: ${perMin(directWall).toFixed(0)} instances/min (median wall ${fmt(directWall)}); per-instance test median ${fmt(quantile(allDirect, 0.5))}, p99 ${fmt(quantile(allDirect, 0.99))}`,
+    );
     console.log(`throughput ratio score/direct: ${(perMin(scoreWall) / perMin(directWall)).toFixed(3)}`);
     console.log(`overhead beyond the test command, per instance: median ${fmt(quantile(overhead, 0.5))}, p99 ${fmt(quantile(overhead, 0.99))}`);
     console.log(`  of which pure (script + log analysis + parse + grade): ${(pureMs * 1000).toFixed(0)} µs`);

@@ -14,7 +14,7 @@ import { LocalRegistry } from '../src/registry/local.js';
 import { openSandbox } from '../src/runtime/open.js';
 import { startServer } from '../src/server/serve.js';
 import { StorePaths } from '../src/store/paths.js';
-import { pushTree } from '../src/store/push.js';
+import { pushTree } from '../src/publish/push.js';
 
 const CYCLES = Number(process.env.BENCH_CYCLES ?? 48);
 const REF = 'bench/busybox';
@@ -48,7 +48,12 @@ const srv = await (async () => {
   const root = join(work, 'rootfs');
   await populateBusyboxRoot('/bin/busybox', root);
   await pushTree(reg, new StorePaths(join(work, 'push')), root, { tag: REF });
-  return startServer(reg, store, { listen: { host: '127.0.0.1', port: 0 }, tokenFile: join(work, 'token'), maxSandboxes: 64, idleTimeoutMs: 600_000, ttlMs: 3_600_000 }, () => undefined);
+  return startServer(
+    reg,
+    store,
+    { listen: { host: '127.0.0.1', port: 0 }, tokenFile: join(work, 'token'), maxSandboxes: 64, idleTimeoutMs: 600_000, ttlMs: 3_600_000 },
+    () => undefined,
+  );
 })();
 try {
   const headers = { authorization: `Bearer ${readFileSync(join(work, 'token'), 'utf8').trim()}`, 'content-type': 'application/json' };
@@ -56,7 +61,9 @@ try {
     const c = await fetch(`${srv.url}/v1/sandboxes`, { method: 'POST', headers, body: JSON.stringify({ ref: REF }) });
     if (c.status !== 201) throw new Error(`create: ${c.status} ${await c.text()}`);
     const { id } = (await c.json()) as { id: string };
-    const e = (await (await fetch(`${srv.url}/v1/sandboxes/${id}/exec`, { method: 'POST', headers, body: JSON.stringify({ argv: ['/bin/busybox', 'true'] }) })).json()) as { exit_code: number };
+    const e = (await (
+      await fetch(`${srv.url}/v1/sandboxes/${id}/exec`, { method: 'POST', headers, body: JSON.stringify({ argv: ['/bin/busybox', 'true'] }) })
+    ).json()) as { exit_code: number };
     if (e.exit_code !== 0) throw new Error(`exec: ${JSON.stringify(e)}`);
     const d = await fetch(`${srv.url}/v1/sandboxes/${id}`, { method: 'DELETE', headers });
     if (d.status !== 204) throw new Error(`delete: ${d.status} ${await d.text()}`);

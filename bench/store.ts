@@ -37,7 +37,7 @@ import { LocalRegistry } from '../src/registry/local.js';
 import { realFiles } from './real-files.js';
 import { StorePaths } from '../src/store/paths.js';
 import { pullEnv } from '../src/store/pull.js';
-import { pushTree } from '../src/store/push.js';
+import { pushTree } from '../src/publish/push.js';
 import { layerMapping, openSandbox } from '../src/runtime/open.js';
 import { probeHost } from '../src/sandbox/index.js';
 
@@ -46,7 +46,6 @@ const LARGE = Number(process.env.BENCH_LARGE ?? 4);
 const REPEATS = Number(process.env.BENCH_REPEATS ?? 3);
 const ONLY = process.env.BENCH_ONLY;
 const ONLY_PULL = ONLY === 'pull';
-
 
 /** Tree A: FILES real files (each made distinct) in a deep-ish layout, plus LARGE big files. */
 function makeTreeA(root: string): number {
@@ -124,7 +123,10 @@ function freshFs(dir: string, bytes: number): () => void {
   const image = `${dir}.img`;
   // room for the tree twice (store pool and tree share inodes, but staging and slack need space)
   const size = Math.ceil((bytes * 2 + 2 * 1024 ** 3) / 1048576);
-  execFileSync('sh', ['-c', `truncate -s ${size}M ${image} && mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0,nodiscard ${image} && mount -o loop ${image} ${dir}`]);
+  execFileSync('sh', [
+    '-c',
+    `truncate -s ${size}M ${image} && mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0,nodiscard ${image} && mount -o loop ${image} ${dir}`,
+  ]);
   return () => {
     execFileSync('sh', ['-c', `umount ${dir} && rm -f ${image}`]);
   };
@@ -183,19 +185,34 @@ async function measureTree(label: string, tree: string, bytes: number, work: str
     }
     await rm(dir, { recursive: true, force: true });
   }
-  const mbps = (ms: number): string => `${((bytes / 1048576) / (ms / 1000)).toFixed(0)} MiB/s`;
+  const mbps = (ms: number): string => `${(bytes / 1048576 / (ms / 1000)).toFixed(0)} MiB/s`;
   console.log(`\n## ${label}: ${mib(bytes)} (tar.zst ${mib(tarBytes)}), medians of ${REPEATS}`);
-  if (!ONLY_PULL) console.log(`import  ${median(imp).toFixed(0)} ms (${mbps(median(imp))})  vs tar|zstd -3 -T0 ${median(tarz).toFixed(0)} ms (${mbps(median(tarz))})  throughput ratio ${(median(tarz) / median(imp)).toFixed(2)}`);
-  console.log(`pull    ${median(pull).toFixed(0)} ms  vs zstd -d|tar -x ${median(untar).toFixed(0)} ms  speed ratio ${(median(untar) / median(pull)).toFixed(2)}${FRESH_FS ? '  (each onto a fresh ext4)' : ''}`);
-  console.log(`each run: pull ${pull.map((x) => x.toFixed(0)).join(' ')} ms, tar -x ${untar.map((x) => x.toFixed(0)).join(' ')} ms; per-run ratios ${pull.map((p, i) => (untar[i]! / p).toFixed(2)).join(' ')}`);
+  if (!ONLY_PULL)
+    console.log(
+      `import  ${median(imp).toFixed(0)} ms (${mbps(median(imp))})  vs tar|zstd -3 -T0 ${median(tarz).toFixed(0)} ms (${mbps(median(tarz))})  throughput ratio ${(median(tarz) / median(imp)).toFixed(2)}`,
+    );
+  console.log(
+    `pull    ${median(pull).toFixed(0)} ms  vs zstd -d|tar -x ${median(untar).toFixed(0)} ms  speed ratio ${(median(untar) / median(pull)).toFixed(2)}${FRESH_FS ? '  (each onto a fresh ext4)' : ''}`,
+  );
+  console.log(
+    `each run: pull ${pull.map((x) => x.toFixed(0)).join(' ')} ms, tar -x ${untar.map((x) => x.toFixed(0)).join(' ')} ms; per-run ratios ${pull.map((p, i) => (untar[i]! / p).toFixed(2)).join(' ')}`,
+  );
   console.log(`second pull of a present environment: ${median(again).toFixed(1)} ms`);
 }
 
 /** Peak RSS of an import, in a process of its own. */
 async function peakImportRss(tree: string, bytes: number, work: string): Promise<void> {
   const rssScript = join(work, 'rss.mts');
-  writeFileSync(rssScript, `import { LocalRegistry } from '${resolve('src/registry/local.ts')}';\nimport { StorePaths } from '${resolve('src/store/paths.ts')}';\nimport { pushTree } from '${resolve('src/store/push.ts')}';\nawait pushTree(new LocalRegistry(process.argv[2]!), new StorePaths(process.argv[3]!), process.argv[4]!, { tag: 'rss/x' });\nconsole.log(process.resourceUsage().maxRSS);\n`);
-  const rss = Number(execFileSync('npx', ['tsx', rssScript, join(work, 'rss-reg'), join(work, 'rss-store'), tree], { encoding: 'utf8' }).trim().split('\n').pop());
+  writeFileSync(
+    rssScript,
+    `import { LocalRegistry } from '${resolve('src/registry/local.ts')}';\nimport { StorePaths } from '${resolve('src/store/paths.ts')}';\nimport { pushTree } from '${resolve('src/publish/push.ts')}';\nawait pushTree(new LocalRegistry(process.argv[2]!), new StorePaths(process.argv[3]!), process.argv[4]!, { tag: 'rss/x' });\nconsole.log(process.resourceUsage().maxRSS);\n`,
+  );
+  const rss = Number(
+    execFileSync('npx', ['tsx', rssScript, join(work, 'rss-reg'), join(work, 'rss-store'), tree], { encoding: 'utf8' })
+      .trim()
+      .split('\n')
+      .pop(),
+  );
   console.log(`\n## peak RSS importing tree A (${mib(bytes)}, ${FILES} files): ${(rss / 1024).toFixed(0)} MiB`);
 }
 
@@ -212,16 +229,20 @@ async function measureImport(tree: string, bytes: number, work: string): Promise
     imp.push((await timeAsync(() => pushTree(new LocalRegistry(join(dir, 'registry')), new StorePaths(join(dir, 'push-store')), tree, { tag: 'bench/t' }))).ms);
     await rm(dir, { recursive: true, force: true });
   }
-  const mbps = (ms: number): string => `${((bytes / 1048576) / (ms / 1000)).toFixed(0)} MiB/s`;
+  const mbps = (ms: number): string => `${(bytes / 1048576 / (ms / 1000)).toFixed(0)} MiB/s`;
   console.log(`\n## tree A (generated): ${mib(bytes)}, medians of ${REPEATS}`);
-  console.log(`import  ${median(imp).toFixed(0)} ms (${mbps(median(imp))})  vs tar|zstd -3 -T0 ${median(tarz).toFixed(0)} ms (${mbps(median(tarz))})  throughput ratio ${(median(tarz) / median(imp)).toFixed(2)}`);
+  console.log(
+    `import  ${median(imp).toFixed(0)} ms (${mbps(median(imp))})  vs tar|zstd -3 -T0 ${median(tarz).toFixed(0)} ms (${mbps(median(tarz))})  throughput ratio ${(median(tarz) / median(imp)).toFixed(2)}`,
+  );
   console.log(`each run: import ${imp.map((x) => x.toFixed(0)).join(' ')} ms, tar|zstd ${tarz.map((x) => x.toFixed(0)).join(' ')} ms`);
   await peakImportRss(tree, bytes, work);
 }
 
 /** Allocated bytes under `paths`, each inode counted once across all of them. */
 function duBytes(paths: string[]): number {
-  const out = execFileSync('du', ['-scB1', ...paths], { encoding: 'utf8' }).trim().split('\n');
+  const out = execFileSync('du', ['-scB1', ...paths], { encoding: 'utf8' })
+    .trim()
+    .split('\n');
   return Number(out[out.length - 1]!.split('\t')[0]);
 }
 
@@ -243,7 +264,9 @@ async function measureDisk(tree: string, work: string): Promise<void> {
   const a = duBytes([after.layersDir, after.linksDir]);
   console.log(`\n## store bytes per layer, a node that builds and runs (${FILES} files + ${LARGE} large; laid-out tree ${mib(laid)})`);
   console.log(`before (layers/<hex> + layers/<hex>+<shift>): ${mib(b)}  ${(b / laid).toFixed(2)}x the tree`);
-  console.log(`now (${mapping.kind === 'idmap' ? 'one layers/<hex>, sandboxes mount it idmapped' : 'no idmapped mounts here: shifted fallback'}): ${mib(a)}  ${(a / laid).toFixed(2)}x the tree`);
+  console.log(
+    `now (${mapping.kind === 'idmap' ? 'one layers/<hex>, sandboxes mount it idmapped' : 'no idmapped mounts here: shifted fallback'}): ${mib(a)}  ${(a / laid).toFixed(2)}x the tree`,
+  );
 }
 
 async function main(): Promise<void> {
@@ -266,7 +289,12 @@ async function main(): Promise<void> {
     await measureTree('tree A (generated)', a, bytesA, work);
     if (ONLY_PULL) {
       await rm(a, { recursive: true, force: true });
-      await measureTree('real tree: node_modules', resolve('node_modules'), Number(execFileSync('du', ['-sb', `${resolve('node_modules')}/`], { encoding: 'utf8' }).split('\t')[0]), work);
+      await measureTree(
+        'real tree: node_modules',
+        resolve('node_modules'),
+        Number(execFileSync('du', ['-sb', `${resolve('node_modules')}/`], { encoding: 'utf8' }).split('\t')[0]),
+        work,
+      );
       return;
     }
 

@@ -21,7 +21,10 @@ chmodSync(work, 0o755);
 const registry = openRegistry(join(work, 'registry'));
 const store = new StorePaths(join(work, 'store'));
 await populateBusyboxRoot('/bin/busybox', join(work, 'rootfs'));
-await pushTree(registry, new StorePaths(join(work, 'push')), join(work, 'rootfs'), { tag: 'example/busybox', config: { workdir: '/work', env: { TASK: 'fix-it' } } });
+await pushTree(registry, new StorePaths(join(work, 'push')), join(work, 'rootfs'), {
+  tag: 'example/busybox',
+  config: { workdir: '/work', env: { TASK: 'fix-it' } },
+});
 
 // 2. A sandbox of it (pulled into the store on first use), destroyed when the block ends.
 //    The signal bounds the whole open (pull + start); commands take one too.
@@ -35,7 +38,11 @@ let reward;
     await sb.run('mkdir -p /work && cd /work && echo "print(1)" > fix.py');
     await sb.writeFile('/work/notes.txt', `task ${sb.config.env.TASK}\n`);
     // the "test suite": pytest-style lines, as a SWE-bench spec's test command prints them
-    const tests = await sb.exec(['/bin/sh', '-c', 'test -f fix.py && echo "PASSED tests/test_fix.py::test_fix" || echo "FAILED tests/test_fix.py::test_fix"; echo "PASSED tests/test_old.py::test_old"']);
+    const tests = await sb.exec([
+      '/bin/sh',
+      '-c',
+      'test -f fix.py && echo "PASSED tests/test_fix.py::test_fix" || echo "FAILED tests/test_fix.py::test_fix"; echo "PASSED tests/test_old.py::test_old"',
+    ]);
     // 3. The reward: FAIL_TO_PASS and PASS_TO_PASS graded on the log
     const status = getParser('pytest')(tests.stdout);
     const graded = gradeTests(status, { FAIL_TO_PASS: ['tests/test_fix.py::test_fix'], PASS_TO_PASS: ['tests/test_old.py::test_old'] });

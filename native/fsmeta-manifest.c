@@ -8,7 +8,7 @@
  * laid out slower than tar -x (measured: node_modules at 0.84x). Here an entry costs about 3 us
  * of user time over both passes (measured), beside its system calls.
  *
- * It is the exact counterpart of layer/capture-read.ts (reading and checking a manifest) and
+ * It is the exact counterpart of layer/manifest-read.ts (reading and checking a manifest) and
  * store/materialize.ts (laying it out, sharing files through the pool), for the manifests node
  * hands it: no backslash anywhere (so no escapes in strings: every path is its own bytes, and
  * so is every xattr name), files owned as given (no user namespace). Anything else goes through

@@ -70,7 +70,11 @@ function git(repo: string, ...args: string[]): string {
 function runTests(src: DatasetSource, dir: string, files: string[]): Map<string, string> {
   let out: string;
   try {
-    out = execFileSync(src.testCmd[0]!, [...src.testCmd.slice(1), ...files], { cwd: dir, encoding: 'utf8', env: { ...process.env, PYTHONDONTWRITEBYTECODE: '1', PYTEST_DISABLE_PLUGIN_AUTOLOAD: '1' } });
+    out = execFileSync(src.testCmd[0]!, [...src.testCmd.slice(1), ...files], {
+      cwd: dir,
+      encoding: 'utf8',
+      env: { ...process.env, PYTHONDONTWRITEBYTECODE: '1', PYTEST_DISABLE_PLUGIN_AUTOLOAD: '1' },
+    });
   } catch (e) {
     out = String((e as { stdout?: unknown }).stdout ?? '');
   }
@@ -104,7 +108,10 @@ function main(set: string): void {
   const repo = join(work, 'repo');
   try {
     execFileSync(join(here, 'make-repo.sh'), [repo], { stdio: ['ignore', 'ignore', 'inherit'] });
-    const log = git(repo, 'log', '--reverse', '--format=%H %P %s').trim().split('\n').map((l) => l.split(' '));
+    const log = git(repo, 'log', '--reverse', '--format=%H %P %s')
+      .trim()
+      .split('\n')
+      .map((l) => l.split(' '));
     // A version starts at a commit that touches the version file (or at the root): asking only
     // those keeps this fast on a history of thousands of commits.
     const firstOfVersion = new Map<string, string>();
@@ -131,7 +138,8 @@ function main(set: string): void {
       const failToPass = [...after].filter(([t, s]) => s === 'PASSED' && before.get(t) !== 'PASSED').map(([t]) => t);
       const passToPass = [...after].filter(([t, s]) => s === 'PASSED' && before.get(t) === 'PASSED').map(([t]) => t);
       const broken = [...after].filter(([, s]) => s !== 'PASSED');
-      if (failToPass.length === 0 || broken.length > 0) throw new Error(`instance ${n}: gold patch does not fix the tests cleanly: ${JSON.stringify({ failToPass, broken })}`);
+      if (failToPass.length === 0 || broken.length > 0)
+        throw new Error(`instance ${n}: gold patch does not fix the tests cleanly: ${JSON.stringify({ failToPass, broken })}`);
       const version = versionAt(src, repo, base);
       rows.push(
         JSON.stringify({
@@ -150,7 +158,9 @@ function main(set: string): void {
           PASS_TO_PASS: JSON.stringify(passToPass),
         }),
       );
-      process.stderr.write(`${src.idPrefix}-${n}: base ${base.slice(0, 12)} version ${version}: ${failToPass.length} fail-to-pass, ${passToPass.length} pass-to-pass\n`);
+      process.stderr.write(
+        `${src.idPrefix}-${n}: base ${base.slice(0, 12)} version ${version}: ${failToPass.length} fail-to-pass, ${passToPass.length} pass-to-pass\n`,
+      );
     }
     writeFileSync(join(here, 'dataset.jsonl'), `${rows.join('\n')}\n`);
   } finally {

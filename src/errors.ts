@@ -122,7 +122,10 @@ export class HostCapabilityError extends MinisandboxError {
 /** The caller's AbortSignal fired before the operation finished (nothing is left running). */
 export class AbortedError extends MinisandboxError {
   constructor(what: string, reason?: unknown) {
-    super('ABORTED', `${what}: aborted${reason instanceof Error ? ` (${reason.message})` : ''}`, { hint: 'the caller cancelled it; run it again to finish', cause: reason });
+    super('ABORTED', `${what}: aborted${reason instanceof Error ? ` (${reason.message})` : ''}`, {
+      hint: 'the caller cancelled it; run it again to finish',
+      cause: reason,
+    });
   }
 }
 

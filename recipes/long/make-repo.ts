@@ -85,7 +85,9 @@ function main(): void {
     const k = fixAt.get(c);
     const bug = bugAt.get(c);
     const subject = k !== undefined ? `Fix #${k}: f${k} adds ${k + 1}` : bug !== undefined ? `Add f${bug}` : `Change ${c}`;
-    chunks.push(`commit refs/heads/main\nmark :${c + 1}\nauthor Test Author <test@example.invalid> ${1_600_000_000 + c * 3600} +0000\ncommitter Test Author <test@example.invalid> ${1_600_000_000 + c * 3600} +0000\ndata ${Buffer.byteLength(subject)}\n${subject}\n`);
+    chunks.push(
+      `commit refs/heads/main\nmark :${c + 1}\nauthor Test Author <test@example.invalid> ${1_600_000_000 + c * 3600} +0000\ncommitter Test Author <test@example.invalid> ${1_600_000_000 + c * 3600} +0000\ndata ${Buffer.byteLength(subject)}\n${subject}\n`,
+    );
     if (c === 0) {
       file('VERSION', '1.0\n');
       file('run_tests.sh', RUN_TESTS);

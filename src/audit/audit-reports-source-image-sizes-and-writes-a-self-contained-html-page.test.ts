@@ -14,9 +14,16 @@ const work = mkdtempSync(join(tmpdir(), 'ms-audit-html-'));
 afterAll(() => rmSync(work, { recursive: true, force: true }));
 
 describe('audit of refs imported from images', () => {
-  it('reports each image\'s compressed and uncompressed sizes, counts a shared base once, and charts storage as refs are added', async () => {
-    const baseTar = await makeTar([{ name: 'usr/', type: 'directory' }, { name: 'usr/lib.so', data: 'L'.repeat(50_000) }]);
-    const own = async (s: string): Promise<Buffer> => makeTar([{ name: 'app/', type: 'directory' }, { name: 'app/x', data: s.repeat(1000) }]);
+  it("reports each image's compressed and uncompressed sizes, counts a shared base once, and charts storage as refs are added", async () => {
+    const baseTar = await makeTar([
+      { name: 'usr/', type: 'directory' },
+      { name: 'usr/lib.so', data: 'L'.repeat(50_000) },
+    ]);
+    const own = async (s: string): Promise<Buffer> =>
+      makeTar([
+        { name: 'app/', type: 'directory' },
+        { name: 'app/x', data: s.repeat(1000) },
+      ]);
     const base = { blob: gzipSync(baseTar), tar: baseTar };
     const a = await own('a');
     const b = await own('b');

@@ -10,7 +10,7 @@
 import { pipeline, Readable } from 'node:stream';
 import { z } from 'zod';
 import { type Digest, verifyDigest } from '../cas/digest.js';
-import { readManifest } from '../layer/capture.js';
+import { readManifest } from '../layer/manifest-read.js';
 import type { EnvConfig } from '../layer/env.js';
 import { envClosure } from '../registry/closure.js';
 import type { Registry } from '../registry/registry.js';
@@ -141,7 +141,10 @@ export async function audit(reg: Registry, opts: { includeInternal?: boolean } =
     } catch (e) {
       // The manifest reader names the layer itself; the decompressor and the size bound do not.
       if (e instanceof MinisandboxError && e.message.includes(l.digest)) throw e;
-      throw new InvalidInputError(`manifest of layer ${l.digest}: ${(e as Error).message}`, 'the registry content is corrupt or hostile; run `minisandbox verify`');
+      throw new InvalidInputError(
+        `manifest of layer ${l.digest}: ${(e as Error).message}`,
+        'the registry content is corrupt or hostile; run `minisandbox verify`',
+      );
     }
     const actual = tap.digest();
     if (actual !== l.digest) throw new DigestMismatchError(`manifest of layer ${l.digest}`, l.digest, actual);

@@ -35,7 +35,9 @@ export function chartSvg(points: AuditReport['cumulative'], width = 760, height 
   const x = (i: number): number => pad.l + (n <= 1 ? w : (i / (n - 1)) * w);
   const y = (v: number): number => pad.t + h - (v / max) * h;
   const parts: string[] = [];
-  parts.push(`<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" role="img" aria-label="cumulative storage">`);
+  parts.push(
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" role="img" aria-label="cumulative storage">`,
+  );
   for (let k = 0; k <= 4; k++) {
     const v = (max * k) / 4;
     parts.push(`<line x1="${pad.l}" x2="${pad.l + w}" y1="${y(v).toFixed(1)}" y2="${y(v).toFixed(1)}" stroke="#ddd"/>`);
@@ -78,8 +80,12 @@ ul.legend{list-style:none;padding:0}ul.legend span{display:inline-block;width:12
 <tr><th>what</th><th>bytes</th><th>minisandbox registry is</th></tr>
 <tr><td>one image per ref (uncompressed)</td><td>${formatSize(t.logicalBytes)}</td><td>${pct(t.registryBytes, t.logicalBytes)}</td></tr>
 <tr><td>identical layers shared (uncompressed)</td><td>${formatSize(t.dockerStyleBytes)}</td><td>${pct(t.registryBytes, t.dockerStyleBytes)}</td></tr>
-${hasImages ? `<tr><td>source images' distinct layers, compressed (image registry)</td><td>${formatSize(t.imageCompressedBytes)}</td><td>${pct(t.registryBytes, t.imageCompressedBytes)}</td></tr>
-<tr><td>source images' distinct layers, uncompressed (container engine)</td><td>${formatSize(t.imageBytes)}</td><td>${pct(t.registryBytes, t.imageBytes)}</td></tr>` : ''}
+${
+  hasImages
+    ? `<tr><td>source images' distinct layers, compressed (image registry)</td><td>${formatSize(t.imageCompressedBytes)}</td><td>${pct(t.registryBytes, t.imageCompressedBytes)}</td></tr>
+<tr><td>source images' distinct layers, uncompressed (container engine)</td><td>${formatSize(t.imageBytes)}</td><td>${pct(t.registryBytes, t.imageBytes)}</td></tr>`
+    : ''
+}
 <tr><td>distinct file contents (uncompressed)</td><td>${formatSize(t.uniqueContentBytes)}</td><td>${pct(t.registryBytes, t.uniqueContentBytes)}</td></tr>
 <tr class="big"><td>minisandbox registry (compressed packs, manifests, configs)</td><td>${formatSize(t.registryBytes)}</td><td></td></tr>
 </table>

@@ -1,12 +1,12 @@
 /** `minisandbox build`: a whole dataset (with its specs) or one recipe. What it needs is imported in the action (start-up: see main.ts). */
 import type { Command } from 'commander';
 import { join } from 'node:path';
-import type { SummaryRow } from '../build/execute.js';
+import type { SummaryRow } from '../builder/execute.js';
 import { addSelectionOptions, type SelectionFlags, selectionFrom } from './select-options.js';
 import { MinisandboxError } from '../errors.js';
 import type { Specs } from '../dataset/specs.js';
 import type { LocatedRow } from '../dataset/row.js';
-import type { Shard } from '../build/plan-shard.js';
+import type { Shard } from '../builder/plan-shard.js';
 import type { DatasetImageItem } from '../image/dataset-images.js';
 import { type GlobalOptions, storeContext } from './context.js';
 import { opt, option } from './options.js';
@@ -32,13 +32,18 @@ interface BuildOpts extends SelectionFlags {
 }
 
 /** Rows whose spec names an image become import items (after the shard cut over all rows); null when none does. */
-async function splitImageRows(rows: LocatedRow[], specs: Specs, dataset: string, shard: Shard | undefined): Promise<{ recipeRows: LocatedRow[]; images: DatasetImageItem[] } | null> {
+async function splitImageRows(
+  rows: LocatedRow[],
+  specs: Specs,
+  dataset: string,
+  shard: Shard | undefined,
+): Promise<{ recipeRows: LocatedRow[]; images: DatasetImageItem[] } | null> {
   if (![...specs.entries.values()].some((e) => e.image !== undefined)) return null;
   const [{ selectShard }, { lookupSpec }, { imageForRow }, { parseRefName }] = await Promise.all([
-    import('../build/plan-shard.js'),
+    import('../builder/plan-shard.js'),
     import('../dataset/specs.js'),
     import('../image/dataset-images.js'),
-    import('../registry/registry.js'),
+    import('../cas/ref-name.js'),
   ]);
   const mine = shard === undefined ? rows : selectShard(rows, shard, (r) => r.row);
   const recipeRows: LocatedRow[] = [];
@@ -65,148 +70,194 @@ export function registerBuildCommands(program: Command, globals: Globals, setExi
     .option('--force', 'rebuild even when a cache key is present')
     .option('--tag <ref>', 'tag for a single recipe build')
     .option('--log-dir <dir>', 'where per-node build logs go (default: <store>/logs/<dataset>)')
-    .addOption(option('--timeout <duration>', 'limit for one node\'s build commands', opt.duration(), { value: 7_200_000, shown: '2h' }))
+    .addOption(option('--timeout <duration>', "limit for one node's build commands", opt.duration(), { value: 7_200_000, shown: '2h' }))
     .option('--platform <os/arch>', 'dataset entries with images: the platform to import (default linux/amd64)')
     .option('--tls-verify <bool>', 'dataset entries with images: false talks plain HTTP to their registry', opt.oneOf(['true', 'false']), 'true')
-    .option('--ram-upper <size|auto>', 'RAM each build sandbox writes into (a tmpfs; a build that outgrows it runs again on disk); auto: half the available memory / jobs; 0: on disk', opt.or('auto', opt.size({ min: 0 })), 'auto');
+    .option(
+      '--ram-upper <size|auto>',
+      'RAM each build sandbox writes into (a tmpfs; a build that outgrows it runs again on disk); auto: half the available memory / jobs; 0: on disk',
+      opt.or('auto', opt.size({ min: 0 })),
+      'auto',
+    );
   addSelectionOptions(cmd).action(async (input: string, o: BuildOpts) => {
-      const { PhaseClock } = await import('../build/phases.js');
-      // performance.now() counts from process start: node's boot, module loading, option parsing
-      const cli = new PhaseClock();
-      cli.add('cli-start', performance.now());
-      const ctx = await storeContext(globals());
-      const [
-        { executePlan },
-        { datasetNameFromFile, defaultRepoSource, planCounts, planDataset, planRecipe },
-        { parseShard },
-        { computeRepoHistories },
-        { loadDataset },
-        { selectInstances },
-        { loadSpecs, lookupSpec },
-        { loadRecipeCatalog },
-        { reapStale },
-      ] = await Promise.all([
-        import('../build/execute.js'),
-        import('../build/plan.js'),
-        import('../build/plan-shard.js'),
-        import('../build/plan-history.js'),
-        import('../dataset/read.js'),
-        import('../dataset/select.js'),
-        import('../dataset/specs.js'),
-        import('../recipe/catalog.js'),
-        import('../runtime/open.js'),
-      ]);
-      const tPlan = performance.now();
-      const isDataset = /\.(jsonl|json)$/.test(input) && o.specs !== undefined;
-      let plan;
-      let imageItems: DatasetImageItem[] = [];
-      if (isDataset) {
-        const specs = await loadSpecs(o.specs!);
-        const all = await loadDataset(input);
-        let rows = selectInstances(all, await selectionFrom(o), (r) => r.row.instance_id);
-        const repoSource = defaultRepoSource(o.repos);
-        const dataset = o.dataset ?? datasetNameFromFile(input);
-        let shard = o.shard !== undefined ? parseShard(o.shard) : undefined;
-        // entries naming images are imported, not planned; the shard is cut over all rows first
-        const split = await splitImageRows(rows, specs, dataset, shard);
-        const cut = shard;
-        if (split !== null) {
-          rows = split.recipeRows;
-          imageItems = split.images;
-          shard = undefined;
-        }
-        plan = planDataset({
-          dataset,
-          rows,
-          specs,
+    const { PhaseClock } = await import('../builder/phases.js');
+    // performance.now() counts from process start: node's boot, module loading, option parsing
+    const cli = new PhaseClock();
+    cli.add('cli-start', performance.now());
+    const ctx = await storeContext(globals());
+    const [
+      { executePlan },
+      { datasetNameFromFile, defaultRepoSource, planCounts, planDataset, planRecipe },
+      { parseShard },
+      { computeRepoHistories },
+      { loadDataset },
+      { selectInstances },
+      { loadSpecs, lookupSpec },
+      { loadRecipeCatalog },
+      { reapStale },
+    ] = await Promise.all([
+      import('../builder/execute.js'),
+      import('../builder/plan.js'),
+      import('../builder/plan-shard.js'),
+      import('../builder/plan-history.js'),
+      import('../dataset/read.js'),
+      import('../dataset/select.js'),
+      import('../dataset/specs.js'),
+      import('../recipe/catalog.js'),
+      import('../runtime/open.js'),
+    ]);
+    const tPlan = performance.now();
+    const isDataset = /\.(jsonl|json)$/.test(input) && o.specs !== undefined;
+    let plan;
+    let imageItems: DatasetImageItem[] = [];
+    if (isDataset) {
+      const specs = await loadSpecs(o.specs!);
+      const all = await loadDataset(input);
+      let rows = selectInstances(all, await selectionFrom(o), (r) => r.row.instance_id);
+      const repoSource = defaultRepoSource(o.repos);
+      const dataset = o.dataset ?? datasetNameFromFile(input);
+      let shard = o.shard !== undefined ? parseShard(o.shard) : undefined;
+      // entries naming images are imported, not planned; the shard is cut over all rows first
+      const split = await splitImageRows(rows, specs, dataset, shard);
+      const cut = shard;
+      if (split !== null) {
+        rows = split.recipeRows;
+        imageItems = split.images;
+        shard = undefined;
+      }
+      plan = planDataset({
+        dataset,
+        rows,
+        specs,
+        repoSource,
+        ...(shard !== undefined ? { shard } : {}),
+        // From every row built from recipes, not the selection or the shard: the history layer
+        // and the instance keys are then the same whichever part of the dataset a run builds.
+        histories: await computeRepoHistories(
+          all.filter((r) => lookupSpec(specs, r.row.repo, r.row.version, r.where).image === undefined),
           repoSource,
-          ...(shard !== undefined ? { shard } : {}),
-          // From every row built from recipes, not the selection or the shard: the history layer
-          // and the instance keys are then the same whichever part of the dataset a run builds.
-          histories: await computeRepoHistories(
-            all.filter((r) => lookupSpec(specs, r.row.repo, r.row.version, r.where).image === undefined),
-            repoSource,
-          ),
-        });
-        // the rows were cut already; the result still names the shard asked for
-        if (cut !== undefined) plan.shard = cut;
-      } else {
-        if (/\.(jsonl)$/.test(input)) throw new MinisandboxError('USAGE', 'building a dataset needs --specs FILE', { hint: 'minisandbox build DATASET.jsonl --specs specs.yaml' });
-        const { catalog, root } = await loadRecipeCatalog(input);
-        plan = planRecipe(catalog, root.source, o.tag ?? null);
-      }
-      cli.add('plan', performance.now() - tPlan);
-      const counts = planCounts(plan);
-      const logDir = o.logDir ?? join(ctx.store.root, 'logs', plan.dataset === '' ? 'recipes' : plan.dataset);
-      ctx.out.progress({ phase: 'plan', ...counts, message: `plan: ${counts.base} base, ${counts.env} env, ${counts.history} history, ${counts.instance} instance node(s)` });
-      await cli.time('reap-stale', () => reapStale(ctx.store));
-      const abort = new AbortController();
-      const onSig = (): void => abort.abort();
-      process.once('SIGINT', onSig);
-      process.once('SIGTERM', onSig);
-      let rows: SummaryRow[];
-      const running = new Set<string>();
-      const tBuild = performance.now();
-      try {
-        rows = await executePlan(plan, {
-          registry: ctx.registry,
-          store: ctx.store,
-          logDir,
-          jobs: o.jobs,
-          keepGoing: o.keepGoing === true,
-          force: o.force === true,
-          timeoutMs: o.timeout,
-          ...(o.ramUpper === 'auto' ? {} : { ramUpperBytes: o.ramUpper }),
-          signal: abort.signal,
-          // a one-node build returns once its layer is published, not after deleting its scratch
-          discard: 'detach',
-          onEvent: (e) => {
-            if (e.type === 'start') running.add(e.node.label);
-            if (e.type === 'done') running.delete(e.node.label);
-            const now = [...running].slice(0, 3).join(', ');
-            if (e.type === 'done') {
-              ctx.out.progress({ event: 'done', node: e.node.id, label: e.node.label, status: e.row.status, seconds: e.row.seconds, ...(e.row.log ? { log: e.row.log } : {}), done: e.done, total: e.total, message: `build [${bar(e.done, e.total)}] ${e.done}/${e.total} ${e.row.status} ${e.node.label}${now ? ` | building ${now}` : ''}` });
-            } else if (e.type === 'start') {
-              ctx.out.progress({ event: 'start', node: e.node.id, label: e.node.label, message: `build: building ${now}` });
-            } else {
-              ctx.out.progress({ event: 'retry', node: e.node.id, label: e.node.label, attempt: e.attempt, error: e.error, message: `build: retrying ${e.node.label} (${e.error})` });
-            }
-          },
-        });
-      } finally {
-        process.off('SIGINT', onSig);
-        process.off('SIGTERM', onSig);
-      }
-      if (imageItems.length > 0) {
-        const tImages = performance.now();
-        // without --keep-going, a failed recipe node stops the build: the images are not started
-        const stopped = rows.some((r) => r.status === 'failed') && o.keepGoing !== true;
-        const imageRows = stopped
-          ? imageItems.map((it) => ({ id: `image:${it.instanceId}`, kind: 'image', label: it.instanceId, status: 'skipped' as const, seconds: 0, tag: it.tag }))
-          : await (await import('../image/dataset-images.js')).importDatasetImages(ctx.registry, ctx.store, imageItems, {
-              parallel: o.jobs,
-              keepGoing: o.keepGoing === true,
-              force: o.force === true,
-              signal: abort.signal,
-              ...(o.platform === undefined ? {} : { platform: o.platform }),
-              ...(o.tlsVerify === 'false' ? { tlsVerify: false } : {}),
-              onDone: (r, done, total) => ctx.out.progress({ event: 'done', node: r.id, label: r.label, status: r.status, seconds: r.seconds, done, total, message: `import [${bar(done, total)}] ${done}/${total} ${r.status} ${r.label}` }),
-            });
-        rows = [...rows, ...imageRows];
-        cli.add('images', performance.now() - tImages);
-      }
-      cli.add('execute', performance.now() - tBuild);
-      const tally = { built: 0, cached: 0, failed: 0, skipped: 0, cancelled: 0 };
-      for (const r of rows) tally[r.status]++;
-      ctx.out.result({ dataset: plan.dataset, shard: plan.shard, counts, summary: tally, phases: cli.times, nodes: rows }, () =>
-        [
-          table([['NODE', 'KIND', 'STATUS', 'TIME', 'TAG / LOG'], ...rows.map((r) => [r.label, r.kind, r.status, `${r.seconds.toFixed(1)}s`, r.status === 'failed' ? `${r.log ?? ''}  ${r.error ?? ''}` : (r.tag ?? r.log ?? '')])]),
-          '',
-          `built ${tally.built}, cached ${tally.cached}, failed ${tally.failed}, skipped ${tally.skipped}${tally.cancelled ? `, cancelled ${tally.cancelled}` : ''}`,
-        ].join('\n'),
-      );
-      if (tally.failed + tally.skipped + tally.cancelled > 0) setExit(EXIT.failed);
+        ),
+      });
+      // the rows were cut already; the result still names the shard asked for
+      if (cut !== undefined) plan.shard = cut;
+    } else {
+      if (/\.(jsonl)$/.test(input))
+        throw new MinisandboxError('USAGE', 'building a dataset needs --specs FILE', { hint: 'minisandbox build DATASET.jsonl --specs specs.yaml' });
+      const { catalog, root } = await loadRecipeCatalog(input);
+      plan = planRecipe(catalog, root.source, o.tag ?? null);
+    }
+    cli.add('plan', performance.now() - tPlan);
+    const counts = planCounts(plan);
+    const logDir = o.logDir ?? join(ctx.store.root, 'logs', plan.dataset === '' ? 'recipes' : plan.dataset);
+    ctx.out.progress({
+      phase: 'plan',
+      ...counts,
+      message: `plan: ${counts.base} base, ${counts.env} env, ${counts.history} history, ${counts.instance} instance node(s)`,
     });
+    await cli.time('reap-stale', () => reapStale(ctx.store));
+    const abort = new AbortController();
+    const onSig = (): void => abort.abort();
+    process.once('SIGINT', onSig);
+    process.once('SIGTERM', onSig);
+    let rows: SummaryRow[];
+    const running = new Set<string>();
+    const tBuild = performance.now();
+    try {
+      rows = await executePlan(plan, {
+        registry: ctx.registry,
+        store: ctx.store,
+        logDir,
+        jobs: o.jobs,
+        keepGoing: o.keepGoing === true,
+        force: o.force === true,
+        timeoutMs: o.timeout,
+        ...(o.ramUpper === 'auto' ? {} : { ramUpperBytes: o.ramUpper }),
+        signal: abort.signal,
+        // a one-node build returns once its layer is published, not after deleting its scratch
+        discard: 'detach',
+        onEvent: (e) => {
+          if (e.type === 'start') running.add(e.node.label);
+          if (e.type === 'done') running.delete(e.node.label);
+          const now = [...running].slice(0, 3).join(', ');
+          if (e.type === 'done') {
+            ctx.out.progress({
+              event: 'done',
+              node: e.node.id,
+              label: e.node.label,
+              status: e.row.status,
+              seconds: e.row.seconds,
+              ...(e.row.log ? { log: e.row.log } : {}),
+              done: e.done,
+              total: e.total,
+              message: `build [${bar(e.done, e.total)}] ${e.done}/${e.total} ${e.row.status} ${e.node.label}${now ? ` | building ${now}` : ''}`,
+            });
+          } else if (e.type === 'start') {
+            ctx.out.progress({ event: 'start', node: e.node.id, label: e.node.label, message: `build: building ${now}` });
+          } else {
+            ctx.out.progress({
+              event: 'retry',
+              node: e.node.id,
+              label: e.node.label,
+              attempt: e.attempt,
+              error: e.error,
+              message: `build: retrying ${e.node.label} (${e.error})`,
+            });
+          }
+        },
+      });
+    } finally {
+      process.off('SIGINT', onSig);
+      process.off('SIGTERM', onSig);
+    }
+    if (imageItems.length > 0) {
+      const tImages = performance.now();
+      // without --keep-going, a failed recipe node stops the build: the images are not started
+      const stopped = rows.some((r) => r.status === 'failed') && o.keepGoing !== true;
+      const imageRows = stopped
+        ? imageItems.map((it) => ({ id: `image:${it.instanceId}`, kind: 'image', label: it.instanceId, status: 'skipped' as const, seconds: 0, tag: it.tag }))
+        : await (await import('../image/dataset-images.js')).importDatasetImages(ctx.registry, ctx.store, imageItems, {
+            parallel: o.jobs,
+            keepGoing: o.keepGoing === true,
+            force: o.force === true,
+            signal: abort.signal,
+            ...(o.platform === undefined ? {} : { platform: o.platform }),
+            ...(o.tlsVerify === 'false' ? { tlsVerify: false } : {}),
+            onDone: (r, done, total) =>
+              ctx.out.progress({
+                event: 'done',
+                node: r.id,
+                label: r.label,
+                status: r.status,
+                seconds: r.seconds,
+                done,
+                total,
+                message: `import [${bar(done, total)}] ${done}/${total} ${r.status} ${r.label}`,
+              }),
+          });
+      rows = [...rows, ...imageRows];
+      cli.add('images', performance.now() - tImages);
+    }
+    cli.add('execute', performance.now() - tBuild);
+    const tally = { built: 0, cached: 0, failed: 0, skipped: 0, cancelled: 0 };
+    for (const r of rows) tally[r.status]++;
+    ctx.out.result({ dataset: plan.dataset, shard: plan.shard, counts, summary: tally, phases: cli.times, nodes: rows }, () =>
+      [
+        table([
+          ['NODE', 'KIND', 'STATUS', 'TIME', 'TAG / LOG'],
+          ...rows.map((r) => [
+            r.label,
+            r.kind,
+            r.status,
+            `${r.seconds.toFixed(1)}s`,
+            r.status === 'failed' ? `${r.log ?? ''}  ${r.error ?? ''}` : (r.tag ?? r.log ?? ''),
+          ]),
+        ]),
+        '',
+        `built ${tally.built}, cached ${tally.cached}, failed ${tally.failed}, skipped ${tally.skipped}${tally.cancelled ? `, cancelled ${tally.cancelled}` : ''}`,
+      ].join('\n'),
+    );
+    if (tally.failed + tally.skipped + tally.cancelled > 0) setExit(EXIT.failed);
+  });
 }
 
 function bar(done: number, total: number, width = 20): string {

@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { populateBusyboxRoot } from '../recipe/base-rootfs.js';
 import { LocalRegistry } from '../registry/local.js';
 import { StorePaths } from '../store/paths.js';
-import { pushTree } from '../store/push.js';
+import { pushTree } from '../publish/push.js';
 
 const CLI = resolve('bin/minisandbox');
 const work = mkdtempSync(join(tmpdir(), 'ms-cli-'));
@@ -76,7 +76,11 @@ describe('option values', () => {
   it('a --store or --registry that is a file is invalid input (exit 2), not an ENOTDIR', async () => {
     const file = join(work, 'a-file');
     writeFileSync(file, 'x');
-    for (const args of [['--store', file, 'ls'], ['--store', join(file, 'below'), 'ls'], ['--registry', file, 'ls']]) {
+    for (const args of [
+      ['--store', file, 'ls'],
+      ['--store', join(file, 'below'), 'ls'],
+      ['--registry', file, 'ls'],
+    ]) {
       const r = await new Promise<Ran>((done) => {
         const child = spawn(CLI, args, { stdio: ['ignore', 'pipe', 'pipe'] });
         let stderr = '';
@@ -129,7 +133,10 @@ describe('run', () => {
   it('reports progress as JSON lines on stderr only when asked (--progress json)', async () => {
     const r = await cli(['--progress', 'json', 'run', 'cli/busybox', '--', 'true']);
     expect(r.code).toBe(0);
-    const events = r.stderr.trim().split('\n').map((l) => JSON.parse(l) as { type: string; message: string });
+    const events = r.stderr
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { type: string; message: string });
     expect(events.length).toBeGreaterThan(0);
     expect(events.every((e) => e.type === 'progress' && e.message.startsWith('pull cli/busybox'))).toBe(true);
   });

@@ -52,10 +52,18 @@ export async function makeContext(g: GlobalOptions, opts: { progressWhenNotTty?:
   if (!registry.startsWith('s3://')) checkDirOption('--registry', registry);
   const storeDir = g.store ?? process.env.MINISANDBOX_STORE;
   if (storeDir !== undefined) checkDirOption('--store', storeDir);
-  const [{ openRegistry }, { StorePaths, defaultStoreDir }, { errorMessage }] = await Promise.all([import('../registry/open.js'), import('../store/paths.js'), import('../errors.js')]);
+  const [{ openRegistry }, { StorePaths, defaultStoreDir }, { errorMessage }] = await Promise.all([
+    import('../registry/open.js'),
+    import('../store/paths.js'),
+    import('../errors.js'),
+  ]);
   return {
     // a retried request is said, so a registry that stopped answering is no silent hang
-    registry: openRegistry(registry, { hooks: { onRetry: (r) => out.progress({ phase: 'retry', message: `registry: ${r.what}: ${errorMessage(r.error)}; retry ${r.attempt} in ${r.delayMs} ms` }) } }),
+    registry: openRegistry(registry, {
+      hooks: {
+        onRetry: (r) => out.progress({ phase: 'retry', message: `registry: ${r.what}: ${errorMessage(r.error)}; retry ${r.attempt} in ${r.delayMs} ms` }),
+      },
+    }),
     store: new StorePaths(g.store ?? defaultStoreDir()),
     out,
   };

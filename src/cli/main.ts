@@ -28,17 +28,25 @@ export async function main(argv: string[]): Promise<number> {
     process.stdout.write(`${packageVersion()}\n`);
     return 0;
   }
-  const [{ Command, CommanderError }, { EXIT, Output, PROGRESS_MODES }, { opt }, { registerBuildCommands }, { registerSandboxCommands }, { registerScoreCommands }, { registerStoreCommands }, { registerServeCommand }] =
-    await Promise.all([
-      import('commander'),
-      import('./output.js'),
-      import('./options.js'),
-      import('./build-commands.js'),
-      import('./sandbox-commands.js'),
-      import('./score-commands.js'),
-      import('./store-commands.js'),
-      import('./serve-command.js'),
-    ]);
+  const [
+    { Command, CommanderError },
+    { EXIT, Output, PROGRESS_MODES },
+    { opt },
+    { registerBuildCommands },
+    { registerSandboxCommands },
+    { registerScoreCommands },
+    { registerStoreCommands },
+    { registerServeCommand },
+  ] = await Promise.all([
+    import('commander'),
+    import('./output.js'),
+    import('./options.js'),
+    import('./build-commands.js'),
+    import('./sandbox-commands.js'),
+    import('./score-commands.js'),
+    import('./store-commands.js'),
+    import('./serve-command.js'),
+  ]);
   const program = new Command();
   let exitCode: number = EXIT.ok;
   program
@@ -46,9 +54,14 @@ export async function main(argv: string[]): Promise<number> {
     .version(packageVersion())
     .description('environment cache builder, content-addressed registry and rootless sandbox runtime for RL on coding tasks')
     .option('--registry <dir|s3://bucket/prefix>', 'registry location (env MINISANDBOX_REGISTRY; default ./registry)')
-    .option('--store <dir>', "node-local store (env MINISANDBOX_STORE; default /var/lib/minisandbox as root, else ~/.local/share/minisandbox)")
+    .option('--store <dir>', 'node-local store (env MINISANDBOX_STORE; default /var/lib/minisandbox as root, else ~/.local/share/minisandbox)')
     .option('--json', 'print the result as JSON on stdout')
-    .option('--progress <mode>', 'progress on stderr: auto (a line on a terminal; JSON lines elsewhere, none for run), plain, json or none', opt.oneOf(PROGRESS_MODES), 'auto')
+    .option(
+      '--progress <mode>',
+      'progress on stderr: auto (a line on a terminal; JSON lines elsewhere, none for run), plain, json or none',
+      opt.oneOf(PROGRESS_MODES),
+      'auto',
+    )
     // errors are one line naming the option or argument; `--help` shows the rest
     .exitOverride();
   const globals = (): GlobalOptions => program.opts<GlobalOptions>();

@@ -114,7 +114,10 @@ export const opt = {
     fromSchema(() => z.enum(values as unknown as [T, ...T[]], { error: () => `must be one of ${values.join(', ')}` })),
 
   /** `keyword` itself, or what `parse` makes of the value (`--id-shift auto|N`, `--ram-upper auto|SIZE`). */
-  or: <const K extends string, T>(keyword: K, parse: ArgParser<T>): ArgParser<K | T> => (value: string) => (value.trim() === keyword ? keyword : parse(value)),
+  or:
+    <const K extends string, T>(keyword: K, parse: ArgParser<T>): ArgParser<K | T> =>
+    (value: string) =>
+      value.trim() === keyword ? keyword : parse(value),
 
   /**
    * An absolute path inside a sandbox, without `.` or `..` components: the sandbox would resolve
@@ -135,7 +138,8 @@ export const opt = {
     return (value: string, previous?: Record<string, string>): Record<string, string> => {
       const i = value.indexOf('=');
       const name = value.slice(0, Math.max(i, 0));
-      if (i <= 0 || !/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) throw new InvalidArgumentError('use NAME=value (NAME: letters, digits and _, not starting with a digit)');
+      if (i <= 0 || !/^[A-Za-z_][A-Za-z0-9_]*$/.test(name))
+        throw new InvalidArgumentError('use NAME=value (NAME: letters, digits and _, not starting with a digit)');
       return { ...(previous ?? {}), [name]: value.slice(i + 1) };
     };
   },

@@ -135,10 +135,14 @@ export function registerSandboxCommands(program: Command, globals: Globals, setE
 
   program
     .command('check')
-    .description("check that this host can run sandboxes (tools, subordinate ids, user namespaces) and compile the native helpers; exit 4 with what to fix")
+    .description('check that this host can run sandboxes (tools, subordinate ids, user namespaces) and compile the native helpers; exit 4 with what to fix')
     .action(async () => {
       const ctx = await makeContext(globals());
-      const [{ probeHost }, { currentUser }, { fsmetaHelper }] = await Promise.all([import('../sandbox/host.js'), import('../sandbox/subid.js'), import('../store/fsmeta.js')]);
+      const [{ probeHost }, { currentUser }, { fsmetaHelper }] = await Promise.all([
+        import('../sandbox/host.js'),
+        import('../host/subid.js'),
+        import('../store/fsmeta.js'),
+      ]);
       const host = await probeHost();
       const { path: fsmeta, has: fsmetaFrames } = await fsmetaHelper();
       const r = { user: currentUser().name, isRoot: host.isRoot, idMap: host.idMap, tools: host.tools, fsmeta, fsmetaFrames, store: ctx.store.root };

@@ -19,15 +19,33 @@ export function registerServeCommand(program: Command, globals: () => GlobalOpti
   program
     .command('serve')
     .description('serve sandboxes over HTTP (native API under /v1, /metrics); token auth on every request; SIGTERM destroys its sandboxes')
-    .addOption(option('--listen <host:port>', 'address to listen on (a non-loopback one needs --token-file)', fromSchema(listenText), { value: '127.0.0.1:7000', shown: '127.0.0.1:7000' }))
+    .addOption(
+      option('--listen <host:port>', 'address to listen on (a non-loopback one needs --token-file)', fromSchema(listenText), {
+        value: '127.0.0.1:7000',
+        shown: '127.0.0.1:7000',
+      }),
+    )
     .option('--token-file <file>', 'the token clients must send; made (random, mode 0600) if the file is missing (default: <store>/serve.token, always new)')
     .option('--max-sandboxes <n>', 'most sandboxes held at once (more get 429)', opt.int({ min: 1, max: 100_000 }), 64)
-    .addOption(option('--idle-timeout <duration>', 'destroy a sandbox after this long without a request', opt.duration({ min: 1000 }), { value: 30 * 60_000, shown: '30m' }))
-    .addOption(option('--ttl <duration>', 'the longest a sandbox lives (a create may ask for less)', opt.duration({ min: 1000 }), { value: 6 * 3_600_000, shown: '6h' }))
+    .addOption(
+      option('--idle-timeout <duration>', 'destroy a sandbox after this long without a request', opt.duration({ min: 1000 }), {
+        value: 30 * 60_000,
+        shown: '30m',
+      }),
+    )
+    .addOption(
+      option('--ttl <duration>', 'the longest a sandbox lives (a create may ask for less)', opt.duration({ min: 1000 }), { value: 6 * 3_600_000, shown: '6h' }),
+    )
     .action(async (o: ServeOpts) => {
       const ctx = await makeContext(globals());
       const { parseListen, startServer } = await import('../server/serve.js');
-      const srv = await startServer(ctx.registry, ctx.store, { listen: parseListen(o.listen), maxSandboxes: o.maxSandboxes, idleTimeoutMs: o.idleTimeout, ttlMs: o.ttl, ...(o.tokenFile === undefined ? {} : { tokenFile: o.tokenFile }) });
+      const srv = await startServer(ctx.registry, ctx.store, {
+        listen: parseListen(o.listen),
+        maxSandboxes: o.maxSandboxes,
+        idleTimeoutMs: o.idleTimeout,
+        ttlMs: o.ttl,
+        ...(o.tokenFile === undefined ? {} : { tokenFile: o.tokenFile }),
+      });
       // one JSON line on stdout: where to connect and where the token is (never the token itself)
       process.stdout.write(`${JSON.stringify({ listening: srv.url, token_file: srv.tokenFile })}\n`);
       await new Promise<void>((resolve) => {

@@ -21,7 +21,8 @@ async function importImageCommand(
   source: string,
   o: { tag: string; parent?: string; overlayUpper?: boolean; platform: string; tlsVerify: 'true' | 'false'; authfile?: string; jobs: number },
 ): Promise<void> {
-  if (o.parent !== undefined || o.overlayUpper === true) throw new InvalidInputError('--parent and --overlay-upper do not apply to images', 'an image brings its own layers');
+  if (o.parent !== undefined || o.overlayUpper === true)
+    throw new InvalidInputError('--parent and --overlay-upper do not apply to images', 'an image brings its own layers');
   const { importImage } = await import('../image/import.js');
   const r = await importImage(ctx.registry, ctx.store, source, {
     tag: o.tag,
@@ -34,7 +35,10 @@ async function importImageCommand(
   ctx.out.result({ ref: o.tag, ...r }, () =>
     [
       `${o.tag} -> ${r.env} (${r.status === 'present' ? 'imported before, nothing fetched' : 'imported'})`,
-      ...r.layers.map((l) => `  layer ${l.layer.slice(0, 19)} from ${l.diffId.slice(0, 19)}: ${l.converted ? 'converted' : 'converted before'}, image ${formatBytes(l.compressedSize)} compressed / ${formatBytes(l.size)}`),
+      ...r.layers.map(
+        (l) =>
+          `  layer ${l.layer.slice(0, 19)} from ${l.diffId.slice(0, 19)}: ${l.converted ? 'converted' : 'converted before'}, image ${formatBytes(l.compressedSize)} compressed / ${formatBytes(l.size)}`,
+      ),
       `fetched ${formatBytes(r.fetchedBytes)}; objects: ${r.newObjects} new, ${r.reusedObjects} already in the registry`,
     ].join('\n'),
   );
@@ -53,7 +57,9 @@ async function extractTarball(file: string, dest: string, logDir: string): Promi
   let status: number | null;
   try {
     status = await new Promise<number | null>((resolve, reject) => {
-      const child = spawn('tar', ['-x', '-f', file, '-C', dest, '--numeric-owner', '-p', '--xattrs', '--xattrs-include=*', '--acls'], { stdio: ['ignore', 'ignore', fh.fd] });
+      const child = spawn('tar', ['-x', '-f', file, '-C', dest, '--numeric-owner', '-p', '--xattrs', '--xattrs-include=*', '--acls'], {
+        stdio: ['ignore', 'ignore', fh.fd],
+      });
       child.on('error', reject);
       child.on('close', (code) => resolve(code));
     });
@@ -66,7 +72,10 @@ async function extractTarball(file: string, dest: string, logDir: string): Promi
   }
   const head = await readHead(log, 4096);
   const lines = head.split('\n').filter((l) => l.trim() !== '');
-  const first = (lines.find((l) => !/^tar: (Exiting with failure|Error is not recoverable)/.test(l)) ?? lines[0] ?? `tar exited with ${String(status)}`).slice(0, 300);
+  const first = (lines.find((l) => !/^tar: (Exiting with failure|Error is not recoverable)/.test(l)) ?? lines[0] ?? `tar exited with ${String(status)}`).slice(
+    0,
+    300,
+  );
   throw new InvalidInputError(`cannot extract ${file}: ${first}`, `tar's whole error output is in ${log}`);
 }
 
@@ -85,7 +94,10 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
   program
     .command('import')
     .description('capture a directory tree or rootfs tarball as a layer, or convert a container image, push it and tag the environment')
-    .argument('<source>', 'directory, tarball (.tar, .tar.gz, .tar.zst, ...), or image: docker://HOST/REPO:TAG|@sha256:..., oci:DIR[:TAG], oci-archive:FILE, docker-archive:FILE')
+    .argument(
+      '<source>',
+      'directory, tarball (.tar, .tar.gz, .tar.zst, ...), or image: docker://HOST/REPO:TAG|@sha256:..., oci:DIR[:TAG], oci-archive:FILE, docker-archive:FILE',
+    )
     .requiredOption('--tag <ref>', 'ref to tag the new environment with, e.g. base/bookworm')
     .option('--parent <ref>', 'environment to stack the layer on')
     .option('--overlay-upper', 'the source is an overlayfs upper dir: record whiteouts and opaque dirs')
@@ -95,50 +107,65 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
     .option('--tls-verify <bool>', 'images: false talks plain HTTP to the registry', opt.oneOf(['true', 'false']), 'true')
     .option('--authfile <file>', 'images: registry credentials (else $REGISTRY_AUTH_FILE, containers auth.json, ~/.docker/config.json)')
     .option('--jobs <n>', 'images: layers downloaded and converted at once', opt.int({ min: 1, max: 64 }), 3)
-    .action(async (source: string, o: { tag: string; parent?: string; overlayUpper?: boolean; workdir?: string; env?: Record<string, string>; platform: string; tlsVerify: 'true' | 'false'; authfile?: string; jobs: number }) => {
-      const ctx = await storeContext(globals());
-      const { isImageSource } = await import('../image/reference.js');
-      if (isImageSource(source)) {
-        await importImageCommand(ctx, source, o);
-        return;
-      }
-      const st = await stat(source).catch(() => null);
-      if (st === null) throw new NotFoundError(`import source ${source}`, 'give a directory or a tarball');
-      const { pushTree, resolveEnv } = await import('../store/push.js');
-      let dir = source;
-      let scratch: string | null = null;
-      if (!st.isDirectory()) {
-        // named by our pid: the next import removes it if we are killed (removeImportLeftovers)
-        const { removeImportLeftovers } = await import('../store/leftovers.js');
-        await removeImportLeftovers(ctx.store);
-        scratch = join(ctx.store.tmpDir, `import-${process.pid}-${randomBytes(6).toString('hex')}`);
-        ctx.out.progress({ phase: 'extract', message: `extracting ${source}` });
-        dir = scratch;
-      }
-      try {
-        if (scratch !== null) await extractTarball(source, scratch, join(ctx.store.root, 'logs'));
-        const parent = o.parent !== undefined ? await resolveEnv(ctx.registry, o.parent) : null;
-        const config: Record<string, unknown> = {};
-        if (o.workdir !== undefined) config.workdir = o.workdir;
-        if (o.env !== undefined) config.env = { ...(parent?.config.config.env ?? {}), ...o.env };
-        const r = await pushTree(ctx.registry, ctx.store, dir, {
-          parent,
-          tag: o.tag,
-          config,
-          overlayUpper: o.overlayUpper === true,
-          onProgress: (p) => ctx.out.progress({ ...p, message: `import: ${p.phase}` }),
-        });
-        ctx.out.result({ ref: o.tag, ...r }, () =>
-          [
-            `${o.tag} -> ${r.env}`,
-            `layer ${r.layer.digest}: ${r.layer.entries} entries, ${formatBytes(r.layer.size)}`,
-            `objects: ${r.newObjects} new (${formatBytes(r.newBytes)} packed in ${r.packs} pack(s)), ${r.reusedObjects} already in the registry`,
-          ].join('\n'),
-        );
-      } finally {
-        if (scratch !== null) await rm(scratch, { recursive: true, force: true });
-      }
-    });
+    .action(
+      async (
+        source: string,
+        o: {
+          tag: string;
+          parent?: string;
+          overlayUpper?: boolean;
+          workdir?: string;
+          env?: Record<string, string>;
+          platform: string;
+          tlsVerify: 'true' | 'false';
+          authfile?: string;
+          jobs: number;
+        },
+      ) => {
+        const ctx = await storeContext(globals());
+        const { isImageSource } = await import('../image/reference.js');
+        if (isImageSource(source)) {
+          await importImageCommand(ctx, source, o);
+          return;
+        }
+        const st = await stat(source).catch(() => null);
+        if (st === null) throw new NotFoundError(`import source ${source}`, 'give a directory or a tarball');
+        const [{ pushTree }, { resolveEnv }] = await Promise.all([import('../publish/push.js'), import('../registry/resolve-env.js')]);
+        let dir = source;
+        let scratch: string | null = null;
+        if (!st.isDirectory()) {
+          // named by our pid: the next import removes it if we are killed (removeImportLeftovers)
+          const { removeImportLeftovers } = await import('../store/leftovers.js');
+          await removeImportLeftovers(ctx.store);
+          scratch = join(ctx.store.tmpDir, `import-${process.pid}-${randomBytes(6).toString('hex')}`);
+          ctx.out.progress({ phase: 'extract', message: `extracting ${source}` });
+          dir = scratch;
+        }
+        try {
+          if (scratch !== null) await extractTarball(source, scratch, join(ctx.store.root, 'logs'));
+          const parent = o.parent !== undefined ? await resolveEnv(ctx.registry, o.parent) : null;
+          const config: Record<string, unknown> = {};
+          if (o.workdir !== undefined) config.workdir = o.workdir;
+          if (o.env !== undefined) config.env = { ...(parent?.config.config.env ?? {}), ...o.env };
+          const r = await pushTree(ctx.registry, ctx.store, dir, {
+            parent,
+            tag: o.tag,
+            config,
+            overlayUpper: o.overlayUpper === true,
+            onProgress: (p) => ctx.out.progress({ ...p, message: `import: ${p.phase}` }),
+          });
+          ctx.out.result({ ref: o.tag, ...r }, () =>
+            [
+              `${o.tag} -> ${r.env}`,
+              `layer ${r.layer.digest}: ${r.layer.entries} entries, ${formatBytes(r.layer.size)}`,
+              `objects: ${r.newObjects} new (${formatBytes(r.newBytes)} packed in ${r.packs} pack(s)), ${r.reusedObjects} already in the registry`,
+            ].join('\n'),
+          );
+        } finally {
+          if (scratch !== null) await rm(scratch, { recursive: true, force: true });
+        }
+      },
+    );
 
   program
     .command('export')
@@ -150,7 +177,10 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
       checkDirOption('export directory', dir);
       const ctx = await storeContext(globals());
       const { exportEnv } = await import('../store/export.js');
-      const r = await exportEnv(ctx.registry, ctx.store, ref, dir, { preserveSpecial: o.preserveSpecial === true, onProgress: (p) => ctx.out.progress({ ...p, message: `export: ${p.phase} ${p.layer.slice(7, 19)}` }) });
+      const r = await exportEnv(ctx.registry, ctx.store, ref, dir, {
+        preserveSpecial: o.preserveSpecial === true,
+        onProgress: (p) => ctx.out.progress({ ...p, message: `export: ${p.phase} ${p.layer.slice(7, 19)}` }),
+      });
       ctx.out.result({ ref, dir, ...r }, () => `exported ${ref} to ${dir}: ${r.entries} entries`);
     });
 
@@ -161,21 +191,38 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
     .option('--dataset <file>', 'pull <name>/<instance_id> for every row of a SWE-bench JSONL/JSON file')
     .option('--dataset-name <name>', 'tag prefix for --dataset (default: from the file name)')
     .option('--jobs <n>', 'environments pulled at once', opt.int({ min: 1, max: 256 }), 4)
-    .addOption(option('--io-budget <size>', 'compressed bytes being fetched at once, across all pulls', opt.size({ min: 1024 ** 2 }), { value: 512 * 1024 ** 2, shown: '512m' }))
-    .option('--id-shift <n|auto>', 'owner shift of laid-out layers; auto: what this host\'s sandboxes use', opt.or('auto', opt.int({ min: 0, max: 2 ** 32 - 65536 })), 'auto');
-  addSelectionOptions(pull).action(async (refs: string[], o: SelectionFlags & { dataset?: string; datasetName?: string; jobs: number; ioBudget: number; idShift: number | 'auto' }) => {
+    .addOption(
+      option('--io-budget <size>', 'compressed bytes being fetched at once, across all pulls', opt.size({ min: 1024 ** 2 }), {
+        value: 512 * 1024 ** 2,
+        shown: '512m',
+      }),
+    )
+    .option(
+      '--id-shift <n|auto>',
+      "owner shift of laid-out layers; auto: what this host's sandboxes use",
+      opt.or('auto', opt.int({ min: 0, max: 2 ** 32 - 65536 })),
+      'auto',
+    );
+  addSelectionOptions(pull).action(
+    async (refs: string[], o: SelectionFlags & { dataset?: string; datasetName?: string; jobs: number; ioBudget: number; idShift: number | 'auto' }) => {
       // an explicit shift must stay inside this host's subordinate ranges (checked before any work)
-      const explicitShift = o.idShift === 'auto' ? null : await (await import('../sandbox/subid.js')).checkIdShift(String(o.idShift));
+      const explicitShift = o.idShift === 'auto' ? null : await (await import('../host/subid.js')).checkIdShift(String(o.idShift));
       const ctx = await storeContext(globals());
       const all = [...refs];
       const selection = await selectionFrom(o);
-      if (selection !== null && o.dataset === undefined) throw new MinisandboxError('USAGE', '--instances picks instances of a dataset', { hint: 'minisandbox pull --dataset FILE --instances ID[,ID...]' });
+      if (selection !== null && o.dataset === undefined)
+        throw new MinisandboxError('USAGE', '--instances picks instances of a dataset', { hint: 'minisandbox pull --dataset FILE --instances ID[,ID...]' });
       if (o.dataset !== undefined) {
-        const [{ datasetNameFromFile }, { loadDataset }, { selectInstances }] = await Promise.all([import('../build/plan.js'), import('../dataset/read.js'), import('../dataset/select.js')]);
+        const [{ datasetNameFromFile }, { loadDataset }, { selectInstances }] = await Promise.all([
+          import('../builder/plan.js'),
+          import('../dataset/read.js'),
+          import('../dataset/select.js'),
+        ]);
         const name = o.datasetName ?? datasetNameFromFile(o.dataset);
         for (const r of selectInstances(await loadDataset(o.dataset), selection, (x) => x.row.instance_id)) all.push(`${name}/${r.row.instance_id}`);
       }
-      if (all.length === 0) throw new MinisandboxError('USAGE', 'pull needs refs or --dataset FILE', { hint: 'minisandbox pull REF... | minisandbox pull --dataset FILE' });
+      if (all.length === 0)
+        throw new MinisandboxError('USAGE', 'pull needs refs or --dataset FILE', { hint: 'minisandbox pull REF... | minisandbox pull --dataset FILE' });
       const [{ hostIdShift }, { prefetch }] = await Promise.all([import('../runtime/open.js'), import('../store/prefetch.js')]);
       const idShift = explicitShift ?? (await hostIdShift(ctx.store));
       const t0 = performance.now();
@@ -188,14 +235,26 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
       const bytes = results.reduce((s, r) => s + r.fetchedBytes, 0);
       const failed = results.filter((r) => r.status === 'failed');
       const seconds = (performance.now() - t0) / 1000;
-      ctx.out.result({ results, pulled: results.filter((r) => r.status === 'pulled').length, present: results.filter((r) => r.status === 'present').length, failed: failed.length, fetchedBytes: bytes, seconds }, () =>
-        [
-          ...results.map((r) => `${r.ref}: ${r.status}${r.status === 'failed' ? ` (${r.error})` : ` ${formatBytes(r.fetchedBytes)} in ${r.seconds.toFixed(2)}s`}`),
-          `${results.length} environment(s): ${results.length - failed.length} in the store, ${failed.length} failed; fetched ${formatBytes(bytes)} in ${seconds.toFixed(1)}s`,
-        ].join('\n'),
+      ctx.out.result(
+        {
+          results,
+          pulled: results.filter((r) => r.status === 'pulled').length,
+          present: results.filter((r) => r.status === 'present').length,
+          failed: failed.length,
+          fetchedBytes: bytes,
+          seconds,
+        },
+        () =>
+          [
+            ...results.map(
+              (r) => `${r.ref}: ${r.status}${r.status === 'failed' ? ` (${r.error})` : ` ${formatBytes(r.fetchedBytes)} in ${r.seconds.toFixed(2)}s`}`,
+            ),
+            `${results.length} environment(s): ${results.length - failed.length} in the store, ${failed.length} failed; fetched ${formatBytes(bytes)} in ${seconds.toFixed(1)}s`,
+          ].join('\n'),
       );
       if (failed.length > 0) setExit(EXIT.failed);
-    });
+    },
+  );
 
   program
     .command('copy')
@@ -206,15 +265,27 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
     .option('--all', 'every ref of the source')
     .option('--jobs <n>', 'blobs copied at once', opt.int({ min: 1, max: 256 }), 4)
     .action(async (refs: string[], o: { from: string; to: string; all?: boolean; jobs: number }) => {
-      for (const [name, where] of [['--from', o.from], ['--to', o.to]] as const) if (!where.startsWith('s3://')) checkDirOption(name, where);
+      for (const [name, where] of [
+        ['--from', o.from],
+        ['--to', o.to],
+      ] as const)
+        if (!where.startsWith('s3://')) checkDirOption(name, where);
       const ctx = await storeContext(globals());
       const [{ copyRefs, parseCopyRefs }, { openRegistry }] = await Promise.all([import('../registry/copy.js'), import('../registry/open.js')]);
       const summary = await copyRefs(openRegistry(o.from), openRegistry(o.to), parseCopyRefs(refs, o.all === true), {
         concurrency: o.jobs,
         tmpDir: ctx.store.tmpDir,
-        onProgress: (p) => ctx.out.progress({ ...p, message: `copy ${p.refsDone}/${p.refsTotal} refs: ${p.ref} ${p.phase}; ${p.blobsCopied} blobs copied (${formatBytes(p.bytesCopied)}), ${p.blobsSkipped} present` }),
+        onProgress: (p) =>
+          ctx.out.progress({
+            ...p,
+            message: `copy ${p.refsDone}/${p.refsTotal} refs: ${p.ref} ${p.phase}; ${p.blobsCopied} blobs copied (${formatBytes(p.bytesCopied)}), ${p.blobsSkipped} present`,
+          }),
       });
-      ctx.out.result(summary, () => `copied ${summary.refsWritten} ref(s): ${summary.blobsCopied} blobs (${formatBytes(summary.bytesCopied)}) copied, ${summary.blobsSkipped} already there`);
+      ctx.out.result(
+        summary,
+        () =>
+          `copied ${summary.refsWritten} ref(s): ${summary.blobsCopied} blobs (${formatBytes(summary.bytesCopied)}) copied, ${summary.blobsSkipped} already there`,
+      );
     });
 
   program
@@ -223,7 +294,7 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
     .option('--all', 'include the build cache refs (_cache/...)')
     .action(async (o: { all?: boolean }) => {
       const ctx = await makeContext(globals());
-      const [{ isInternalRef }, { resolveEnv }] = await Promise.all([import('../audit/audit.js'), import('../store/push.js')]);
+      const [{ isInternalRef }, { resolveEnv }] = await Promise.all([import('../audit/audit.js'), import('../registry/resolve-env.js')]);
       type Row = { ref: string; env: string; layers: number; size: number; objects: number } | { ref: string; broken: string };
       const rows: Row[] = [];
       for await (const r of ctx.registry.listRefEntries()) {
@@ -235,7 +306,13 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
         }
         try {
           const { config } = await resolveEnv(ctx.registry, r.digest);
-          rows.push({ ref: r.name, env: r.digest, layers: config.layers.length, size: config.layers.reduce((s, l) => s + l.size, 0), objects: config.layers.reduce((s, l) => s + l.objects, 0) });
+          rows.push({
+            ref: r.name,
+            env: r.digest,
+            layers: config.layers.length,
+            size: config.layers.reduce((s, l) => s + l.size, 0),
+            objects: config.layers.reduce((s, l) => s + l.objects, 0),
+          });
         } catch (e) {
           rows.push({ ref: r.name, broken: errorMessage(e) });
         }
@@ -245,9 +322,18 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
         rows.length === 0
           ? `no refs in ${ctx.registry.url}`
           : [
-              table([['REF', 'ENV', 'LAYERS', 'SIZE', 'OBJECTS'], ...rows.map((r) => ('broken' in r ? [r.ref, `BROKEN: ${r.broken}`, '', '', ''] : [r.ref, r.env.slice(0, 19), String(r.layers), formatBytes(r.size), String(r.objects)]))]),
+              table([
+                ['REF', 'ENV', 'LAYERS', 'SIZE', 'OBJECTS'],
+                ...rows.map((r) =>
+                  'broken' in r
+                    ? [r.ref, `BROKEN: ${r.broken}`, '', '', '']
+                    : [r.ref, r.env.slice(0, 19), String(r.layers), formatBytes(r.size), String(r.objects)],
+                ),
+              ]),
               broken > 0 ? `${broken} broken ref(s): \`minisandbox verify\` lists every problem; push or copy the ref again, or delete its file` : '',
-            ].filter((x) => x !== '').join('\n'),
+            ]
+              .filter((x) => x !== '')
+              .join('\n'),
       );
     });
 
@@ -257,12 +343,15 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
     .argument('<ref>')
     .action(async (ref: string) => {
       const ctx = await makeContext(globals());
-      const { resolveEnv } = await import('../store/push.js');
+      const { resolveEnv } = await import('../registry/resolve-env.js');
       const { digest, config } = await resolveEnv(ctx.registry, ref);
       ctx.out.result({ ref, env: digest, ...config }, () =>
         [
           `${ref} -> ${digest}`,
-          table([['LAYER', 'ENTRIES', 'OBJECTS', 'SIZE', 'PACKS'], ...config.layers.map((l) => [l.digest, String(l.entries), String(l.objects), formatBytes(l.size), String(l.packs.length)])]),
+          table([
+            ['LAYER', 'ENTRIES', 'OBJECTS', 'SIZE', 'PACKS'],
+            ...config.layers.map((l) => [l.digest, String(l.entries), String(l.objects), formatBytes(l.size), String(l.packs.length)]),
+          ]),
           `config: ${JSON.stringify(config.config)}`,
         ].join('\n'),
       );
@@ -277,14 +366,18 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
       const [{ verifyRegistry, verifyStore }, { storeOwners }] = await Promise.all([import('../store/verify.js'), import('../store/owners.js')]);
       await mkdir(ctx.store.tmpDir, { recursive: true });
       const reg = await verifyRegistry(ctx.registry, ctx.store.tmpDir, (what) => ctx.out.progress({ message: `verify ${what}` }));
-      const st = o.store ? await verifyStore(ctx.store, (what) => ctx.out.progress({ message: `verify ${what}` }), await storeOwners()) : { storeFiles: 0, problems: [] };
+      const st = o.store
+        ? await verifyStore(ctx.store, (what) => ctx.out.progress({ message: `verify ${what}` }), await storeOwners())
+        : { storeFiles: 0, problems: [] };
       const problems = [...reg.problems, ...st.problems];
       ctx.out.result({ ...reg, storeFiles: st.storeFiles, problems, ok: problems.length === 0 }, () =>
         [
           `registry ${ctx.registry.url}: ${reg.blobs} blobs, ${reg.packs} packs, ${reg.objects} objects, ${reg.refs} refs`,
           o.store ? `store ${ctx.store.root}: ${st.storeFiles} files` : '',
           problems.length === 0 ? 'ok' : `${problems.length} problem(s):\n${problems.map((p) => `  ${p.kind} ${p.subject}: ${p.detail}`).join('\n')}`,
-        ].filter((s) => s !== '').join('\n'),
+        ]
+          .filter((s) => s !== '')
+          .join('\n'),
       );
       if (problems.length > 0) setExit(EXIT.failed);
     });
@@ -293,7 +386,14 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
     .command('gc')
     .description('remove from store and registry what no ref (and no live sandbox) reaches')
     .option('--dry-run', 'say what would be removed')
-    .addOption(option('--grace <duration>', 'keep anything younger than this; in the registry, also how long unreached blobs stay condemned before a gc deletes them (0: none)', opt.duration({ min: 0 }), { value: 3_600_000, shown: '1h' }))
+    .addOption(
+      option(
+        '--grace <duration>',
+        'keep anything younger than this; in the registry, also how long unreached blobs stay condemned before a gc deletes them (0: none)',
+        opt.duration({ min: 0 }),
+        { value: 3_600_000, shown: '1h' },
+      ),
+    )
     .option('--store-only', 'leave the registry alone')
     .option('--registry-only', 'leave the store alone')
     .action(async (o: { dryRun?: boolean; grace: number; storeOnly?: boolean; registryOnly?: boolean }) => {
@@ -308,20 +408,28 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
       const dryRun = o.dryRun === true;
       // Sandboxes left by a crashed runtime hold leases and mounts: reclaim them first.
       const reaped = o.registryOnly || dryRun ? 0 : await reapStale(ctx.store);
-      const store = o.registryOnly ? null : await gcStore(ctx.store, { graceMs, dryRun, owners: await storeOwners(), dropShifted: await shiftedLayersObsolete(ctx.store) });
+      const store = o.registryOnly
+        ? null
+        : await gcStore(ctx.store, { graceMs, dryRun, owners: await storeOwners(), dropShifted: await shiftedLayersObsolete(ctx.store) });
       const registry = o.storeOnly ? null : await gcRegistry(ctx.registry, { graceMs, dryRun });
       ctx.out.result({ dryRun, reapedSandboxes: reaped, store, registry }, () =>
         [
           dryRun ? '(dry run: nothing removed)' : '',
           reaped > 0 ? `reclaimed ${reaped} stale sandbox(es)` : '',
-          store ? `store: ${store.removedLayers.length} layers, ${store.removedLinks} pooled files, ${store.removedObjects} staged objects, ${store.removedTmp} leftovers; ${formatBytes(store.freedBytes)}` : '',
-          registry ? `registry: ${registry.removedBlobs.length} blobs (${formatBytes(registry.freedBytes)}), ${registry.removedPacks.length} catalog entries; ${registry.keptBlobs} blobs kept` : '',
+          store
+            ? `store: ${store.removedLayers.length} layers, ${store.removedLinks} pooled files, ${store.removedObjects} staged objects, ${store.removedTmp} leftovers; ${formatBytes(store.freedBytes)}`
+            : '',
+          registry
+            ? `registry: ${registry.removedBlobs.length} blobs (${formatBytes(registry.freedBytes)}), ${registry.removedPacks.length} catalog entries; ${registry.keptBlobs} blobs kept`
+            : '',
           registry && registry.condemnedBlobs.length > 0
             ? `registry: ${registry.condemnedBlobs.length} unreached blobs (${formatBytes(registry.condemnedBlobs.reduce((n, b) => n + b.size, 0))}) condemned: a gc at least ${graceMs / 1000}s after their condemnation removes them`
             : '',
           ...(dryRun && registry ? registry.removedBlobs.map((b) => `  would remove ${b.digest} (${formatBytes(b.size)})`) : []),
           ...(dryRun && store ? store.removedLayers.map((l) => `  would remove layer ${l}`) : []),
-        ].filter((s) => s !== '').join('\n'),
+        ]
+          .filter((s) => s !== '')
+          .join('\n'),
       );
     });
 
@@ -346,7 +454,11 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
           `unique file contents:           ${formatBytes(t.uniqueContentBytes)} (${t.distinctObjects} objects)`,
           `registry on disk (compressed):  ${formatBytes(t.registryBytes)}`,
           `registry / images: ${pct(t.registryToLogical)}   registry / layer-shared store: ${pct(t.registryToDockerStyle)}`,
-          ...(t.imageCompressedBytes > 0 ? [`source images' layers:         ${formatBytes(t.imageCompressedBytes)} compressed, ${formatBytes(t.imageBytes)} uncompressed; registry / compressed images: ${pct(t.registryBytes / t.imageCompressedBytes)}`] : []),
+          ...(t.imageCompressedBytes > 0
+            ? [
+                `source images' layers:         ${formatBytes(t.imageCompressedBytes)} compressed, ${formatBytes(t.imageBytes)} uncompressed; registry / compressed images: ${pct(t.registryBytes / t.imageCompressedBytes)}`,
+              ]
+            : []),
           ...(o.html !== undefined ? [`report written to ${o.html}`] : []),
         ].join('\n'),
       );

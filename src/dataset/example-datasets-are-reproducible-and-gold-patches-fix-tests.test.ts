@@ -3,7 +3,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { datasetNameFromFile, defaultRepoSource, planCounts, planDataset } from '../build/plan.js';
+import { datasetNameFromFile, defaultRepoSource, planCounts, planDataset } from '../builder/plan.js';
 import { checkoutAtCommit, hasObject } from '../recipe/checkout.js';
 import { loadDataset } from './read.js';
 import type { LocatedRow } from './row.js';
@@ -24,7 +24,13 @@ interface ExampleSet {
 }
 
 const SETS: ExampleSet[] = [
-  { set: 'demo', repo: 'demo/pycalc', runner: ['python3', '-m', 'pytest', '-rA', '-p', 'no:cacheprovider'], runnable: HAVE_PYTEST, counts: { base: 1, env: 2, history: 0, instance: 4 } },
+  {
+    set: 'demo',
+    repo: 'demo/pycalc',
+    runner: ['python3', '-m', 'pytest', '-rA', '-p', 'no:cacheprovider'],
+    runnable: HAVE_PYTEST,
+    counts: { base: 1, env: 2, history: 0, instance: 4 },
+  },
   { set: 'test', repo: 'test/shlib', runner: ['sh', 'run_tests.sh'], runnable: true, counts: { base: 1, env: 1, history: 0, instance: 2 } },
 ];
 
@@ -47,7 +53,11 @@ describe.each(SETS)('example dataset recipes/$set', (ex) => {
   /** Status of each test, from pytest -rA style lines (`PASSED file::name`); a run is per file, as SWE-bench does. */
   function runTests(cwd: string, tests: string[]): Map<string, string> {
     const files = [...new Set(tests.map((t) => t.split('::')[0]!))];
-    const r = spawnSync(ex.runner[0]!, [...ex.runner.slice(1), ...files], { cwd, encoding: 'utf8', env: { ...process.env, PYTHONDONTWRITEBYTECODE: '1', PYTEST_DISABLE_PLUGIN_AUTOLOAD: '1' } });
+    const r = spawnSync(ex.runner[0]!, [...ex.runner.slice(1), ...files], {
+      cwd,
+      encoding: 'utf8',
+      env: { ...process.env, PYTHONDONTWRITEBYTECODE: '1', PYTEST_DISABLE_PLUGIN_AUTOLOAD: '1' },
+    });
     const status = new Map<string, string>();
     for (const m of r.stdout.matchAll(/^(PASSED|FAILED|ERROR) (\S+::\S+)/gm)) status.set(m[2]!, m[1]!);
     return status;
@@ -84,7 +94,10 @@ describe.each(SETS)('example dataset recipes/$set', (ex) => {
     for (const { row } of rows) {
       const t = await tree(row.base_commit, []);
       for (const p of [row.test_patch, row.patch]) execFileSync('git', ['apply', '--check', '-'], { cwd: t, input: p, env: GIT_ENV });
-      const fix = execFileSync('git', ['-C', repo, 'rev-list', '--reverse', '--ancestry-path', `${row.base_commit}..main`], { encoding: 'utf8', env: GIT_ENV }).split('\n')[0]!;
+      const fix = execFileSync('git', ['-C', repo, 'rev-list', '--reverse', '--ancestry-path', `${row.base_commit}..main`], {
+        encoding: 'utf8',
+        env: GIT_ENV,
+      }).split('\n')[0]!;
       const co = join(work, `co-${row.instance_id}`);
       await checkoutAtCommit({ source: { path: repo }, commit: row.base_commit, target: co });
       expect(await hasObject(co, row.base_commit)).toBe(true);

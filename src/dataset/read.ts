@@ -69,7 +69,8 @@ export async function loadDataset(file: string): Promise<LocatedRow[]> {
   const seen = new Map<string, string>();
   for await (const r of readDataset(file)) {
     const prev = seen.get(r.row.instance_id);
-    if (prev !== undefined) throw new InvalidInputError(`${r.where}: duplicate instance_id ${r.row.instance_id} (first at ${prev})`, 'instance ids must be unique in a dataset');
+    if (prev !== undefined)
+      throw new InvalidInputError(`${r.where}: duplicate instance_id ${r.row.instance_id} (first at ${prev})`, 'instance ids must be unique in a dataset');
     seen.set(r.row.instance_id, r.where);
     rows.push(r);
   }

@@ -19,11 +19,8 @@ describe('dataset reading', () => {
   it('parses test lists given as lists or as JSON strings, and keeps unknown fields', async () => {
     const f = await dataset(
       'd.jsonl',
-      [
-        row({ FAIL_TO_PASS: ['t::a'], PASS_TO_PASS: '["t::b", "t::c"]', hints_text: 'h' }),
-        '',
-        row({ instance_id: 'o__r-2', FAIL_TO_PASS: '[]' }),
-      ].join('\n') + '\n',
+      [row({ FAIL_TO_PASS: ['t::a'], PASS_TO_PASS: '["t::b", "t::c"]', hints_text: 'h' }), '', row({ instance_id: 'o__r-2', FAIL_TO_PASS: '[]' })].join('\n') +
+        '\n',
     );
     const rows = await loadDataset(f);
     expect(rows.map((r) => r.row.instance_id)).toEqual(['o__r-1', 'o__r-2']);

@@ -20,7 +20,10 @@ describe('selecting instances', () => {
 
   it('reads /regex/ in --instances and --instances-regex, and joins them with listed ids', () => {
     expect(selectInstances(rows, parseSelection({ instances: '/^django__/' }), id).map(id)).toEqual(['django__django-1', 'django__django-2']);
-    expect(selectInstances(rows, parseSelection({ instances: 'astropy__astropy-3', instancesRegex: 'flask' }), id).map(id)).toEqual(['flask__flask-7', 'astropy__astropy-3']);
+    expect(selectInstances(rows, parseSelection({ instances: 'astropy__astropy-3', instancesRegex: 'flask' }), id).map(id)).toEqual([
+      'flask__flask-7',
+      'astropy__astropy-3',
+    ]);
   });
 
   it('refuses unknown ids with not-found, naming them, instead of skipping them', () => {

@@ -26,7 +26,10 @@ function compile(source: string, flag: string): RegExp {
   try {
     return new RegExp(source);
   } catch (e) {
-    throw new InvalidInputError(`${flag}: invalid regular expression ${JSON.stringify(source)}: ${(e as Error).message}`, 'write a JavaScript regular expression, e.g. --instances-regex "^django__django-1[0-9]+$"');
+    throw new InvalidInputError(
+      `${flag}: invalid regular expression ${JSON.stringify(source)}: ${(e as Error).message}`,
+      'write a JavaScript regular expression, e.g. --instances-regex "^django__django-1[0-9]+$"',
+    );
   }
 }
 
@@ -40,7 +43,10 @@ export function splitIds(text: string): string[] {
 }
 
 /** Pure: the selection that `--instances` (`ID[,ID...]` or `/regex/`) and `--instances-regex` ask for. */
-export function parseSelection(o: { instances?: string | undefined; instancesRegex?: string | undefined }, fileIds: readonly string[] = []): InstanceSelection | null {
+export function parseSelection(
+  o: { instances?: string | undefined; instancesRegex?: string | undefined },
+  fileIds: readonly string[] = [],
+): InstanceSelection | null {
   const ids: string[] = [...fileIds];
   const patterns: RegExp[] = [];
   if (o.instances !== undefined) {
@@ -87,7 +93,9 @@ export function selectInstances<T>(items: readonly T[], sel: InstanceSelection |
     const what = [
       unknown.length > 0 ? `instance(s) ${unknown.slice(0, 10).join(', ')}${unknown.length > 10 ? ` and ${unknown.length - 10} more` : ''}` : '',
       idle.length > 0 ? `any instance matching ${idle.map((p) => `/${p.source}/`).join(', ')}` : '',
-    ].filter((s) => s !== '').join(' and ');
+    ]
+      .filter((s) => s !== '')
+      .join(' and ');
     throw new NotFoundError(`${what} in the dataset`, 'check the ids against the dataset (instance_id), or drop --instances to take every instance');
   }
   const wanted = new Set(sel.ids);

@@ -38,14 +38,20 @@ repos:
   it('takes every field a version leaves out from defaults, including those with a built-in default', async () => {
     // Found grading a unittest dataset: defaults.logParser was ignored (the version's own spec
     // filled in the built-in 'pytest' first), so every test was "missing" from the log.
-    const specs = await loadSpecs(await specsDir('base: base.yaml\ndefaults: {testCmd: t, logParser: unittest, workdir: /src, install: [make], evalEnv: {A: "1"}}\nrepos:\n  o/r:\n    "1.0": {env: env.yaml}\n    "2.0": {env: env.yaml, logParser: django}\n'));
+    const specs = await loadSpecs(
+      await specsDir(
+        'base: base.yaml\ndefaults: {testCmd: t, logParser: unittest, workdir: /src, install: [make], evalEnv: {A: "1"}}\nrepos:\n  o/r:\n    "1.0": {env: env.yaml}\n    "2.0": {env: env.yaml, logParser: django}\n',
+      ),
+    );
     expect(lookupSpec(specs, 'o/r', '1.0', 'row')).toMatchObject({ logParser: 'unittest', workdir: '/src', install: ['make'], evalEnv: { A: '1' } });
     expect(lookupSpec(specs, 'o/r', '2.0', 'row').logParser).toBe('django');
   });
 
   it('names the instance and what exists when a repo or version is unknown', async () => {
     const specs = await loadSpecs(await specsDir('base: base.yaml\nrepos:\n  o/r:\n    "1.0": {env: env.yaml, testCmd: t}\n'));
-    expect(() => lookupSpec(specs, 'o/r', '2.0', 'd.jsonl:7')).toThrow(/^d\.jsonl:7: no spec for repo o\/r version "2\.0" in .*\(it has versions "1\.0" of o\/r\)$/);
+    expect(() => lookupSpec(specs, 'o/r', '2.0', 'd.jsonl:7')).toThrow(
+      /^d\.jsonl:7: no spec for repo o\/r version "2\.0" in .*\(it has versions "1\.0" of o\/r\)$/,
+    );
     expect(() => lookupSpec(specs, 'x/y', '1.0', 'd.jsonl:8')).toThrow(/d\.jsonl:8: .*it has no entry for repo x\/y/);
   });
 

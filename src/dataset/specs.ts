@@ -101,7 +101,13 @@ export function specKey(repo: string, version: string): string {
   return `${repo}@${version}`;
 }
 
-async function addRecipeRef(catalog: RecipeCatalog, ref: string | Record<string, unknown>, file: string, field: string, defaultParent?: string): Promise<CatalogEntry> {
+async function addRecipeRef(
+  catalog: RecipeCatalog,
+  ref: string | Record<string, unknown>,
+  file: string,
+  field: string,
+  defaultParent?: string,
+): Promise<CatalogEntry> {
   const baseDir = dirname(file);
   if (typeof ref === 'string') {
     const loaded = await loadRecipe(resolve(baseDir, ref));
@@ -132,7 +138,8 @@ export async function loadSpecs(path: string): Promise<Specs> {
       if (partial.image !== undefined && partial.env === undefined) delete merged.env;
       const spec = parseWith(SpecSchema, merged, `${path}: ${field}`);
       if (spec.image !== undefined) {
-        if (spec.env !== undefined) throw new InvalidInputError(`${path}: ${field}: both env and image given`, 'an entry either builds from an env recipe or imports an image');
+        if (spec.env !== undefined)
+          throw new InvalidInputError(`${path}: ${field}: both env and image given`, 'an entry either builds from an env recipe or imports an image');
         const { env: _env, image, ...rest } = spec;
         void _env;
         entries.set(specKey(repo, version), { ...rest, image, preTest: spec.preTest ?? [], repo, version, env: '' });
@@ -156,5 +163,8 @@ export function lookupSpec(specs: Specs, repo: string, version: string, where: s
   if (spec) return spec;
   const versions = [...specs.entries.values()].filter((s) => s.repo === repo).map((s) => JSON.stringify(s.version));
   const known = versions.length > 0 ? `it has versions ${versions.join(', ')} of ${repo}` : `it has no entry for repo ${repo}`;
-  throw new InvalidInputError(`${where}: no spec for repo ${repo} version ${JSON.stringify(version)} in ${specs.file} (${known})`, `add repos["${repo}"]["${version}"] to the specs file, or drop the instance`);
+  throw new InvalidInputError(
+    `${where}: no spec for repo ${repo} version ${JSON.stringify(version)} in ${specs.file} (${known})`,
+    `add repos["${repo}"]["${version}"] to the specs file, or drop the instance`,
+  );
 }

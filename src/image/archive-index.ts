@@ -36,7 +36,8 @@ export class ArchiveIndex {
         const { bytesRead } = await fh.read(h, 0, 512, off);
         if (bytesRead < 512 || h.every((b) => b === 0)) break;
         const size = Number.parseInt(h.subarray(124, 136).toString('latin1').replace(/\0.*$/s, '').trim() || '0', 8);
-        if (!Number.isSafeInteger(size)) throw new InvalidInputError(`${file}: not an uncompressed tar archive`, 'image archives are plain tar files (podman save)');
+        if (!Number.isSafeInteger(size))
+          throw new InvalidInputError(`${file}: not an uncompressed tar archive`, 'image archives are plain tar files (podman save)');
         const flag = String.fromCharCode(h[156]!);
         const body = off + 512;
         const padded = Math.ceil(size / 512) * 512;
@@ -59,7 +60,10 @@ export class ArchiveIndex {
         }
         const link = paxLink ?? h.subarray(157, 257).toString('utf8').replace(/\0.*$/s, '');
         longName = paxPath = paxLink = null;
-        const key = posix.normalize(name).replace(/^(\.\/)+/, '').replace(/\/$/, '');
+        const key = posix
+          .normalize(name)
+          .replace(/^(\.\/)+/, '')
+          .replace(/\/$/, '');
         if (flag === '0' || flag === '\0' || flag === '7') members.set(key, { offset: body, size });
         else if (flag === '2') links.set(key, posix.normalize(posix.join(posix.dirname(key), link)));
         else if (flag === '1') links.set(key, posix.normalize(link).replace(/^(\.\/)+/, ''));

@@ -16,7 +16,9 @@ export interface Credentials {
 }
 
 const AuthFileSchema = z.object({
-  auths: z.record(z.string(), z.object({ auth: z.string().optional(), username: z.string().optional(), password: z.string().optional() }).passthrough()).optional(),
+  auths: z
+    .record(z.string(), z.object({ auth: z.string().optional(), username: z.string().optional(), password: z.string().optional() }).passthrough())
+    .optional(),
 });
 
 export function authFiles(explicit?: string): string[] {
@@ -74,7 +76,8 @@ export function parseChallenge(header: string): Challenge {
   const m = /^\s*(\S+)\s*(.*)$/s.exec(header);
   const scheme = (m?.[1] ?? '').toLowerCase();
   const params: Record<string, string> = {};
-  for (const p of (m?.[2] ?? '').matchAll(/([A-Za-z_][\w-]*)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^,\s]*))/g)) params[p[1]!.toLowerCase()] = (p[2] ?? p[3] ?? '').replace(/\\(.)/g, '$1');
+  for (const p of (m?.[2] ?? '').matchAll(/([A-Za-z_][\w-]*)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^,\s]*))/g))
+    params[p[1]!.toLowerCase()] = (p[2] ?? p[3] ?? '').replace(/\\(.)/g, '$1');
   return { scheme, params };
 }
 

@@ -32,7 +32,10 @@ export function resolveUser(user: string, files: IdFiles): { uid: number; gid: n
   let gid: number | undefined;
   if (/^\d+$/.test(u)) {
     uid = Number(u);
-    const byId = (files.passwd ?? '').split('\n').map((l) => l.split(':')).find((f) => f[2] === u);
+    const byId = (files.passwd ?? '')
+      .split('\n')
+      .map((l) => l.split(':'))
+      .find((f) => f[2] === u);
     if (byId !== undefined && /^\d+$/.test(byId[3] ?? '')) gid = Number(byId[3]);
   } else {
     const p = lookup(files.passwd, u, 2);
@@ -44,7 +47,8 @@ export function resolveUser(user: string, files: IdFiles): { uid: number; gid: n
     if (/^\d+$/.test(g)) gid = Number(g);
     else {
       const gr = lookup(files.group, g, 2);
-      if (gr === undefined) throw new InvalidInputError(`image config: group ${JSON.stringify(g)} is not in the image's /etc/group`, 'fix the image or its USER');
+      if (gr === undefined)
+        throw new InvalidInputError(`image config: group ${JSON.stringify(g)} is not in the image's /etc/group`, 'fix the image or its USER');
       gid = gr.id;
     }
   }
@@ -58,7 +62,11 @@ export function runtimeFromImage(cfg: ImageConfig, files: IdFiles): Partial<Runt
     const i = kv.indexOf('=');
     if (i > 0) env[kv.slice(0, i)] = kv.slice(i + 1);
   }
-  const out: Partial<RuntimeConfig> = { env, workdir: c.WorkingDir !== undefined && c.WorkingDir !== null && c.WorkingDir.startsWith('/') ? c.WorkingDir : '/', labels: c.Labels ?? {} };
+  const out: Partial<RuntimeConfig> = {
+    env,
+    workdir: c.WorkingDir !== undefined && c.WorkingDir !== null && c.WorkingDir.startsWith('/') ? c.WorkingDir : '/',
+    labels: c.Labels ?? {},
+  };
   out.user = resolveUser(c.User ?? '', files);
   if (c.Entrypoint !== undefined && c.Entrypoint !== null) out.entrypoint = c.Entrypoint;
   if (c.Cmd !== undefined && c.Cmd !== null) out.cmd = c.Cmd;

@@ -56,8 +56,16 @@ describe('WWW-Authenticate challenges and image names', () => {
 
   it('name registries, repositories, tags and digests as skopeo does', () => {
     expect(parseSourceRef('docker://ubuntu')).toMatchObject({ registry: 'docker.io', repository: 'library/ubuntu', tag: 'latest' });
-    expect(parseSourceRef('docker://localhost:5000/a/b@sha256:' + 'a'.repeat(64))).toMatchObject({ registry: 'localhost:5000', repository: 'a/b', digest: `sha256:${'a'.repeat(64)}` });
-    expect(parseSourceRef('docker://swebench/sweb.eval.x86_64.django_1776_django-11099:latest')).toMatchObject({ registry: 'docker.io', repository: 'swebench/sweb.eval.x86_64.django_1776_django-11099', tag: 'latest' });
+    expect(parseSourceRef('docker://localhost:5000/a/b@sha256:' + 'a'.repeat(64))).toMatchObject({
+      registry: 'localhost:5000',
+      repository: 'a/b',
+      digest: `sha256:${'a'.repeat(64)}`,
+    });
+    expect(parseSourceRef('docker://swebench/sweb.eval.x86_64.django_1776_django-11099:latest')).toMatchObject({
+      registry: 'docker.io',
+      repository: 'swebench/sweb.eval.x86_64.django_1776_django-11099',
+      tag: 'latest',
+    });
     expect(parseSourceRef('oci:/x/y:repo/name:1')).toMatchObject({ kind: 'oci', path: '/x/y', tag: 'repo/name:1' });
     expect(parseSourceRef('docker-archive:/a.tar')).toMatchObject({ kind: 'docker-archive', path: '/a.tar' });
     expect(() => parseSourceRef('docker://Host/UPPER:1')).toThrow(/bad repository name/);

@@ -69,7 +69,12 @@ export interface DatasetImageOptions extends Omit<ImportImageOptions, 'tag' | 'o
  * manifest is fetched) unless `force`; an image converted before under another tag costs one
  * manifest and config fetch. Without `keepGoing` the first failure skips what has not started.
  */
-export async function importDatasetImages(reg: Registry, store: StorePaths, items: readonly DatasetImageItem[], opts: DatasetImageOptions = {}): Promise<DatasetImageResult[]> {
+export async function importDatasetImages(
+  reg: Registry,
+  store: StorePaths,
+  items: readonly DatasetImageItem[],
+  opts: DatasetImageOptions = {},
+): Promise<DatasetImageResult[]> {
   const results: DatasetImageResult[] = new Array(items.length);
   let next = 0;
   let done = 0;
@@ -93,7 +98,13 @@ export async function importDatasetImages(reg: Registry, store: StorePaths, item
           if (existing !== null) r = { ...base, status: 'cached', seconds: 0, env: existing };
           else {
             const out = await importImage(reg, store, it.source, { ...opts, tag: it.tag, catalog });
-            r = { ...base, status: out.status === 'present' ? 'cached' : 'built', seconds: (performance.now() - t0) / 1000, env: out.env, fetchedBytes: out.fetchedBytes };
+            r = {
+              ...base,
+              status: out.status === 'present' ? 'cached' : 'built',
+              seconds: (performance.now() - t0) / 1000,
+              env: out.env,
+              fetchedBytes: out.fetchedBytes,
+            };
           }
         } catch (e) {
           if (opts.keepGoing !== true) stop = true;

@@ -18,16 +18,51 @@ const ROWS = [
   { instance_id: 'acme__widgets-2', repo: 'acme/widgets', version: '1.0' },
   { instance_id: 'acme__gadgets-7', repo: 'acme/gadgets', version: '2.0' },
   { instance_id: 'acme__broken-1', repo: 'acme/broken', version: '0.1' },
-].map((r) => ({ ...r, base_commit: 'a'.repeat(40), environment_setup_commit: 'a'.repeat(40), patch: '', test_patch: '', FAIL_TO_PASS: '[]', PASS_TO_PASS: '[]' }));
+].map((r) => ({
+  ...r,
+  base_commit: 'a'.repeat(40),
+  environment_setup_commit: 'a'.repeat(40),
+  patch: '',
+  test_patch: '',
+  FAIL_TO_PASS: '[]',
+  PASS_TO_PASS: '[]',
+}));
 
 beforeAll(async () => {
   // one layout: a tag per widgets instance (SWE-bench's naming), one image for all of gadgets 2.0
-  const base = await makeTar([{ name: 'etc/', type: 'directory' }, { name: 'etc/os-release', data: 'ID=test\n' }]);
-  const own = async (s: string): Promise<Buffer> => makeTar([{ name: 'testbed/', type: 'directory' }, { name: 'testbed/id', data: s }]);
+  const base = await makeTar([
+    { name: 'etc/', type: 'directory' },
+    { name: 'etc/os-release', data: 'ID=test\n' },
+  ]);
+  const own = async (s: string): Promise<Buffer> =>
+    makeTar([
+      { name: 'testbed/', type: 'directory' },
+      { name: 'testbed/id', data: s },
+    ]);
   writeLayout(join(work, 'layout'), [
-    { tag: `sweb.eval.x86_64.${swebenchImageId('acme__widgets-1')}`, layers: [{ blob: base, tar: base }, { blob: await own('1'), tar: await own('1') }], config: { WorkingDir: '/testbed' } },
-    { tag: `sweb.eval.x86_64.${swebenchImageId('acme__widgets-2')}`, layers: [{ blob: base, tar: base }, { blob: await own('2'), tar: await own('2') }], config: { WorkingDir: '/testbed' } },
-    { tag: 'gadgets-2.0', layers: [{ blob: base, tar: base }, { blob: await own('g'), tar: await own('g') }] },
+    {
+      tag: `sweb.eval.x86_64.${swebenchImageId('acme__widgets-1')}`,
+      layers: [
+        { blob: base, tar: base },
+        { blob: await own('1'), tar: await own('1') },
+      ],
+      config: { WorkingDir: '/testbed' },
+    },
+    {
+      tag: `sweb.eval.x86_64.${swebenchImageId('acme__widgets-2')}`,
+      layers: [
+        { blob: base, tar: base },
+        { blob: await own('2'), tar: await own('2') },
+      ],
+      config: { WorkingDir: '/testbed' },
+    },
+    {
+      tag: 'gadgets-2.0',
+      layers: [
+        { blob: base, tar: base },
+        { blob: await own('g'), tar: await own('g') },
+      ],
+    },
   ]);
   writeFileSync(join(work, 'data.jsonl'), ROWS.map((r) => JSON.stringify(r)).join('\n') + '\n');
   writeFileSync(
@@ -48,8 +83,21 @@ beforeAll(async () => {
   );
 });
 
-async function build(...args: string[]): Promise<{ code: number; out: { summary: Record<string, number>; nodes: Array<{ label: string; status: string; tag?: string }> } }> {
-  const r = await promisify(execFile)(cli, ['--json', '--registry', join(work, 'registry'), '--store', join(work, 'store'), 'build', join(work, 'data.jsonl'), '--specs', join(work, 'specs.yaml'), ...args]).then(
+async function build(
+  ...args: string[]
+): Promise<{ code: number; out: { summary: Record<string, number>; nodes: Array<{ label: string; status: string; tag?: string }> } }> {
+  const r = await promisify(execFile)(cli, [
+    '--json',
+    '--registry',
+    join(work, 'registry'),
+    '--store',
+    join(work, 'store'),
+    'build',
+    join(work, 'data.jsonl'),
+    '--specs',
+    join(work, 'specs.yaml'),
+    ...args,
+  ]).then(
     (x) => ({ code: 0, stdout: x.stdout }),
     (e: { code: number; stdout: string }) => ({ code: e.code, stdout: e.stdout }),
   );
@@ -58,7 +106,9 @@ async function build(...args: string[]): Promise<{ code: number; out: { summary:
 
 describe('image names for dataset rows', () => {
   it("follow SWE-bench's naming: lowercased, `__` as `_1776_`, docker:// implied", () => {
-    expect(imageForRow('swebench/sweb.eval.x86_64.{id}:latest', { instance_id: 'Django__django-11099', repo: 'django/django', version: '3.0' })).toBe('docker://swebench/sweb.eval.x86_64.django_1776_django-11099:latest');
+    expect(imageForRow('swebench/sweb.eval.x86_64.{id}:latest', { instance_id: 'Django__django-11099', repo: 'django/django', version: '3.0' })).toBe(
+      'docker://swebench/sweb.eval.x86_64.django_1776_django-11099:latest',
+    );
     expect(imageForRow('oci:/x:{repo}-{version}-{instance_id}', { instance_id: 'a__b-1', repo: 'a/b', version: '1' })).toBe('oci:/x:a/b-1-a__b-1');
   });
 

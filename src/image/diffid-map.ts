@@ -20,7 +20,10 @@ export const GROUP_LABEL = 'org.minisandbox.image.etc-group';
 export const diffIdRefName = (diffId: Digest): string => `_image/diffid/${digestHex(diffId)}`;
 export const imageRefName = (config: Digest): string => `_image/config/${digestHex(config)}`;
 
-export async function findDiffId(reg: Registry, diffId: Digest): Promise<{ layer: LayerRef; info: ImageLayerInfo; files: { passwd?: string; group?: string } } | null> {
+export async function findDiffId(
+  reg: Registry,
+  diffId: Digest,
+): Promise<{ layer: LayerRef; info: ImageLayerInfo; files: { passwd?: string; group?: string } } | null> {
   const env = await reg.getRef(diffIdRefName(diffId));
   if (env === null) return null;
   const cfg = await readJsonBlob(reg, env, EnvConfigSchema, 'image layer record');

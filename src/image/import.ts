@@ -11,7 +11,7 @@ import { NotFoundError } from '../errors.js';
 import { ENV_MEDIA_TYPE, type EnvConfig, EnvConfigSchema, type ImageLayerInfo, type LayerRef, RuntimeConfigSchema } from '../layer/env.js';
 import { putJsonBlob, readJsonBlob } from '../registry/blobs.js';
 import type { Registry } from '../registry/registry.js';
-import { parseRefName } from '../registry/registry.js';
+import { parseRefName } from '../cas/ref-name.js';
 import { loadCatalog, type ObjectCatalog } from '../store/catalog.js';
 import type { StorePaths } from '../store/paths.js';
 import { runtimeFromImage } from './config.js';
@@ -78,7 +78,13 @@ export async function importImage(reg: Registry, store: StorePaths, text: string
       ...base,
       env: known,
       status: 'present',
-      layers: env.layers.map((l, i) => ({ diffId: env.image?.layers[i]?.diffId ?? img.layers[i]!.diffId, layer: l.digest, converted: false, compressedSize: env.image?.layers[i]?.compressedSize ?? 0, size: env.image?.layers[i]?.size ?? 0 })),
+      layers: env.layers.map((l, i) => ({
+        diffId: env.image?.layers[i]?.diffId ?? img.layers[i]!.diffId,
+        layer: l.digest,
+        converted: false,
+        compressedSize: env.image?.layers[i]?.compressedSize ?? 0,
+        size: env.image?.layers[i]?.size ?? 0,
+      })),
       fetchedBytes: 0,
       newObjects: 0,
       reusedObjects: 0,
@@ -170,7 +176,10 @@ export async function importImage(reg: Registry, store: StorePaths, text: string
     image: { ...base, layers: done.map((d) => d.info) },
   };
   // reused layers were found earlier; a registry gc may have removed their packs since
-  for (const l of env.layers) for (const p of l.packs) if ((await reg.statBlob(p.pack)) === null) throw new NotFoundError(`pack ${p.pack} of layer ${l.digest}`, 'a gc removed it meanwhile; run the import again');
+  for (const l of env.layers)
+    for (const p of l.packs)
+      if ((await reg.statBlob(p.pack)) === null)
+        throw new NotFoundError(`pack ${p.pack} of layer ${l.digest}`, 'a gc removed it meanwhile; run the import again');
   const envDigest = await putJsonBlob(reg, env);
   await reg.putRef(imageRefName(img.configDigest), envDigest);
   if (opts.tag !== undefined) await reg.putRef(opts.tag, envDigest);
@@ -179,7 +188,13 @@ export async function importImage(reg: Registry, store: StorePaths, text: string
     ...base,
     env: envDigest,
     status: 'imported',
-    layers: done.map((d) => ({ diffId: d.info.diffId, layer: d.layer.digest, converted: d.converted, compressedSize: d.info.compressedSize, size: d.info.size })),
+    layers: done.map((d) => ({
+      diffId: d.info.diffId,
+      layer: d.layer.digest,
+      converted: d.converted,
+      compressedSize: d.info.compressedSize,
+      size: d.info.size,
+    })),
     fetchedBytes,
     newObjects,
     reusedObjects,

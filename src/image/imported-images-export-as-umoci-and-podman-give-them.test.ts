@@ -2,7 +2,18 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { copyToOciLayout, makeTestImages, podmanExport, pushImage, removeWorkDir, type RunningRegistry, saveImage, startRegistry, type TestImages, umociUnpack } from '../../test/helpers/images.js';
+import {
+  copyToOciLayout,
+  makeTestImages,
+  podmanExport,
+  pushImage,
+  removeWorkDir,
+  type RunningRegistry,
+  saveImage,
+  startRegistry,
+  type TestImages,
+  umociUnpack,
+} from '../../test/helpers/images.js';
 import { snapshotTree } from '../../test/helpers/tree-snapshot.js';
 import { EnvConfigSchema } from '../layer/env.js';
 import { readJsonBlob } from '../registry/blobs.js';
@@ -74,7 +85,13 @@ describe('an imported image exports the tree umoci unpacks and podman exports fr
         expect(tree).toEqual(podmanTrees[n]);
       }
       const app1 = await readJsonBlob(reg, (await reg.getRef('img/app1'))!, EnvConfigSchema, 'env');
-      expect(app1.config).toMatchObject({ workdir: '/data', user: { uid: 1000, gid: 1001 }, entrypoint: ['/bin/sh', '-c'], cmd: ['echo', 'hi'], labels: { 'org.test': 'yes' } });
+      expect(app1.config).toMatchObject({
+        workdir: '/data',
+        user: { uid: 1000, gid: 1001 },
+        entrypoint: ['/bin/sh', '-c'],
+        cmd: ['echo', 'hi'],
+        labels: { 'org.test': 'yes' },
+      });
       expect(app1.config.env).toMatchObject({ FOO: 'bar', PATH: '/bin' });
       expect(app1.image?.layers).toHaveLength(2);
     }, 120_000);

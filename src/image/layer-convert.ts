@@ -29,7 +29,8 @@ import type { Digest } from '../cas/digest.js';
 import { DigestMismatchError, InvalidInputError, UnsafePathError } from '../errors.js';
 import { fastEntryLine } from '../layer/capture-line.js';
 import type { LayerRef, PackRef } from '../layer/env.js';
-import { canonicalJson, MANIFEST_HEADER, type Entry, type FileEntry } from '../layer/manifest.js';
+import { canonicalJson } from '../cas/canonical-json.js';
+import { MANIFEST_HEADER, type Entry, type FileEntry } from '../layer/manifest.js';
 import { checkRelativePath, encodePath } from '../layer/path.js';
 import { parsePackIndex } from '../pack/pack-index.js';
 import { publishPacks } from '../pack/publish.js';
@@ -247,7 +248,11 @@ export async function convertLayer(reg: Registry, chunks: AsyncIterable<Buffer>,
         for await (const _ of body()) void _;
         const baseStr = base.toString('latin1');
         if (baseStr === OPAQUE) {
-          if (parent.length === 0) throw new InvalidInputError(`${opts.what}: an opaque marker at the root of the layer`, 'a layer cannot hide the whole lower image; rebuild the image');
+          if (parent.length === 0)
+            throw new InvalidInputError(
+              `${opts.what}: an opaque marker at the root of the layer`,
+              'a layer cannot hide the whole lower image; rebuild the image',
+            );
           await sorter.add({ raw: Buffer.from(parent), seq: at, kind: Kind.Opaque, payload: EMPTY });
         } else if (!baseStr.startsWith(`${WH}${WH}`)) {
           // `.wh..wh.*` other than the opaque marker are aufs bookkeeping, not deletions
@@ -296,14 +301,20 @@ export async function convertLayer(reg: Registry, chunks: AsyncIterable<Buffer>,
           throw new InvalidInputError(`${opts.what}: unsupported entry ${JSON.stringify(n.path)}`);
       }
       if (h.type !== 'file') for await (const _ of body()) void _;
-      await sorter.add({ raw: n.raw, seq: at, kind: entry.type === 'file' ? Kind.File : entry.type === 'dir' ? Kind.Dir : Kind.Other, payload: Buffer.from(fastEntryLine(entry), 'utf8') });
+      await sorter.add({
+        raw: n.raw,
+        seq: at,
+        kind: entry.type === 'file' ? Kind.File : entry.type === 'dir' ? Kind.Dir : Kind.Other,
+        payload: Buffer.from(fastEntryLine(entry), 'utf8'),
+      });
     }
 
     if (tarEnd === undefined) throw new InvalidInputError(`${opts.what}: the tar stream did not end`);
     const digest: Digest = `sha256:${rawHash.digest('hex')}`;
     if (opts.expectDigest !== undefined && digest !== opts.expectDigest) throw new DigestMismatchError(`${opts.what} blob`, opts.expectDigest, digest);
     const diffId = tarEnd.digest as Digest;
-    if (opts.expectDiffId !== undefined && diffId !== opts.expectDiffId) throw new DigestMismatchError(`${opts.what} uncompressed (diff id)`, opts.expectDiffId, diffId);
+    if (opts.expectDiffId !== undefined && diffId !== opts.expectDiffId)
+      throw new DigestMismatchError(`${opts.what} uncompressed (diff id)`, opts.expectDiffId, diffId);
 
     await sorter.seal();
     const { fileGroups, linkGroups, held } = await resolveLinks();
@@ -336,7 +347,8 @@ export async function convertLayer(reg: Registry, chunks: AsyncIterable<Buffer>,
       }
       if (pendingLen >= 1 << 20) await flush();
     };
-    const notDir = (path: string): InvalidInputError => new InvalidInputError(`${opts.what}: opaque marker inside ${JSON.stringify(path)}, which is not a directory`);
+    const notDir = (path: string): InvalidInputError =>
+      new InvalidInputError(`${opts.what}: opaque marker inside ${JSON.stringify(path)}, which is not a directory`);
     pending.push(canonicalJson(MANIFEST_HEADER) + '\n');
     const cuts = new Map<string, number[]>();
     for await (const grp of byPath(sorter.merged())) {
@@ -502,7 +514,8 @@ export async function convertLayer(reg: Registry, chunks: AsyncIterable<Buffer>,
       let v: Rec | undefined;
       for (const r of versions) if (r.seq < l.seq) v = r;
       const what = `hardlink to ${JSON.stringify(encodePath(l.target))}`;
-      if (v === undefined || cutBetween(l.target, v.seq, l.seq, cuts)) throw new UnsafePathError(encodePath(l.raw), `${what}, which is not an earlier file of ${opts.what}`);
+      if (v === undefined || cutBetween(l.target, v.seq, l.seq, cuts))
+        throw new UnsafePathError(encodePath(l.raw), `${what}, which is not an earlier file of ${opts.what}`);
       let g: Group | undefined;
       if (v.kind === Kind.Link) g = linkGroups.get(v.seq);
       else if (v.kind === Kind.File) {

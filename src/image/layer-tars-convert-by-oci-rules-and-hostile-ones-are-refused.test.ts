@@ -6,11 +6,11 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { makeTar, type TarItem, writeLayout } from '../../test/helpers/oci-layout.js';
 import { compress } from 'zstd-napi';
 import { sha256 } from '../cas/digest.js';
-import { readManifest } from '../layer/capture.js';
+import { readManifest } from '../layer/manifest-read.js';
 import type { Entry } from '../layer/manifest.js';
 import { LocalRegistry } from '../registry/local.js';
 import { ensureManifest } from '../store/pull.js';
-import { resolveEnv } from '../store/push.js';
+import { resolveEnv } from '../registry/resolve-env.js';
 import { StorePaths } from '../store/paths.js';
 import { importImage } from './import.js';
 
@@ -68,7 +68,10 @@ describe('a layer tar becomes a layer by OCI rules', () => {
   });
 
   it('gzip, zstd and plain blobs of one tar give the same layer', async () => {
-    const t = await makeTar([{ name: 'f', data: 'x'.repeat(10000) }, { name: 'g/', type: 'directory' }]);
+    const t = await makeTar([
+      { name: 'f', data: 'x'.repeat(10000) },
+      { name: 'g/', type: 'directory' },
+    ]);
     const digests = [];
     for (const blob of [t, gzipSync(t), compress(t)]) {
       const { entries } = await importLayers([{ blob, tar: t }]);
@@ -105,7 +108,9 @@ describe('hostile or broken layers are refused and nothing is tagged', () => {
     bad[600] = bad[600]! ^ 1;
     writeFileSync(join(dir, 'blobs', 'sha256', sha256(t).slice(7)), bad);
     const reg = new LocalRegistry(join(work, `bad-digest-${n}`));
-    await expect(importImage(reg, new StorePaths(join(work, `bad-digest-store-${n}`)), `oci:${dir}`, { tag: 't/bad' })).rejects.toMatchObject({ code: 'DIGEST_MISMATCH' });
+    await expect(importImage(reg, new StorePaths(join(work, `bad-digest-store-${n}`)), `oci:${dir}`, { tag: 't/bad' })).rejects.toMatchObject({
+      code: 'DIGEST_MISMATCH',
+    });
     expect(await reg.getRef('t/bad')).toBeNull();
   });
 
@@ -116,7 +121,10 @@ describe('hostile or broken layers are refused and nothing is tagged', () => {
     idx.manifests[0]!['platform'] = { os: 'linux', architecture: 'arm64' };
     const inner = Buffer.from(JSON.stringify({ schemaVersion: 2, mediaType: 'application/vnd.oci.image.index.v1+json', manifests: idx.manifests }));
     writeFileSync(join(dir, 'blobs', 'sha256', sha256(inner).slice(7)), inner);
-    writeFileSync(join(dir, 'index.json'), JSON.stringify({ schemaVersion: 2, manifests: [{ mediaType: 'application/vnd.oci.image.index.v1+json', digest: sha256(inner), size: inner.length }] }));
+    writeFileSync(
+      join(dir, 'index.json'),
+      JSON.stringify({ schemaVersion: 2, manifests: [{ mediaType: 'application/vnd.oci.image.index.v1+json', digest: sha256(inner), size: inner.length }] }),
+    );
     const reg = new LocalRegistry(join(work, `plat-${n}`));
     const store = new StorePaths(join(work, `plat-store-${n}`));
     await expect(importImage(reg, store, `oci:${dir}`, { tag: 't/p' })).rejects.toThrow(/no image for platform linux\/amd64 \(it has: linux\/arm64\)/);

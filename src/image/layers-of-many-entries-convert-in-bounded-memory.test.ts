@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { manyEntryTar } from '../../test/helpers/many-entry-tar.js';
 import { makeTar } from '../../test/helpers/oci-layout.js';
-import { readManifest } from '../layer/capture.js';
+import { readManifest } from '../layer/manifest-read.js';
 import type { Entry } from '../layer/manifest.js';
 import { LocalRegistry } from '../registry/local.js';
 import { ensureManifest } from '../store/pull.js';
@@ -17,7 +17,12 @@ afterAll(() => rmSync(work, { recursive: true, force: true }));
 let n = 0;
 async function convert(chunks: AsyncIterable<Buffer>, runEntries?: number): Promise<{ r: ConvertResult; reg: LocalRegistry }> {
   const reg = new LocalRegistry(join(work, `reg-${n}`));
-  const r = await convertLayer(reg, chunks, { workDir: join(work, `w-${n++}`), catalog: new Map(), what: 'test layer', ...(runEntries === undefined ? {} : { runEntries }) });
+  const r = await convertLayer(reg, chunks, {
+    workDir: join(work, `w-${n++}`),
+    catalog: new Map(),
+    what: 'test layer',
+    ...(runEntries === undefined ? {} : { runEntries }),
+  });
   return { r, reg };
 }
 
@@ -108,9 +113,15 @@ describe('a layer of many entries converts in bounded memory', () => {
       { name: 'l', type: 'link', linkname: 'p/f' },
     ]);
     await expect(convert(once(bad), 2)).rejects.toThrow(/not an earlier file/);
-    const dir = await makeTar([{ name: 'd/', type: 'directory' }, { name: 'l', type: 'link', linkname: 'd' }]);
+    const dir = await makeTar([
+      { name: 'd/', type: 'directory' },
+      { name: 'l', type: 'link', linkname: 'd' },
+    ]);
     await expect(convert(once(dir), 2)).rejects.toThrow(/which is a dir/);
-    const later = await makeTar([{ name: 'l', type: 'link', linkname: 'z' }, { name: 'z', data: 'z' }]);
+    const later = await makeTar([
+      { name: 'l', type: 'link', linkname: 'z' },
+      { name: 'z', data: 'z' },
+    ]);
     await expect(convert(once(later), 2)).rejects.toThrow(/not an earlier file/);
   });
 });

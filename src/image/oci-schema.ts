@@ -19,9 +19,7 @@ export const DescriptorSchema = z.object({
   mediaType: z.string().optional(),
   digest: DigestSchema,
   size: z.number().int().min(0),
-  platform: z
-    .object({ architecture: z.string(), os: z.string(), variant: z.string().optional() })
-    .optional(),
+  platform: z.object({ architecture: z.string(), os: z.string(), variant: z.string().optional() }).optional(),
   annotations: z.record(z.string(), z.string()).optional(),
 });
 export type Descriptor = z.infer<typeof DescriptorSchema>;
@@ -105,11 +103,19 @@ export function isIndex(mediaType: string | undefined, json: Record<string, unkn
 /** The entry of an index for a platform, or a clear error naming those it has. */
 export function pickPlatform(index: ImageIndex, p: Platform, what: string): Descriptor {
   const match = index.manifests.filter(
-    (m) => m.platform !== undefined && m.platform.os === p.os && m.platform.architecture === p.architecture && (p.variant === undefined || m.platform.variant === p.variant),
+    (m) =>
+      m.platform !== undefined &&
+      m.platform.os === p.os &&
+      m.platform.architecture === p.architecture &&
+      (p.variant === undefined || m.platform.variant === p.variant),
   );
   // attestation manifests (platform unknown/unknown) are never images to run
   if (match.length > 0) return match[0]!;
-  const has = index.manifests.map((m) => (m.platform === undefined ? '(no platform)' : `${m.platform.os}/${m.platform.architecture}${m.platform.variant === undefined ? '' : `/${m.platform.variant}`}`));
+  const has = index.manifests.map((m) =>
+    m.platform === undefined
+      ? '(no platform)'
+      : `${m.platform.os}/${m.platform.architecture}${m.platform.variant === undefined ? '' : `/${m.platform.variant}`}`,
+  );
   throw new InvalidInputError(
     `${what} has no image for platform ${p.os}/${p.architecture}${p.variant === undefined ? '' : `/${p.variant}`} (it has: ${has.join(', ') || 'none'})`,
     'choose one of those with --platform',

@@ -33,7 +33,10 @@ export function parseSourceRef(text: string): SourceRef {
     const tag = rest.slice(colon + 1);
     return tag === '' ? { kind, path: rest.slice(0, colon), text } : { kind, path: rest.slice(0, colon), tag, text };
   }
-  throw new InvalidInputError(`${JSON.stringify(text)} is not an image source`, 'use docker://HOST/REPO:TAG, oci:DIR[:TAG], oci-archive:FILE or docker-archive:FILE');
+  throw new InvalidInputError(
+    `${JSON.stringify(text)} is not an image source`,
+    'use docker://HOST/REPO:TAG, oci:DIR[:TAG], oci-archive:FILE or docker-archive:FILE',
+  );
 }
 
 function parseDockerName(name: string, text: string): { registry: string; repository: string; tag?: string; digest?: Digest } {

@@ -2,7 +2,17 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { makeTestImages, pushImage, pushManifestList, removeWorkDir, type RunningRegistry, startRegistry, startTokenFront, type TestImages, type TokenFront } from '../../test/helpers/images.js';
+import {
+  makeTestImages,
+  pushImage,
+  pushManifestList,
+  removeWorkDir,
+  type RunningRegistry,
+  startRegistry,
+  startTokenFront,
+  type TestImages,
+  type TokenFront,
+} from '../../test/helpers/images.js';
 import { LocalRegistry } from '../registry/local.js';
 import type { Registry } from '../registry/registry.js';
 import { StorePaths } from '../store/paths.js';
@@ -56,9 +66,14 @@ describe('registry auth', () => {
   it('htpasswd: a 401 without credentials says to log in and tags nothing; credentials from an auth file import', async () => {
     const { reg, store } = fresh();
     const src = `docker://${basic.host}/mstest/app1:1`;
-    await expect(importImage(reg, store, src, { tlsVerify: false, tag: 'a/app1', authFile: join(work, 'none.json') })).rejects.toMatchObject({ code: 'AUTH_REQUIRED', hint: expect.stringMatching(/login/) });
+    await expect(importImage(reg, store, src, { tlsVerify: false, tag: 'a/app1', authFile: join(work, 'none.json') })).rejects.toMatchObject({
+      code: 'AUTH_REQUIRED',
+      hint: expect.stringMatching(/login/),
+    });
     expect(await refNames(reg)).toEqual([]);
-    await expect(importImage(reg, store, src, { tlsVerify: false, tag: 'a/app1', authFile: authFile(basic.host) })).resolves.toMatchObject({ status: 'imported' });
+    await expect(importImage(reg, store, src, { tlsVerify: false, tag: 'a/app1', authFile: authFile(basic.host) })).resolves.toMatchObject({
+      status: 'imported',
+    });
   }, 120_000);
 
   it('bearer token: the realm/service/scope challenge is answered with credentials from $REGISTRY_AUTH_FILE', async () => {
@@ -91,9 +106,13 @@ describe('manifest formats and compressions', () => {
       const oci = await layersOf(open.host, '1');
       expect(await layersOf(open.host, 'v2s2')).toEqual(oci);
       expect(await layersOf(zreg.host, 'zstd')).toEqual(oci);
-      const m = await fetch(`http://${zreg.host}/v2/mstest/app1/manifests/zstd`, { headers: { accept: 'application/vnd.oci.image.manifest.v1+json' } }).then((x) => x.json() as Promise<{ layers: Array<{ mediaType: string }> }>);
+      const m = await fetch(`http://${zreg.host}/v2/mstest/app1/manifests/zstd`, { headers: { accept: 'application/vnd.oci.image.manifest.v1+json' } }).then(
+        (x) => x.json() as Promise<{ layers: Array<{ mediaType: string }> }>,
+      );
       expect(m.layers.map((l) => l.mediaType)).toContain('application/vnd.oci.image.layer.v1.tar+zstd');
-      const v2 = await fetch(`http://${open.host}/v2/mstest/app1/manifests/v2s2`, { headers: { accept: 'application/vnd.docker.distribution.manifest.v2+json' } });
+      const v2 = await fetch(`http://${open.host}/v2/mstest/app1/manifests/v2s2`, {
+        headers: { accept: 'application/vnd.docker.distribution.manifest.v2+json' },
+      });
       expect(v2.headers.get('content-type')).toBe('application/vnd.docker.distribution.manifest.v2+json');
     } finally {
       await zreg.stop();
@@ -113,7 +132,12 @@ describe('manifest lists', () => {
 });
 
 describe('registry faults', () => {
-  const opts = (): { tlsVerify: false; authFile: string; attempts: number; retryDelayMs: number } => ({ tlsVerify: false, authFile: authFile(front.host), attempts: 3, retryDelayMs: 5 });
+  const opts = (): { tlsVerify: false; authFile: string; attempts: number; retryDelayMs: number } => ({
+    tlsVerify: false,
+    authFile: authFile(front.host),
+    attempts: 3,
+    retryDelayMs: 5,
+  });
 
   async function topLayer(name: string): Promise<{ digest: string; size: number }> {
     const r = await openImageSource(`docker://${front.host}/mstest/${name}:1`, opts()).resolve(parsePlatform('linux/amd64'));
@@ -126,7 +150,9 @@ describe('registry faults', () => {
     const top = await topLayer('app1');
     front.faults.flip = new Set([top.digest]);
     try {
-      await expect(importImage(reg, store, `docker://${front.host}/mstest/app1:1`, { ...opts(), tag: 'c/app1', jobs: 1 })).rejects.toMatchObject({ code: 'DIGEST_MISMATCH' });
+      await expect(importImage(reg, store, `docker://${front.host}/mstest/app1:1`, { ...opts(), tag: 'c/app1', jobs: 1 })).rejects.toMatchObject({
+        code: 'DIGEST_MISMATCH',
+      });
     } finally {
       front.faults.flip = undefined;
     }
@@ -143,7 +169,9 @@ describe('registry faults', () => {
     front.faults.cutAfter = new Map([[top.digest, { after: Math.floor(top.size / 2), times: 2 }]]);
     front.log.length = 0;
     try {
-      await expect(importImage(reg, store, `docker://${front.host}/mstest/app2:1`, { ...opts(), tag: 'd/app2' })).resolves.toMatchObject({ status: 'imported' });
+      await expect(importImage(reg, store, `docker://${front.host}/mstest/app2:1`, { ...opts(), tag: 'd/app2' })).resolves.toMatchObject({
+        status: 'imported',
+      });
     } finally {
       front.faults.cutAfter = undefined;
     }

@@ -28,9 +28,15 @@ export interface RegistryClientOptions {
 
 export class RegistryAuthError extends MinisandboxError {
   constructor(what: string, hadCredentials: boolean) {
-    super('AUTH_REQUIRED', `${what}: the registry refused access (401/403)${hadCredentials ? ' with the credentials found' : ' and no credentials were found'}`, {
-      hint: hadCredentials ? 'check the user and password (podman login HOST), or the repository name' : 'log in first (podman login HOST or docker login HOST), or pass --authfile FILE',
-    });
+    super(
+      'AUTH_REQUIRED',
+      `${what}: the registry refused access (401/403)${hadCredentials ? ' with the credentials found' : ' and no credentials were found'}`,
+      {
+        hint: hadCredentials
+          ? 'check the user and password (podman login HOST), or the repository name'
+          : 'log in first (podman login HOST or docker login HOST), or pass --authfile FILE',
+      },
+    );
   }
 }
 
@@ -89,7 +95,7 @@ export class RegistryClient {
         }
         if (res.status >= 400) {
           const body = (await res.text()).slice(0, 300);
-          throw new MinisandboxError('REGISTRY_ERROR', `${what}: HTTP ${res.status} ${body}`, { hint: 'see the registry\'s message above' });
+          throw new MinisandboxError('REGISTRY_ERROR', `${what}: HTTP ${res.status} ${body}`, { hint: "see the registry's message above" });
         }
         return res;
       } catch (e) {
@@ -116,7 +122,8 @@ export class RegistryClient {
       this.token = basicHeader(this.creds);
       return;
     }
-    if (c.scheme !== 'bearer' || c.params['realm'] === undefined) throw new MinisandboxError('REGISTRY_ERROR', `${what}: unsupported auth challenge ${JSON.stringify(header)}`);
+    if (c.scheme !== 'bearer' || c.params['realm'] === undefined)
+      throw new MinisandboxError('REGISTRY_ERROR', `${what}: unsupported auth challenge ${JSON.stringify(header)}`);
     const url = new URL(c.params['realm']);
     if (c.params['service'] !== undefined) url.searchParams.set('service', c.params['service']);
     url.searchParams.set('scope', c.params['scope'] ?? `repository:${this.repository}:pull`);
@@ -185,9 +192,13 @@ export class RegistryClient {
       } catch (e) {
         if (e instanceof MinisandboxError) throw e;
         if (++failures >= this.attempts) {
-          throw new MinisandboxError('REGISTRY_UNREACHABLE', `blob ${d.digest}: the transfer broke ${failures} times, last after ${offset} of ${d.size} bytes: ${describe(e)}`, {
-            hint: `check that ${this.host} is up and reachable; a rerun resumes with the layers already converted`,
-          });
+          throw new MinisandboxError(
+            'REGISTRY_UNREACHABLE',
+            `blob ${d.digest}: the transfer broke ${failures} times, last after ${offset} of ${d.size} bytes: ${describe(e)}`,
+            {
+              hint: `check that ${this.host} is up and reachable; a rerun resumes with the layers already converted`,
+            },
+          );
         }
         await sleep(this.delay * 2 ** (failures - 1));
       }
@@ -217,7 +228,11 @@ export class RegistrySource implements ImageSource {
 
   async resolve(platform: Platform): Promise<ResolvedImage> {
     const m = await this.client.manifest(this.ref.digest ?? this.ref.tag ?? 'latest');
-    const reader: BlobReader = { small: (d) => this.client.smallBlob(d), manifest: async (d) => (await this.client.manifest(d.digest)).bytes, stream: (d) => this.client.blob(d) };
+    const reader: BlobReader = {
+      small: (d) => this.client.smallBlob(d),
+      manifest: async (d) => (await this.client.manifest(d.digest)).bytes,
+      stream: (d) => this.client.blob(d),
+    };
     const desc: Descriptor = { digest: m.digest, size: m.bytes.length, ...(m.mediaType === undefined ? {} : { mediaType: m.mediaType }) };
     return resolveFrom(reader, desc, m.bytes, platform, this.name);
   }

@@ -80,7 +80,10 @@ export async function resolveFrom(reader: BlobReader, top: Descriptor, topBytes:
   const configBytes = await reader.small(manifest.config);
   const config = parseJson(configBytes, ImageConfigSchema, `${what} config`);
   if (config.rootfs.diff_ids.length !== manifest.layers.length) {
-    throw new InvalidInputError(`${what}: the manifest has ${manifest.layers.length} layers and the config ${config.rootfs.diff_ids.length} diff ids`, 'the image is corrupt');
+    throw new InvalidInputError(
+      `${what}: the manifest has ${manifest.layers.length} layers and the config ${config.rootfs.diff_ids.length} diff ids`,
+      'the image is corrupt',
+    );
   }
   return {
     manifest: desc.digest,
@@ -146,11 +149,18 @@ async function resolveLayoutIndex(reader: BlobReader, indexBytes: Buffer, tag: s
       const r = m.annotations?.[REF];
       return r === tag || (r !== undefined && r.endsWith(`:${tag}`));
     });
-    if (pick.length === 0) throw new NotFoundError(`tag ${tag} in ${what}`, `tags there: ${index.manifests.map((m) => m.annotations?.[REF] ?? '(none)').join(', ')}`);
+    if (pick.length === 0)
+      throw new NotFoundError(`tag ${tag} in ${what}`, `tags there: ${index.manifests.map((m) => m.annotations?.[REF] ?? '(none)').join(', ')}`);
   } else pick = index.manifests;
   if (pick.length !== 1) {
     // several entries without a tag: treat index.json itself as an index over platforms
-    return resolveFrom(reader, { mediaType: index.mediaType ?? 'application/vnd.oci.image.index.v1+json', digest: sha256(indexBytes), size: indexBytes.length }, indexBytes, platform, what);
+    return resolveFrom(
+      reader,
+      { mediaType: index.mediaType ?? 'application/vnd.oci.image.index.v1+json', digest: sha256(indexBytes), size: indexBytes.length },
+      indexBytes,
+      platform,
+      what,
+    );
   }
   const d = DescriptorSchema.parse(pick[0]);
   return resolveFrom(reader, d, await reader.small(d), platform, what);
@@ -173,7 +183,8 @@ export class DockerArchiveSource implements ImageSource {
     if (m === undefined) throw new NotFoundError(`image ${this.tag ?? ''} in ${this.name}`);
     const configBytes = await a.read(m.Config, MAX_META);
     const config = parseJson(configBytes, ImageConfigSchema, `${this.name} config`);
-    if (config.rootfs.diff_ids.length !== m.Layers.length) throw new InvalidInputError(`${this.name}: ${m.Layers.length} layer files for ${config.rootfs.diff_ids.length} diff ids`, 'the archive is corrupt');
+    if (config.rootfs.diff_ids.length !== m.Layers.length)
+      throw new InvalidInputError(`${this.name}: ${m.Layers.length} layer files for ${config.rootfs.diff_ids.length} diff ids`, 'the archive is corrupt');
     return {
       configDigest: sha256(configBytes),
       config,

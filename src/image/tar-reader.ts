@@ -93,7 +93,8 @@ function num(b: Buffer, off: number, len: number, what: string): number {
   }
   const t = s.toString('latin1').replace(/\0.*$/s, '').trim();
   if (t === '') return 0;
-  if (!/^[0-7]+$/.test(t)) throw new InvalidInputError(`layer tar: ${what} is not an octal number (${JSON.stringify(t)})`, 'the layer is corrupt or not a tar archive');
+  if (!/^[0-7]+$/.test(t))
+    throw new InvalidInputError(`layer tar: ${what} is not an octal number (${JSON.stringify(t)})`, 'the layer is corrupt or not a tar archive');
   return Number.parseInt(t, 8);
 }
 
@@ -111,7 +112,8 @@ function parsePax(data: Buffer): Map<string, Buffer> {
     const sp = data.indexOf(0x20, off);
     if (sp < 0) break;
     const len = Number.parseInt(data.subarray(off, sp).toString('latin1'), 10);
-    if (!Number.isSafeInteger(len) || len <= sp - off || off + len > data.length) throw new InvalidInputError('layer tar: malformed PAX record', 'the layer is corrupt');
+    if (!Number.isSafeInteger(len) || len <= sp - off || off + len > data.length)
+      throw new InvalidInputError('layer tar: malformed PAX record', 'the layer is corrupt');
     const rec = data.subarray(sp + 1, off + len - 1); // without the trailing newline
     const eq = rec.indexOf(0x3d);
     if (eq > 0) out.set(rec.subarray(0, eq).toString('utf8'), rec.subarray(eq + 1));
@@ -130,7 +132,17 @@ function paxTime(v: Buffer): bigint {
   return m[1] === '-' ? -ns : ns;
 }
 
-const TYPES: Record<string, TarType> = { '0': 'file', '\0': 'file', '7': 'file', '1': 'hardlink', '2': 'symlink', '3': 'char', '4': 'block', '5': 'dir', '6': 'fifo' };
+const TYPES: Record<string, TarType> = {
+  '0': 'file',
+  '\0': 'file',
+  '7': 'file',
+  '1': 'hardlink',
+  '2': 'symlink',
+  '3': 'char',
+  '4': 'block',
+  '5': 'dir',
+  '6': 'fifo',
+};
 
 /** Largest metadata body (PAX or GNU long name) taken into memory. */
 const MAX_META = 1 << 20;
@@ -186,7 +198,10 @@ export async function* readTar(chunks: AsyncIterable<Buffer>, onEnd: (r: { diges
     if (rec.has('path')) name = rec.get('path')!;
     if (rec.has('linkpath')) linkname = rec.get('linkpath')!;
     if (type === undefined) {
-      throw new InvalidInputError(`layer tar: ${JSON.stringify(name.toString('utf8'))} has tar type ${JSON.stringify(flag)}, which a layer cannot hold`, 'only files, dirs, links, devices and fifos are supported');
+      throw new InvalidInputError(
+        `layer tar: ${JSON.stringify(name.toString('utf8'))} has tar type ${JSON.stringify(flag)}, which a layer cannot hold`,
+        'only files, dirs, links, devices and fifos are supported',
+      );
     }
     const realSize = rec.has('size') ? Number(rec.get('size')!.toString('latin1')) : size;
     const xattrs = new Map<string, Buffer>();
@@ -204,7 +219,11 @@ export async function* readTar(chunks: AsyncIterable<Buffer>, onEnd: (r: { diges
       devminor: num(h, 337, 8, 'devminor'),
       xattrs,
     };
-    for (const [what, v] of [['uid', header.uid], ['gid', header.gid], ['size', realSize]] as const) {
+    for (const [what, v] of [
+      ['uid', header.uid],
+      ['gid', header.gid],
+      ['size', realSize],
+    ] as const) {
       if (!Number.isSafeInteger(v) || v < 0) throw new InvalidInputError(`layer tar: bad ${what} for ${JSON.stringify(name.toString('utf8'))}`);
     }
     // hardlinks and others may carry a size field but have no body in any tar we accept
@@ -215,7 +234,8 @@ export async function* readTar(chunks: AsyncIterable<Buffer>, onEnd: (r: { diges
       let left = bodyBytes;
       while (left > 0) {
         const c = await src.some(Math.min(left, 1 << 20));
-        if (c.length === 0) throw new InvalidInputError(`layer tar: ${JSON.stringify(name.toString('utf8'))} is cut short`, 'the layer blob is truncated; fetch it again');
+        if (c.length === 0)
+          throw new InvalidInputError(`layer tar: ${JSON.stringify(name.toString('utf8'))} is cut short`, 'the layer blob is truncated; fetch it again');
         left -= c.length;
         yield c;
       }
@@ -223,7 +243,8 @@ export async function* readTar(chunks: AsyncIterable<Buffer>, onEnd: (r: { diges
     yield { header, body };
     if (!consumed) for await (const _ of body()) void _;
     const pad = Math.ceil(bodyBytes / BLOCK) * BLOCK - bodyBytes;
-    if (pad > 0 && (await src.take(pad)).length < pad) throw new InvalidInputError('layer tar: truncated padding', 'the layer blob is truncated; fetch it again');
+    if (pad > 0 && (await src.take(pad)).length < pad)
+      throw new InvalidInputError('layer tar: truncated padding', 'the layer blob is truncated; fetch it again');
   }
   await src.drain();
   onEnd({ digest: `sha256:${src.hash.digest('hex')}`, bytes: src.total });

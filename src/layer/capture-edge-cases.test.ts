@@ -6,10 +6,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sha256 } from '../cas/digest.js';
 import { parkedHashWorkers, prestartHashWorkers } from './capture-hash.js';
 import { fastEntryLine } from './capture-line.js';
-import { captureAndRead, sh, tempDir, type Captured } from './capture-test-util.js';
+import { captureAndRead, sh, tempDir, type Captured } from '../../test/helpers/capture-util.js';
 import { entryLine } from './manifest.js';
 import { comparePaths } from './path.js';
-
 
 describe('capture of a tree with every kind of entry', () => {
   const t = tempDir('edge');

@@ -8,6 +8,7 @@ import { createHash, hash as oneShotHash } from 'node:crypto';
 import { closeSync, openSync, readSync } from 'node:fs';
 import { Worker } from 'node:worker_threads';
 import { MinisandboxError } from '../errors.js';
+import { workerFile } from '../util/worker-file.js';
 
 export interface HashResult {
   /** 64 lowercase hex digits. */
@@ -51,49 +52,10 @@ function oneShot(data: Buffer): string {
   return typeof oneShotHash === 'function' ? oneShotHash('sha256', data, 'hex') : createHash('sha256').update(data).digest('hex');
 }
 
-/*
- * The worker is plain JavaScript given as source (eval), so it runs the same under node, tsx
- * and vitest without a TypeScript loader in the worker. Keep it in step with hashFileSync.
- */
-const WORKER_SOURCE = `
-const { parentPort } = require('node:worker_threads');
-const { createHash, hash } = require('node:crypto');
-const oneShot = (data) => typeof hash === 'function' ? hash('sha256', data, 'hex') : createHash('sha256').update(data).digest('hex');
-const { openSync, readSync, closeSync } = require('node:fs');
-const buf = Buffer.allocUnsafe(${READ_BUF});
-parentPort.on('message', (batch) => {
-  const out = [];
-  for (let i = 0; i < batch.paths.length; i++) {
-    const path = batch.paths[i];
-    const expected = batch.sizes[i];
-    let fd;
-    try {
-      fd = openSync(path, 'r');
-      const first = readSync(fd, buf, 0, buf.length, null);
-      if (first < buf.length && first >= expected) {
-        out.push({ hex: oneShot(buf.subarray(0, first)), size: first });
-        continue;
-      }
-      const h = createHash('sha256');
-      h.update(buf.subarray(0, first));
-      let size = first;
-      while (first > 0) {
-        const n = readSync(fd, buf, 0, buf.length, null);
-        if (n === 0) break;
-        h.update(buf.subarray(0, n));
-        size += n;
-        if (n < buf.length && size >= expected) break;
-      }
-      out.push({ hex: h.digest('hex'), size });
-    } catch (e) {
-      out.push({ error: String(e && e.message || e), code: e && e.code });
-    } finally {
-      if (fd !== undefined) closeSync(fd);
-    }
-  }
-  parentPort.postMessage({ id: batch.id, out });
-});
-`;
+/** The worker (capture-hash-worker.cjs) hashes as hashFileSync does: keep the two in step. */
+function startWorker(): Worker {
+  return new Worker(workerFile(import.meta.url, 'capture-hash-worker.cjs'), { workerData: { readBuf: READ_BUF } });
+}
 
 interface WorkerReply {
   id: number;
@@ -116,7 +78,7 @@ const parked: Worker[] = [];
  */
 export function prestartHashWorkers(n: number): void {
   while (parked.length < n) {
-    const w = new Worker(WORKER_SOURCE, { eval: true });
+    const w = startWorker();
     w.unref();
     // one that dies while parked is simply not handed out
     const drop = (): void => {
@@ -178,7 +140,7 @@ export class HashPool {
     // workers started ahead (and already paid for) are enough: no more start-up on this path
     const n = parked.length > 0 ? Math.min(this.maxWorkers, parked.length) : this.maxWorkers;
     for (let i = 0; i < n; i++) {
-      const w = unpark() ?? new Worker(WORKER_SOURCE, { eval: true });
+      const w = unpark() ?? startWorker();
       w.on('message', (m: WorkerReply) => this.onReply(m));
       w.on('error', (e) => this.fail(e));
       this.workers.push(w);
@@ -188,7 +150,12 @@ export class HashPool {
 
   /** Queues one file; `cb` runs once its digest is known (or reading it failed). */
   submit(path: Buffer, size: number, cb: HashCallback): void {
-    if (this.workers.length === 0 && this.maxWorkers > 0 && (parked.length > 0 || this.inlineFiles >= this.inlineUntilFiles || this.inlineBytes >= INLINE_BYTES)) this.startWorkers();
+    if (
+      this.workers.length === 0 &&
+      this.maxWorkers > 0 &&
+      (parked.length > 0 || this.inlineFiles >= this.inlineUntilFiles || this.inlineBytes >= INLINE_BYTES)
+    )
+      this.startWorkers();
     if (this.workers.length === 0) {
       this.inlineFiles++;
       this.inlineBytes += size;
@@ -252,7 +219,10 @@ export class HashPool {
   }
 
   private fail(e: Error): void {
-    this.failure = new MinisandboxError('CAPTURE_HASH', `hashing worker failed: ${e.message}`, { cause: e, hint: 'retry the capture; if it persists, run with hashWorkers: 0' });
+    this.failure = new MinisandboxError('CAPTURE_HASH', `hashing worker failed: ${e.message}`, {
+      cause: e,
+      hint: 'retry the capture; if it persists, run with hashWorkers: 0',
+    });
     this.wake();
   }
 

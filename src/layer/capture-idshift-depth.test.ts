@@ -2,7 +2,7 @@ import { mkdirSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { InvalidInputError } from '../errors.js';
-import { captureAndRead, sh, tempDir } from './capture-test-util.js';
+import { captureAndRead, sh, tempDir } from '../../test/helpers/capture-util.js';
 
 describe('capture with an id shift', () => {
   const t = tempDir('idshift');
@@ -46,8 +46,8 @@ describe('capture of very deep trees', () => {
     const root = join(t.dir, 'tree');
     mkdirSync(root);
     // 1000 levels of `d/`: 2000 bytes of path, under PATH_MAX
-    mkdirSync(join(root, "d/".repeat(1000)), { recursive: true });
-    writeFileSync(join(root, "d/".repeat(1000), "f"), "bottom");
+    mkdirSync(join(root, 'd/'.repeat(1000)), { recursive: true });
+    writeFileSync(join(root, 'd/'.repeat(1000), 'f'), 'bottom');
     const c = await captureAndRead(root, join(t.dir, 'm1'));
     expect(c.entries).toBe(1001);
     expect(c.list.at(-1)).toMatchObject({ type: 'file', path: `${'d/'.repeat(1000)}f`, size: 6 });

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { sha256 } from '../cas/digest.js';
 import { InvalidInputError } from '../errors.js';
-import { captureAndRead, sh, tempDir } from './capture-test-util.js';
+import { captureAndRead, sh, tempDir } from '../../test/helpers/capture-util.js';
 
 /*
  * A real overlayfs: files deleted, a directory removed and recreated (opaque), a file modified
@@ -22,7 +22,11 @@ const CHANGES = `
 
 describe.each([
   { name: 'as root (trusted.overlay.*)', wrap: (s: string) => s, opts: '' },
-  { name: 'in a user namespace with userxattr (user.overlay.*)', wrap: (s: string) => `unshare --user --map-root-user --mount bash -euo pipefail -c '${s}'`, opts: ',userxattr' },
+  {
+    name: 'in a user namespace with userxattr (user.overlay.*)',
+    wrap: (s: string) => `unshare --user --map-root-user --mount bash -euo pipefail -c '${s}'`,
+    opts: ',userxattr',
+  },
 ])('capture of a real overlayfs upper dir $name', ({ wrap, opts }) => {
   const t = tempDir('ovl');
   afterAll(() => {

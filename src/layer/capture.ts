@@ -19,11 +19,10 @@ import { isErrno } from '../util/fs.js';
 import { HashPool, type HashResult } from './capture-hash.js';
 import { DigestSet } from './capture-digestset.js';
 import { fastEntryLine } from './capture-line.js';
-import { canonicalJson, MANIFEST_HEADER, type Entry } from './manifest.js';
+import { MANIFEST_HEADER, type Entry } from './manifest.js';
+import { canonicalJson } from '../cas/canonical-json.js';
 import { encodePath } from './path.js';
 import { readTreeXattrs, type TreeXattrs, type Xattrs } from './xattr.js';
-
-export { readManifest } from './capture-read.js';
 
 export interface CapturedObject {
   digest: Digest;
@@ -245,7 +244,10 @@ function settle(it: Item, err: Error | undefined, r: HashResult | undefined): vo
     return;
   }
   if (r.size !== e.size) {
-    it.error = new InvalidInputError(`capture: ${JSON.stringify(e.path)} changed size while being read (${e.size} -> ${r.size} bytes)`, 'capture a tree nothing is writing to');
+    it.error = new InvalidInputError(
+      `capture: ${JSON.stringify(e.path)} changed size while being read (${e.size} -> ${r.size} bytes)`,
+      'capture a tree nothing is writing to',
+    );
     return;
   }
   e.digest = `sha256:${r.hex}`;
@@ -253,7 +255,10 @@ function settle(it: Item, err: Error | undefined, r: HashResult | undefined): vo
 
 function treeChanged(path: string, cause: unknown): Error {
   if (isErrno(cause, 'ENAMETOOLONG')) {
-    return new InvalidInputError(`capture: ${JSON.stringify(path)} is longer than PATH_MAX (4096 bytes) as an absolute path`, 'capture from a shorter root path or flatten the tree');
+    return new InvalidInputError(
+      `capture: ${JSON.stringify(path)} is longer than PATH_MAX (4096 bytes) as an absolute path`,
+      'capture from a shorter root path or flatten the tree',
+    );
   }
   return new MinisandboxError('CAPTURE_IO', `capture: cannot read ${JSON.stringify(path)}: ${(cause as Error | undefined)?.message ?? 'unknown error'}`, {
     cause,

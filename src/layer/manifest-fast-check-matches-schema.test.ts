@@ -20,8 +20,35 @@ const valid: object[] = [
 
 /** Values that break some rule of some field (or an edge the schema may or may not accept). */
 const oddValues: unknown[] = [
-  undefined, null, true, false, 0, -0, 1, -1, 0.5, 0o7777, 0o10000, 0xffffffff, 2 ** 32, 2 ** 53, Number.MAX_SAFE_INTEGER,
-  '', 'x', '0', '-5', '12a', '9'.repeat(31), D, D.toUpperCase(), `sha256:${'a'.repeat(63)}`, [], {}, { a: 1 }, 'file', 'dir',
+  undefined,
+  null,
+  true,
+  false,
+  0,
+  -0,
+  1,
+  -1,
+  0.5,
+  0o7777,
+  0o10000,
+  0xffffffff,
+  2 ** 32,
+  2 ** 53,
+  Number.MAX_SAFE_INTEGER,
+  '',
+  'x',
+  '0',
+  '-5',
+  '12a',
+  '9'.repeat(31),
+  D,
+  D.toUpperCase(),
+  `sha256:${'a'.repeat(63)}`,
+  [],
+  {},
+  { a: 1 },
+  'file',
+  'dir',
 ];
 const keys = ['type', 'path', 'mode', 'uid', 'gid', 'mtime', 'size', 'digest', 'target', 'opaque', 'major', 'minor', 'xattrs', 'extra', '__proto__'];
 
@@ -77,7 +104,32 @@ describe('the fast entry check never accepts what EntrySchema rejects, and agree
 });
 
 describe('parseEntryLine checks paths and order exactly as checkRelativePath and comparePaths do', () => {
-  const names = ['a', 'b', 'a/b', 'a-b', 'a/', '/a', 'a//b', './a', 'a/.', 'a/..', '..', '.', '.a', 'a..', '\\x2fa', 'a\\x00b', 'a\\\\', 'é', 'é/x', '\u{1F600}', '\uE000', '\uFFFD', 'a\u0000b', 'ab\\x41'];
+  const names = [
+    'a',
+    'b',
+    'a/b',
+    'a-b',
+    'a/',
+    '/a',
+    'a//b',
+    './a',
+    'a/.',
+    'a/..',
+    '..',
+    '.',
+    '.a',
+    'a..',
+    '\\x2fa',
+    'a\\x00b',
+    'a\\\\',
+    'é',
+    'é/x',
+    '\u{1F600}',
+    '\uE000',
+    '\uFFFD',
+    'a\u0000b',
+    'ab\\x41',
+  ];
   const line = (path: string): string => JSON.stringify({ gid: 0, mode: 420, mtime: '0', path, type: 'fifo', uid: 0 });
   const outcome = (f: () => unknown): string => {
     try {
@@ -90,7 +142,10 @@ describe('parseEntryLine checks paths and order exactly as checkRelativePath and
 
   it('accepts and rejects the same paths, with the same message', () => {
     for (const p of names) {
-      expect(outcome(() => parseEntryLine(line(p), 2, undefined, 'm')), p).toBe(outcome(() => checkRelativePath(p)));
+      expect(
+        outcome(() => parseEntryLine(line(p), 2, undefined, 'm')),
+        p,
+      ).toBe(outcome(() => checkRelativePath(p)));
     }
   });
 

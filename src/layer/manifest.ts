@@ -6,6 +6,7 @@
 import { z } from 'zod';
 import { DIGEST_RE, DigestSchema, sha256 } from '../cas/digest.js';
 import { InvalidInputError } from '../errors.js';
+import { canonicalJson } from '../cas/canonical-json.js';
 import { checkRelativePath, comparePaths } from './path.js';
 
 /** Nanoseconds since the epoch, as a decimal integer string (JSON numbers cannot hold them). */
@@ -83,15 +84,6 @@ export const ManifestHeaderSchema = z.strictObject({
   mediaType: z.literal('application/vnd.minisandbox.layer.v1+jsonl'),
 });
 export const MANIFEST_HEADER = { mediaType: 'application/vnd.minisandbox.layer.v1+jsonl' } as const;
-
-/** JSON with object keys sorted recursively: the one canonical serialization. */
-export function canonicalJson(v: unknown): string {
-  if (v === null || typeof v !== 'object') return JSON.stringify(v);
-  if (Array.isArray(v)) return `[${v.map(canonicalJson).join(',')}]`;
-  const obj = v as Record<string, unknown>;
-  const keys = Object.keys(obj).filter((k) => obj[k] !== undefined).sort();
-  return `{${keys.map((k) => `${JSON.stringify(k)}:${canonicalJson(obj[k])}`).join(',')}}`;
-}
 
 export function entryLine(e: Entry): string {
   return `${canonicalJson(e)}\n`;

@@ -57,10 +57,16 @@ function utf8SeqLen(b: Buffer, i: number): number {
   if (c < 0x80) return 1;
   let len: number;
   let min: number;
-  if (c >= 0xc2 && c <= 0xdf) { len = 2; min = 0x80; }
-  else if (c >= 0xe0 && c <= 0xef) { len = 3; min = 0x800; }
-  else if (c >= 0xf0 && c <= 0xf4) { len = 4; min = 0x10000; }
-  else return 0;
+  if (c >= 0xc2 && c <= 0xdf) {
+    len = 2;
+    min = 0x80;
+  } else if (c >= 0xe0 && c <= 0xef) {
+    len = 3;
+    min = 0x800;
+  } else if (c >= 0xf0 && c <= 0xf4) {
+    len = 4;
+    min = 0x10000;
+  } else return 0;
   if (i + len > b.length) return 0;
   let cp = c & (0xff >> (len + 1));
   for (let k = 1; k < len; k++) {

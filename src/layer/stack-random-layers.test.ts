@@ -3,11 +3,10 @@ import { chmodSync, linkSync, lstatSync, mkdirSync, readdirSync, readFileSync, r
 import { sha256 } from '../cas/digest.js';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { captureAndRead, sh, tempDir } from './capture-test-util.js';
+import { captureAndRead, sh, tempDir } from '../../test/helpers/capture-util.js';
 import type { Entry } from './manifest.js';
 import { stack } from './stack.js';
 import { rng } from '../../test/helpers/rng.js';
-
 
 // names chosen to collide across layers and to sort around `/` (`a-b` < `a.c` < `a/`)
 const NAMES = ['a', 'b', 'a-b', 'a.c', 'c'];

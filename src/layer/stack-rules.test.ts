@@ -9,11 +9,17 @@ const file = (path: string, content = path): Entry => ({ type: 'file', path, ...
 const dir = (path: string, opaque = false): Entry => ({ type: 'dir', path, ...meta, mode: 0o755, ...(opaque ? { opaque: true as const } : {}) });
 const wh = (path: string): Entry => ({ type: 'whiteout', path });
 const hard = (path: string, target: string): Entry => ({ type: 'hardlink', path, target });
-const summary = (layers: Entry[][]): string[] => stack(layers).map((s) => `${s.layer}:${s.entry.path}:${s.entry.type}${s.entry.type === 'hardlink' ? `>${s.entry.target}` : ''}`);
+const summary = (layers: Entry[][]): string[] =>
+  stack(layers).map((s) => `${s.layer}:${s.entry.path}:${s.entry.type}${s.entry.type === 'hardlink' ? `>${s.entry.target}` : ''}`);
 
 describe('stack rules', () => {
   it('a layer whiteout or opaque dir never hides entries of the same layer', () => {
-    expect(summary([[dir('d'), file('d/old')], [dir('d', true), file('d/new')]])).toEqual(['1:d:dir', '1:d/new:file']);
+    expect(
+      summary([
+        [dir('d'), file('d/old')],
+        [dir('d', true), file('d/new')],
+      ]),
+    ).toEqual(['1:d:dir', '1:d/new:file']);
     expect(summary([[file('x')], [wh('x')], [file('x')]])).toEqual(['2:x:file']);
   });
 
@@ -48,6 +54,11 @@ describe('stack rules', () => {
   });
 
   it('orders the output canonically (byte-wise), not by layer', () => {
-    expect(stack([[file('b'), file('a-c')], [dir('a'), file('a/x')]]).map((s) => s.entry.path)).toEqual(['a', 'a-c', 'a/x', 'b']);
+    expect(
+      stack([
+        [file('b'), file('a-c')],
+        [dir('a'), file('a/x')],
+      ]).map((s) => s.entry.path),
+    ).toEqual(['a', 'a-c', 'a/x', 'b']);
   });
 });

@@ -74,7 +74,10 @@ export function stack(layers: ReadonlyArray<Iterable<Entry>>): StackedEntry[] {
       if (e.type === 'file') files.set(e.path, e);
       if (e.type === 'hardlink') {
         const t = files.get(e.target);
-        if (t === undefined) throw new InvalidInputError(`layer ${li}: hardlink ${JSON.stringify(e.path)} targets ${JSON.stringify(e.target)}, which is not an earlier file entry of that layer`);
+        if (t === undefined)
+          throw new InvalidInputError(
+            `layer ${li}: hardlink ${JSON.stringify(e.path)} targets ${JSON.stringify(e.target)}, which is not an earlier file entry of that layer`,
+          );
         targets.set(t.path, t);
       }
     }

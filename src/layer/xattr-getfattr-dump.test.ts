@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { NotFoundError } from '../errors.js';
 import { captureLayer } from './capture.js';
-import { sh, tempDir } from './capture-test-util.js';
+import { sh, tempDir } from '../../test/helpers/capture-util.js';
 import { GetfattrParser, readTreeXattrs, type Xattrs } from './xattr.js';
 
 describe('getfattr dump parsing', () => {

@@ -2,7 +2,7 @@ import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { rng } from '../../test/helpers/rng.js';
-import { captureAndRead, sh, tempDir } from './capture-test-util.js';
+import { captureAndRead, sh, tempDir } from '../../test/helpers/capture-util.js';
 import { readTreeXattrs } from './xattr.js';
 import { XattrSorter, type Xattrs } from './xattr-sorted.js';
 
@@ -50,7 +50,7 @@ async function roundTrip(count: number, spillDir: string, spilled: boolean): Pro
   tree.close();
 }
 
-describe('sorting a tree\'s extended attributes', () => {
+describe("sorting a tree's extended attributes", () => {
   const t = tempDir('xattr-sort');
   afterAll(() => t.cleanup());
 
@@ -67,7 +67,9 @@ describe('sorting a tree\'s extended attributes', () => {
   it('captures a tree where every file has attributes, with the spill file gone afterwards', async () => {
     const root = join(t.dir, 'tree');
     // 20k files with a label each: past the in-memory limit, as on an SELinux host
-    sh(`mkdir -p ${root}/a ${root}/b && cd ${root} && seq 1 10000 | sed 's|^|a/f|' | xargs touch && seq 1 10000 | sed 's|^|b/g|' | xargs touch && find . -mindepth 1 -print0 | xargs -0 setfattr -n user.label -v system_u:object_r:usr_t:s0`);
+    sh(
+      `mkdir -p ${root}/a ${root}/b && cd ${root} && seq 1 10000 | sed 's|^|a/f|' | xargs touch && seq 1 10000 | sed 's|^|b/g|' | xargs touch && find . -mindepth 1 -print0 | xargs -0 setfattr -n user.label -v system_u:object_r:usr_t:s0`,
+    );
     // the same tree read directly: its attributes take the spill path
     const direct = await readTreeXattrs(root, t.dir);
     expect(direct.spilled).toBe(true);

@@ -102,7 +102,12 @@ export class XattrSorter {
       });
       child.on('close', (code) => {
         if (code === 0) resolve();
-        else reject(new MinisandboxError('CAPTURE_XATTR_SORT', `sorting the tree's extended attributes failed (sort exit ${code})`, { hint: `check free space in ${this.spillDir}` }));
+        else
+          reject(
+            new MinisandboxError('CAPTURE_XATTR_SORT', `sorting the tree's extended attributes failed (sort exit ${code})`, {
+              hint: `check free space in ${this.spillDir}`,
+            }),
+          );
       });
     });
     exited.catch(() => undefined); // reported by finish()

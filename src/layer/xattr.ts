@@ -46,9 +46,16 @@ export async function readTreeXattrs(root: string, spillDir: string): Promise<Tr
     parser.end();
     if (code !== 0 && stderr.includes('File name too long')) {
       // a known limit: paths are handled as whole strings, so none may exceed PATH_MAX
-      throw new InvalidInputError(`capture: the tree under ${root} has paths longer than PATH_MAX (4096 bytes)`, 'capture from a shorter root path or flatten the tree');
+      throw new InvalidInputError(
+        `capture: the tree under ${root} has paths longer than PATH_MAX (4096 bytes)`,
+        'capture from a shorter root path or flatten the tree',
+      );
     }
-    if (code !== 0) throw new InvalidInputError(`getfattr -R ${root} failed (exit ${code}): ${stderr.trim().slice(0, 500)}`, 'check that the tree is readable and unchanged during capture');
+    if (code !== 0)
+      throw new InvalidInputError(
+        `getfattr -R ${root} failed (exit ${code}): ${stderr.trim().slice(0, 500)}`,
+        'check that the tree is readable and unchanged during capture',
+      );
   } catch (e) {
     child.kill();
     sorter.abort();

@@ -7,32 +7,9 @@
 import { createRequire } from 'node:module';
 import { Worker } from 'node:worker_threads';
 import { MinisandboxError } from '../errors.js';
+import { workerFile } from '../util/worker-file.js';
 
-// Eval'd CommonJS so the worker needs no separate file (and works under tsx, vitest and tsc output alike).
-const WORKER_SOURCE = `
-const { parentPort, workerData } = require('node:worker_threads');
-const b = require(workerData.binding);
-const cctx = new b.CCtx();
-cctx.setParameter(b.CParameter.compressionLevel, workerData.level);
-// No zstd checksum: objects are verified by sha256 (see stream-compressor.ts).
-// One output buffer for every frame; the result goes back in the input's own memory when it
-// fits (always, unless the frame is incompressible), so no frame allocates anything here and
-// the caller can fill that memory again.
-let scratch = Buffer.alloc(0);
-parentPort.on('message', ({ id, buffer, length }) => {
-  try {
-    const data = new Uint8Array(buffer, 0, length);
-    const bound = b.compressBound(length);
-    if (scratch.length < bound) scratch = Buffer.allocUnsafeSlow(bound);
-    const n = cctx.compress2(scratch, data);
-    const out = n <= buffer.byteLength ? buffer : new ArrayBuffer(n);
-    scratch.copy(new Uint8Array(out), 0, 0, n);
-    parentPort.postMessage({ id, out, length: n }, [out]);
-  } catch (e) {
-    parentPort.postMessage({ id, error: String(e && e.message || e) });
-  }
-});
-`;
+// The worker is compress-worker.cjs (CommonJS: it needs no loader; see util/worker-file.ts).
 
 interface Reply {
   id: number;
@@ -62,7 +39,7 @@ export class CompressPool {
   constructor(opts: { workers: number; level: number }) {
     const bindingPath = createRequire(import.meta.url).resolve('zstd-napi/binding.js');
     for (let i = 0; i < opts.workers; i++) {
-      const w = new Worker(WORKER_SOURCE, { eval: true, workerData: { binding: bindingPath, level: opts.level } });
+      const w = new Worker(workerFile(import.meta.url, 'compress-worker.cjs'), { workerData: { binding: bindingPath, level: opts.level } });
       w.on('message', (m: Reply) => this.onReply(m));
       w.on('error', (e) => this.fail(e));
       this.workers.push(w);

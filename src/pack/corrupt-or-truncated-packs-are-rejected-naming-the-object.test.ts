@@ -6,7 +6,7 @@ import { digestHex } from '../cas/digest.js';
 import { DigestMismatchError } from '../errors.js';
 import { CorruptPackError } from './errors.js';
 import { fetchObjects } from './reader.js';
-import { packIntoRegistry, prng, randomBytesSeeded, sourceText, writeObject } from './test-objects.js';
+import { packIntoRegistry, prng, randomBytesSeeded, sourceText, writeObject } from '../../test/helpers/pack-objects.js';
 import type { PackSource } from './writer.js';
 
 let work: string;

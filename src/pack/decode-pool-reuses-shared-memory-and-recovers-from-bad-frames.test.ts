@@ -17,7 +17,10 @@ function frameOf(n: number, seed: number): { raw: Buffer; frame: Buffer } {
 describe('the decoding worker', () => {
   it('decodes into shared memory that is reused once released, with the digests asked for', async () => {
     const a = frameOf(1 << 20, 1);
-    const first = await pool.decode(a.frame, a.raw.length, [[0, 100], [4096, 50_000]]);
+    const first = await pool.decode(a.frame, a.raw.length, [
+      [0, 100],
+      [4096, 50_000],
+    ]);
     expect(first.data.equals(a.raw)).toBe(true);
     expect(first.digests).toEqual([sha(a.raw.subarray(0, 100)), sha(a.raw.subarray(4096, 54_096))]);
     expect(first.data.buffer).toBeInstanceOf(SharedArrayBuffer);

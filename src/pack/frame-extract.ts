@@ -156,8 +156,7 @@ export class FrameExtractor {
     private readonly wanted: PackIndexEntry[],
     private readonly temps: TempNames,
     private readonly onObject: (e: PackIndexEntry) => void,
-  ) {
-  }
+  ) {}
 
   private get decoder(): BoundedFrameDecoder {
     this.streamDecoder ??= new BoundedFrameDecoder(this.frame.rawLength, () => `pack ${this.pack} frame at ${this.frame.offset}`);

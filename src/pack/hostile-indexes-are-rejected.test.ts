@@ -9,7 +9,7 @@ import type { LocalRegistry } from '../registry/local.js';
 import { CorruptPackError } from './errors.js';
 import { encodePackIndex, PACK_INDEX_FORMAT, parsePackIndex, type PackIndex, type PackIndexEntry, type PackIndexFile } from './pack-index.js';
 import { fetchObjects } from './reader.js';
-import { packIntoRegistry, prng, sourceText, writeObject } from './test-objects.js';
+import { packIntoRegistry, prng, sourceText, writeObject } from '../../test/helpers/pack-objects.js';
 import type { PackSource } from './writer.js';
 import { decompressBounded } from './zstd-bounded.js';
 
@@ -41,19 +41,71 @@ function parse(f: PackIndexFile): PackIndex {
 describe('parsePackIndex', () => {
   it('accepts a well-formed index and flattens it into self-contained entries', () => {
     const idx = parse(file({}));
-    expect(idx.entries.find((e) => e.digest === D(2))).toEqual({ digest: D(2), size: 1000, frameOffset: 100, frameLength: 200, frameRawLength: 2048, offset: 512 });
+    expect(idx.entries.find((e) => e.digest === D(2))).toEqual({
+      digest: D(2),
+      size: 1000,
+      frameOffset: 100,
+      frameLength: 200,
+      frameRawLength: 2048,
+      offset: 512,
+    });
   });
 
   it.each<[string, Partial<PackIndexFile>, RegExp]>([
     ['frames ending past the pack', { packSize: 250 }, /frames end at 300/],
-    ['overlapping frames', { frames: [{ offset: 0, length: 100, rawLength: 4096 }, { offset: 50, length: 250, rawLength: 2048 }] }, /frame 1 starts at 50/],
-    ['a gap between frames', { frames: [{ offset: 0, length: 100, rawLength: 4096 }, { offset: 120, length: 180, rawLength: 2048 }] }, /frame 1 starts at 120/],
+    [
+      'overlapping frames',
+      {
+        frames: [
+          { offset: 0, length: 100, rawLength: 4096 },
+          { offset: 50, length: 250, rawLength: 2048 },
+        ],
+      },
+      /frame 1 starts at 50/,
+    ],
+    [
+      'a gap between frames',
+      {
+        frames: [
+          { offset: 0, length: 100, rawLength: 4096 },
+          { offset: 120, length: 180, rawLength: 2048 },
+        ],
+      },
+      /frame 1 starts at 120/,
+    ],
     ['an object past its frame', { objects: [{ digest: D(1), size: 4000, frame: 0, offset: 512 }] }, /ends past its frame/],
     ['an object in a missing frame', { objects: [{ digest: D(1), size: 10, frame: 7, offset: 512 }] }, /names frame 7/],
-    ['overlapping objects', { objects: [{ digest: D(1), size: 1000, frame: 0, offset: 512 }, { digest: D(3), size: 10, frame: 0, offset: 1024 }] }, /overlaps/],
+    [
+      'overlapping objects',
+      {
+        objects: [
+          { digest: D(1), size: 1000, frame: 0, offset: 512 },
+          { digest: D(3), size: 10, frame: 0, offset: 1024 },
+        ],
+      },
+      /overlaps/,
+    ],
     ['an absurd size', { objects: [{ digest: D(1), size: 2 ** 60, frame: 0, offset: 512 }] }, /objects/],
-    ['a duplicated object', { objects: [{ digest: D(1), size: 10, frame: 0, offset: 512 }, { digest: D(1), size: 10, frame: 0, offset: 1536 }] }, /duplicated/],
-    ['a frame length that is not whole tar blocks', { frames: [{ offset: 0, length: 100, rawLength: 4000 }, { offset: 100, length: 200, rawLength: 2048 }] }, /frames/],
+    [
+      'a duplicated object',
+      {
+        objects: [
+          { digest: D(1), size: 10, frame: 0, offset: 512 },
+          { digest: D(1), size: 10, frame: 0, offset: 1536 },
+        ],
+      },
+      /duplicated/,
+    ],
+    [
+      'a frame length that is not whole tar blocks',
+      {
+        frames: [
+          { offset: 0, length: 100, rawLength: 4000 },
+          { offset: 100, length: 200, rawLength: 2048 },
+        ],
+      },
+      /frames/,
+    ],
   ])('rejects %s', (_name, over, msg) => {
     const f = file(over);
     // encodePackIndex sorts objects, so "duplicated" is still caught by the sortedness check.

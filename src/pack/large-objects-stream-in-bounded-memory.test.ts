@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { digestHex, type Digest } from '../cas/digest.js';
 import { fetchObjects } from './reader.js';
-import { packIntoRegistry, prng, randomBytesSeeded } from './test-objects.js';
+import { packIntoRegistry, prng, randomBytesSeeded } from '../../test/helpers/pack-objects.js';
 import type { PackSource } from './writer.js';
 
 const SIZE = 320 << 20;

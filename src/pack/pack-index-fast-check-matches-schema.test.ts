@@ -17,7 +17,29 @@ const index = {
   ],
 };
 
-const odd: unknown[] = [undefined, null, -1, -0, 0, 0.5, 1, 511, 512, 1000, 2 ** 50, 2 ** 50 + 512, 2 ** 53, '512', '', [], {}, D('b'), D('B'), PACK_INDEX_FORMAT, 'other/1'];
+const odd: unknown[] = [
+  undefined,
+  null,
+  -1,
+  -0,
+  0,
+  0.5,
+  1,
+  511,
+  512,
+  1000,
+  2 ** 50,
+  2 ** 50 + 512,
+  2 ** 53,
+  '512',
+  '',
+  [],
+  {},
+  D('b'),
+  D('B'),
+  PACK_INDEX_FORMAT,
+  'other/1',
+];
 
 function mutate(r: () => number): unknown {
   const x = JSON.parse(JSON.stringify(index)) as Record<string, unknown> & { frames: Record<string, unknown>[]; objects: Record<string, unknown>[] };

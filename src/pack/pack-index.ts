@@ -125,7 +125,6 @@ export function parsePackIndex(bytes: Buffer, indexDigest: Digest): PackIndex {
   return validatePackIndex(r.data, indexDigest);
 }
 
-
 function isCount(v: unknown, min = 0): v is number {
   return typeof v === 'number' && Number.isSafeInteger(v) && v >= min && v <= MAX_BYTES;
 }
@@ -141,14 +140,26 @@ function hasKeys(v: unknown, n: number): v is Record<string, unknown> {
  * A test compares both on mutated indexes.
  */
 export function fastPackIndexFile(json: unknown): PackIndexFile | undefined {
-  if (!hasKeys(json, 5) || json.format !== PACK_INDEX_FORMAT || typeof json.pack !== 'string' || !DIGEST_RE.test(json.pack) || !isCount(json.packSize)) return undefined;
+  if (!hasKeys(json, 5) || json.format !== PACK_INDEX_FORMAT || typeof json.pack !== 'string' || !DIGEST_RE.test(json.pack) || !isCount(json.packSize))
+    return undefined;
   const { frames, objects } = json;
   if (!Array.isArray(frames) || frames.length < 1 || !Array.isArray(objects) || objects.length > MAX_INDEX_OBJECTS) return undefined;
   for (const f of frames as unknown[]) {
     if (!hasKeys(f, 3) || !isCount(f.offset) || !isCount(f.length, 1) || !isCount(f.rawLength, TAR_BLOCK) || f.rawLength % TAR_BLOCK !== 0) return undefined;
   }
   for (const o of objects as unknown[]) {
-    if (!hasKeys(o, 4) || typeof o.digest !== 'string' || !DIGEST_RE.test(o.digest) || !isCount(o.size) || typeof o.frame !== 'number' || !Number.isSafeInteger(o.frame) || o.frame < 0 || !isCount(o.offset, TAR_BLOCK) || o.offset % TAR_BLOCK !== 0) return undefined;
+    if (
+      !hasKeys(o, 4) ||
+      typeof o.digest !== 'string' ||
+      !DIGEST_RE.test(o.digest) ||
+      !isCount(o.size) ||
+      typeof o.frame !== 'number' ||
+      !Number.isSafeInteger(o.frame) ||
+      o.frame < 0 ||
+      !isCount(o.offset, TAR_BLOCK) ||
+      o.offset % TAR_BLOCK !== 0
+    )
+      return undefined;
   }
   return json as PackIndexFile;
 }

@@ -127,11 +127,18 @@ export async function fetchObjects(
   const empty = unique.filter((e) => e.size === 0);
   for (const e of empty) await writeEmpty(pack, e, temps, onObject);
 
-  const ranges = planRanges(frameWork(pack, unique.filter((e) => e.size > 0)));
+  const ranges = planRanges(
+    frameWork(
+      pack,
+      unique.filter((e) => e.size > 0),
+    ),
+  );
   const result: FetchResult = { objects: 0, bytes: 0, fetchedBytes: 0, reads: ranges.length };
   // A worker pays off once there is more than a little to decode (it takes tens of ms to start).
   const sink = opts.frameSink;
-  const pooled = ranges.filter((r) => !r.streamed).reduce((n, r) => n + r.frames.reduce((m, f) => (sink?.accepts(f.frame) === true ? m : m + f.frame.length), 0), 0);
+  const pooled = ranges
+    .filter((r) => !r.streamed)
+    .reduce((n, r) => n + r.frames.reduce((m, f) => (sink?.accepts(f.frame) === true ? m : m + f.frame.length), 0), 0);
   const mode = opts.decoder ?? 'auto';
   const useWorker = mode === 'worker' || (mode === 'auto' && (opts.decodePool !== undefined || pooled >= POOL_DECODE_MIN_BYTES));
   const decoder = useWorker ? (opts.decodePool ?? new DecodePool()) : undefined;
@@ -238,7 +245,11 @@ async function extractInOrder(
         const start = f.frame.offset - r.offset;
         const compressed = buf.subarray(start, start + f.frame.length);
         if (pooled(f)) {
-          const decoded = decoder!.decode(compressed, f.frame.rawLength, f.wanted.map((w): [number, number] => [w.offset, w.size]));
+          const decoded = decoder!.decode(
+            compressed,
+            f.frame.rawLength,
+            f.wanted.map((w): [number, number] => [w.offset, w.size]),
+          );
           decoded.catch(() => undefined); // reported by the extractor in turn
           await jobs.put({ f, decoded }, f.frame.rawLength);
         } else {
@@ -320,7 +331,9 @@ async function spoolStreamed(registry: Registry, pack: Digest, r: RangeWork, dir
   }
   if (got !== r.length) {
     const lost = r.frames.flatMap((f) => f.wanted.map((w) => w.digest));
-    throw new CorruptPackError(`pack ${pack}: read of ${r.length} bytes at ${r.offset} returned ${got} (truncated pack?); objects not extracted: ${nameSome(lost)}`);
+    throw new CorruptPackError(
+      `pack ${pack}: read of ${r.length} bytes at ${r.offset} returned ${got} (truncated pack?); objects not extracted: ${nameSome(lost)}`,
+    );
   }
   return file;
 }
@@ -330,7 +343,9 @@ async function readRange(registry: Registry, pack: Digest, r: RangeWork, into: B
   const buf = await registry.getBlobRange(pack, r.offset, r.length, into);
   if (buf.length !== r.length) {
     const lost = r.frames.filter((f) => f.frame.offset + f.frame.length > r.offset + buf.length).flatMap((f) => f.wanted.map((w) => w.digest));
-    throw new CorruptPackError(`pack ${pack}: read of ${r.length} bytes at ${r.offset} returned ${buf.length} (truncated pack?); objects not extracted: ${nameSome(lost)}`);
+    throw new CorruptPackError(
+      `pack ${pack}: read of ${r.length} bytes at ${r.offset} returned ${buf.length} (truncated pack?); objects not extracted: ${nameSome(lost)}`,
+    );
   }
   return buf;
 }
@@ -496,4 +511,3 @@ async function fetchStreamed(registry: Registry, pack: Digest, r: RangeWork, tem
   }
   await x.end();
 }
-

@@ -7,7 +7,7 @@ import { digestHex } from '../cas/digest.js';
 import { LocalRegistry } from '../registry/local.js';
 import { publishPacks } from './publish.js';
 import { fetchObjects, parsePackIndex, type PackIndexEntry } from './reader.js';
-import { prng, randomBytesSeeded, sourceText, writeObject } from './test-objects.js';
+import { prng, randomBytesSeeded, sourceText, writeObject } from '../../test/helpers/pack-objects.js';
 import { PackWriter, type PackSource, type WrittenPack } from './writer.js';
 
 let work: string;

@@ -8,7 +8,7 @@ import type { LocalRegistry } from '../registry/local.js';
 import type { Registry } from '../registry/registry.js';
 import type { PackIndex, PackIndexEntry } from './pack-index.js';
 import { fetchObjects } from './reader.js';
-import { packIntoRegistry, prng, randomBytesSeeded, writeObject } from './test-objects.js';
+import { packIntoRegistry, prng, randomBytesSeeded, writeObject } from '../../test/helpers/pack-objects.js';
 import type { PackSource } from './writer.js';
 
 /** Passes reads through to a real registry, recording every byte range asked for. */

@@ -35,7 +35,8 @@ export const ZEROS = Buffer.alloc(2 * TAR_BLOCK);
 /** The 512-byte header of `objects/<hex>`, with fixed metadata so packs are reproducible. */
 export function objectHeader(digest: Digest, size: number): Buffer {
   const h = codec.encode({ name: `objects/${digestHex(digest)}`, size, mode: 0o644, mtime: new Date(0), uid: 0, gid: 0, type: 'file' });
-  if (!h || h.length !== TAR_BLOCK) throw new MinisandboxError('PACK_LAYOUT', `tar-stream could not encode a header for ${digest}`, { hint: 'this is a bug in minisandbox' });
+  if (!h || h.length !== TAR_BLOCK)
+    throw new MinisandboxError('PACK_LAYOUT', `tar-stream could not encode a header for ${digest}`, { hint: 'this is a bug in minisandbox' });
   return h;
 }
 

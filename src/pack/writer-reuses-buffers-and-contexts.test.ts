@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { digestHex } from '../cas/digest.js';
 import { fetchObjects } from './reader.js';
-import { packIntoRegistry, prng, randomBytesSeeded, sourceText, writeObject } from './test-objects.js';
+import { packIntoRegistry, prng, randomBytesSeeded, sourceText, writeObject } from '../../test/helpers/pack-objects.js';
 import type { PackSource } from './writer.js';
 
 let work: string;

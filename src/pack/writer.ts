@@ -19,21 +19,8 @@ import { DigestMismatchError, InvalidInputError, MinisandboxError } from '../err
 import { Compressors } from './compressors.js';
 import { ReadRing } from './read-ring.js';
 import { SourceChangedError } from './errors.js';
-import {
-  encodePackIndex,
-  PACK_INDEX_FORMAT,
-  TAR_END_LENGTH,
-  tarEntryLength,
-  TAR_BLOCK,
-  type PackFrame,
-  type PackObject,
-} from './pack-index.js';
-import {
-  COMPRESSION_LEVEL,
-  FRAME_TARGET_BYTES,
-  PACK_TARGET_BYTES,
-  STREAM_CHUNK_BYTES,
-} from './settings.js';
+import { encodePackIndex, PACK_INDEX_FORMAT, TAR_END_LENGTH, tarEntryLength, TAR_BLOCK, type PackFrame, type PackObject } from './pack-index.js';
+import { COMPRESSION_LEVEL, FRAME_TARGET_BYTES, PACK_TARGET_BYTES, STREAM_CHUNK_BYTES } from './settings.js';
 import type { StreamFrameCompressor } from './stream-compressor.js';
 import binding from 'zstd-napi/binding.js';
 import { objectHeader, padding } from './tar-header.js';
@@ -128,7 +115,8 @@ export class PackWriter {
    */
   async add(obj: PackSource): Promise<void> {
     // A plain regex test: zod's parse per object showed up at ~4% of packing small files.
-    if (!DIGEST_RE.test(obj.digest)) throw new InvalidInputError(`invalid object digest ${JSON.stringify(obj.digest)}`, 'digests look like sha256:<64 hex digits>');
+    if (!DIGEST_RE.test(obj.digest))
+      throw new InvalidInputError(`invalid object digest ${JSON.stringify(obj.digest)}`, 'digests look like sha256:<64 hex digits>');
     if (!Number.isSafeInteger(obj.size) || obj.size < 0) throw new InvalidInputError(`object ${obj.digest}: invalid size ${obj.size}`);
     await this.exclusive(async () => {
       if (obj.size <= SYNC_READ_BYTES) {
@@ -157,8 +145,10 @@ export class PackWriter {
    * which has no file on disk to read again), at most one frame; copied, so `data` may be reused.
    */
   async addData(obj: { digest: Digest; size: number }, data: Buffer): Promise<void> {
-    if (!DIGEST_RE.test(obj.digest)) throw new InvalidInputError(`invalid object digest ${JSON.stringify(obj.digest)}`, 'digests look like sha256:<64 hex digits>');
-    if (data.length !== obj.size || obj.size > this.settings.frameBytes) throw new InvalidInputError(`object ${obj.digest}: addData takes whole objects of at most a frame (${obj.size} bytes)`);
+    if (!DIGEST_RE.test(obj.digest))
+      throw new InvalidInputError(`invalid object digest ${JSON.stringify(obj.digest)}`, 'digests look like sha256:<64 hex digits>');
+    if (data.length !== obj.size || obj.size > this.settings.frameBytes)
+      throw new InvalidInputError(`object ${obj.digest}: addData takes whole objects of at most a frame (${obj.size} bytes)`);
     await this.exclusive(async () => {
       await (await this.target()).addBuffer({ ...obj, path: '(memory)' }, data);
     });
@@ -190,7 +180,10 @@ export class PackWriter {
 
   private async exclusive(f: () => Promise<void>): Promise<void> {
     if (this.closed) throw new MinisandboxError('PACK_WRITER_CLOSED', 'the pack writer is finished or aborted', { hint: 'create a new PackWriter' });
-    if (this.busy) throw new MinisandboxError('PACK_WRITER_BUSY', 'PackWriter.add called again before the previous call settled', { hint: 'await each add() before the next' });
+    if (this.busy)
+      throw new MinisandboxError('PACK_WRITER_BUSY', 'PackWriter.add called again before the previous call settled', {
+        hint: 'await each add() before the next',
+      });
     this.busy = true;
     try {
       await f();
@@ -431,7 +424,9 @@ class PackBuilder {
   private async cutFrame(last = false): Promise<void> {
     const rawLength = this.openLength;
     const inline = last && this.frameIndex === 0 && !this.z.poolStarted;
-    const compressed = inline ? Promise.resolve(compressFrame(this.frame!.subarray(0, rawLength), this.s.level)) : this.z.pool.compress(this.frame!, rawLength, true);
+    const compressed = inline
+      ? Promise.resolve(compressFrame(this.frame!.subarray(0, rawLength), this.s.level))
+      : this.z.pool.compress(this.frame!, rawLength, true);
     this.frame = null; // moved to the worker
     this.openLength = 0;
     this.frameIndex++;

@@ -17,7 +17,10 @@ export class BoundedFrameDecoder {
   private frameDone = false;
   private readonly out = Buffer.allocUnsafe(OUT_CHUNK);
 
-  constructor(private readonly rawLength: number, private readonly describe: () => string) {}
+  constructor(
+    private readonly rawLength: number,
+    private readonly describe: () => string,
+  ) {}
 
   /**
    * Decodes `input`, yielding decoded pieces. A piece is a view of a reused buffer: consume it

@@ -46,7 +46,10 @@ export async function populateBusyboxRoot(busybox: string, target: string): Prom
   try {
     list = (await promisify(execFile)(busybox, ['--list-full'], { encoding: 'utf8' })).stdout;
   } catch (e) {
-    throw new HostCapabilityError(`cannot run ${busybox} --list-full: ${(e as Error).message}`, 'install Debian busybox-static (it provides /bin/busybox), or point the base recipe at a static busybox');
+    throw new HostCapabilityError(
+      `cannot run ${busybox} --list-full: ${(e as Error).message}`,
+      'install Debian busybox-static (it provides /bin/busybox), or point the base recipe at a static busybox',
+    );
   }
   const applets = list.split('\n').filter((l) => l !== '');
   if (applets.length === 0) throw new InvalidInputError(`${busybox} lists no applets`, 'use a busybox built with applet support');

@@ -60,23 +60,45 @@ describe('build scripts in a busybox root', () => {
 
   it('runs each command in its own shell in the workdir, with quoting intact', async () => {
     const recipe: EnvRecipe = {
-      kind: 'env', parent: { recipe: 'x' }, env: { Q: "it's \"quoted\" $HOME" }, files: [], workdir: '/work dir', network: false, shell: '/bin/sh',
+      kind: 'env',
+      parent: { recipe: 'x' },
+      env: { Q: 'it\'s "quoted" $HOME' },
+      files: [],
+      workdir: '/work dir',
+      network: false,
+      shell: '/bin/sh',
       commands: ['cd /tmp', 'pwd > /where', 'printf %s "$Q" > /q'],
     };
-    const script = envBuildScript(recipe, { v: 1, kind: 'env', commands: recipe.commands, env: recipe.env, files: [], workdir: recipe.workdir, network: false, shell: '/bin/sh' }, '/.staging');
+    const script = envBuildScript(
+      recipe,
+      { v: 1, kind: 'env', commands: recipe.commands, env: recipe.env, files: [], workdir: recipe.workdir, network: false, shell: '/bin/sh' },
+      '/.staging',
+    );
     expect(spawnSync(CHROOT[0]!, [...CHROOT.slice(1), root, '/bin/sh', '-c', script]).status).toBe(0);
     expect(await readFile(join(root, 'where'), 'utf8')).toBe('/work dir\n');
     expect(await readFile(join(root, 'q'), 'utf8')).toBe(`it's "quoted" $HOME`);
-    const inst = instanceBuildScript({ kind: 'instance', parent: { recipe: 'x' }, repo: { path: '/r' }, commit: 'a'.repeat(40), workdir: '/work dir', commands: ['false'], env: {}, shell: '/bin/sh' });
+    const inst = instanceBuildScript({
+      kind: 'instance',
+      parent: { recipe: 'x' },
+      repo: { path: '/r' },
+      commit: 'a'.repeat(40),
+      workdir: '/work dir',
+      commands: ['false'],
+      env: {},
+      shell: '/bin/sh',
+    });
     const r = spawnSync(CHROOT[0]!, [...CHROOT.slice(1), root, '/bin/sh', '-c', inst], { encoding: 'utf8' });
     expect(r.status).toBe(1);
     expect(r.stderr).toContain('command [1/1] failed');
   });
 
   it('builds debootstrap, tarball and directory commands from the recipe', () => {
-    expect(baseRootfsCommand({ type: 'debootstrap', suite: 'bookworm', variant: 'minbase', include: ['gpgv', 'ca-certificates'], mirror: 'http://deb.debian.org/debian' }, '/t')).toEqual([
-      'debootstrap', '--variant=minbase', '--include=ca-certificates,gpgv', 'bookworm', '/t', 'http://deb.debian.org/debian',
-    ]);
+    expect(
+      baseRootfsCommand(
+        { type: 'debootstrap', suite: 'bookworm', variant: 'minbase', include: ['gpgv', 'ca-certificates'], mirror: 'http://deb.debian.org/debian' },
+        '/t',
+      ),
+    ).toEqual(['debootstrap', '--variant=minbase', '--include=ca-certificates,gpgv', 'bookworm', '/t', 'http://deb.debian.org/debian']);
     expect(baseRootfsCommand({ type: 'directory', path: '/src' }, '/t')).toEqual(['cp', '-a', '--', '/src/.', '/t/']);
   });
 });

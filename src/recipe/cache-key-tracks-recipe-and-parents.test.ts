@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { sha256 } from '../cas/digest.js';
-import { RefNameSchema } from '../registry/registry.js';
+import { RefNameSchema } from '../cas/ref-name.js';
 import { cacheKey, cacheRefName } from './key.js';
 import { loadRecipe } from './load.js';
 import { normalizeRecipe } from './normalize.js';
@@ -83,7 +83,7 @@ describe('cacheKey', () => {
 
   it('maps to a valid registry ref under _cache/<kind>/', async () => {
     const a = await fixture(ENV);
-    const ref = cacheRefName('env', await keyOf(a.file) as `sha256:${string}`);
+    const ref = cacheRefName('env', (await keyOf(a.file)) as `sha256:${string}`);
     expect(ref).toMatch(/^_cache\/env\/[0-9a-f]{64}$/);
     expect(RefNameSchema.safeParse(ref).success).toBe(true);
   });

@@ -31,7 +31,8 @@ export async function addToCatalog(catalog: RecipeCatalog, source: string, recip
   const entry: CatalogEntry = { source, recipe, normalized, digest: recipeDigest(normalized) };
   const p = parentSource(recipe);
   if (p !== undefined) {
-    if (p === source || chain.includes(p)) throw new InvalidInputError(`${source}: parent cycle ${[...chain, source, p].join(' -> ')}`, 'a recipe cannot be its own ancestor');
+    if (p === source || chain.includes(p))
+      throw new InvalidInputError(`${source}: parent cycle ${[...chain, source, p].join(' -> ')}`, 'a recipe cannot be its own ancestor');
     if (!catalog.has(p)) {
       const parent = await loadRecipe(p);
       await addToCatalog(catalog, parent.source, parent.recipe, [...chain, source]);

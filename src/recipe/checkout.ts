@@ -46,7 +46,10 @@ export function repoSourceLocation(s: RepoSource): string {
 async function git(args: string[], cwd?: string): Promise<string> {
   const r = await runGit(args, cwd === undefined ? {} : { cwd });
   if (r.exitCode === 0) return r.stdout;
-  throw new GitError(`git ${args[0] ?? ''} failed (${r.exitCode ?? 'spawn error'}): ${r.stderr.trim() || r.message}`, 'is git installed and the repository readable? the full git error is above');
+  throw new GitError(
+    `git ${args[0] ?? ''} failed (${r.exitCode ?? 'spawn error'}): ${r.stderr.trim() || r.message}`,
+    'is git installed and the repository readable? the full git error is above',
+  );
 }
 
 async function ensureEmptyDir(dir: string): Promise<void> {
@@ -68,10 +71,25 @@ async function fetchCommit(repo: string, from: string, commit: string, branch: s
   // owned by another user needs safe.directory. Both apply to a local upload-pack only.
   const uploadPack = `git -c uploadpack.allowAnySHA1InWant=true -c safe.directory='*'${deterministic ? ' -c pack.threads=1' : ''} upload-pack`;
   try {
-    await git(['-C', repo, 'fetch', '-q', '--no-tags', '--no-write-fetch-head', '--update-head-ok', '--upload-pack', uploadPack, from, `${commit}:refs/heads/${branch}`]);
+    await git([
+      '-C',
+      repo,
+      'fetch',
+      '-q',
+      '--no-tags',
+      '--no-write-fetch-head',
+      '--update-head-ok',
+      '--upload-pack',
+      uploadPack,
+      from,
+      `${commit}:refs/heads/${branch}`,
+    ]);
   } catch (e) {
     if (e instanceof GitError && /not our ref|couldn't find remote ref|no such remote ref|unadvertised object|bad object/i.test(e.message)) {
-      throw new NotFoundError(`commit ${commit} in ${from}`, 'the dataset names a commit the repository does not have: update the mirror (`git fetch`) or fix base_commit');
+      throw new NotFoundError(
+        `commit ${commit} in ${from}`,
+        'the dataset names a commit the repository does not have: update the mirror (`git fetch`) or fix base_commit',
+      );
     }
     throw e;
   }
@@ -171,7 +189,13 @@ export async function hasObject(repo: string, oid: string): Promise<boolean> {
  */
 async function cachedHistory(source: RepoSource, base: string, cacheDir: string): Promise<string> {
   const final = join(cacheDir, `${base}.git`);
-  if (await readdir(final).then(() => true, () => false)) return final;
+  if (
+    await readdir(final).then(
+      () => true,
+      () => false,
+    )
+  )
+    return final;
   await mkdir(cacheDir, { recursive: true });
   const tmp = await mkdtemp(join(cacheDir, `.tmp-${base.slice(0, 12)}-`));
   try {
@@ -210,25 +234,40 @@ type Segment = NonNullable<NonNullable<InstanceRecipe['history']>['segments']>[n
  * its own objects. Returns the paths of the two files.
  */
 async function makeSegmentPack(source: RepoSource, seg: Segment, dir: string): Promise<string[]> {
-  if ('url' in source) throw new InvalidInputError(`history segments need a local repository, not ${source.url}`, 'use --repos DIR with mirrors of the repositories');
+  if ('url' in source)
+    throw new InvalidInputError(`history segments need a local repository, not ${source.url}`, 'use --repos DIR with mirrors of the repositories');
   const from = repoSourceLocation(source);
   await mkdir(dir, { recursive: true });
-  const r = await runGit(['-C', from, '-c', 'pack.threads=1', '-c', 'safe.directory=*', 'pack-objects', '--revs', '-q', join(dir, 'pack')], { input: `${seg.commit}\n${seg.after.map((a) => `^${a}\n`).join('')}` });
+  const r = await runGit(['-C', from, '-c', 'pack.threads=1', '-c', 'safe.directory=*', 'pack-objects', '--revs', '-q', join(dir, 'pack')], {
+    input: `${seg.commit}\n${seg.after.map((a) => `^${a}\n`).join('')}`,
+  });
   const hash = r.stdout.trim();
   if (r.exitCode !== 0 || !/^[0-9a-f]{40,64}$/.test(hash)) {
-    if (/bad revision|unknown revision|bad object/i.test(r.stderr)) throw new NotFoundError(`commit ${seg.commit} (or ${seg.after.join(', ')}) in ${from}`, 'update the mirror (`git fetch`) or fix base_commit');
-    throw new GitError(`git pack-objects failed (${r.exitCode ?? 'spawn error'}): ${r.stderr.trim() || r.message}`, 'is the repository readable? the full git error is above');
+    if (/bad revision|unknown revision|bad object/i.test(r.stderr))
+      throw new NotFoundError(`commit ${seg.commit} (or ${seg.after.join(', ')}) in ${from}`, 'update the mirror (`git fetch`) or fix base_commit');
+    throw new GitError(
+      `git pack-objects failed (${r.exitCode ?? 'spawn error'}): ${r.stderr.trim() || r.message}`,
+      'is the repository readable? the full git error is above',
+    );
   }
   return [join(dir, `pack-${hash}.pack`), join(dir, `pack-${hash}.idx`)];
 }
 
 /** makeSegmentPack once per host: `<cacheDir>/segments/<key>/`, made under a temporary name and renamed into place. */
 async function cachedSegmentPack(source: RepoSource, seg: Segment, cacheDir: string): Promise<string[]> {
-  const key = createHash('sha256').update(`${seg.commit}\n${[...seg.after].sort().join('\n')}`).digest('hex').slice(0, 32);
+  const key = createHash('sha256')
+    .update(`${seg.commit}\n${[...seg.after].sort().join('\n')}`)
+    .digest('hex')
+    .slice(0, 32);
   const final = join(cacheDir, 'segments', key);
   const list = async (): Promise<string[] | null> => {
     const names = await readdir(final).catch(() => null);
-    return names === null ? null : names.filter((n) => /^pack-[0-9a-f]+\.(pack|idx)$/.test(n)).sort().map((n) => join(final, n));
+    return names === null
+      ? null
+      : names
+          .filter((n) => /^pack-[0-9a-f]+\.(pack|idx)$/.test(n))
+          .sort()
+          .map((n) => join(final, n));
   };
   const have = await list();
   if (have !== null && have.length === 2) return have;
@@ -261,7 +300,13 @@ async function linkInto(files: readonly string[], dir: string): Promise<void> {
  * A checkout whose objects are the shared history (alternates) plus one pack per segment: no
  * fetch, no negotiation, no repack; git only checks the work tree out.
  */
-async function checkoutFromSegments(recipe: InstanceRecipe, segments: readonly Segment[], target: string, historyObjects: string, cacheDir: string | undefined): Promise<void> {
+async function checkoutFromSegments(
+  recipe: InstanceRecipe,
+  segments: readonly Segment[],
+  target: string,
+  historyObjects: string,
+  cacheDir: string | undefined,
+): Promise<void> {
   await ensureEmptyDir(target);
   await git(['init', '-q', '--template=', '-b', 'main', target]);
   const objects = join(target, '.git', 'objects');
@@ -294,7 +339,10 @@ export async function checkoutInstance(recipe: InstanceRecipe, root: string, opt
     return;
   }
   if (opts.historyObjects === undefined) {
-    throw new InvalidInputError(`instance ${recipe.name ?? recipe.commit} has a shared history but no history store was given`, 'build it on its history layer (plans do: planDataset)');
+    throw new InvalidInputError(
+      `instance ${recipe.name ?? recipe.commit} has a shared history but no history store was given`,
+      'build it on its history layer (plans do: planDataset)',
+    );
   }
   const segments = recipe.history.segments ?? [];
   if (segments.length > 0) await checkoutFromSegments(recipe, segments, target, opts.historyObjects, opts.historyCache);
@@ -306,7 +354,10 @@ export async function checkoutInstance(recipe: InstanceRecipe, root: string, opt
     () => false,
   );
   if (!isAncestor) {
-    throw new InvalidInputError(`history base ${recipe.history.base} is not an ancestor of ${recipe.commit}`, 'use the merge base of the instances\' commits (computeHistoryBases)');
+    throw new InvalidInputError(
+      `history base ${recipe.history.base} is not an ancestor of ${recipe.commit}`,
+      "use the merge base of the instances' commits (computeHistoryBases)",
+    );
   }
   await writeFile(join(target, '.git', 'objects', 'info', 'alternates'), `${join(recipe.history.path, 'objects')}\n`);
 }

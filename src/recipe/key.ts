@@ -3,8 +3,8 @@
  * same layer, so it is built once and found again under `_cache/<kind>/<key hex>`.
  */
 import { type Digest, digestHex, sha256 } from '../cas/digest.js';
-import { canonicalJson } from '../layer/manifest.js';
-import { parseRefName } from '../registry/registry.js';
+import { canonicalJson } from '../cas/canonical-json.js';
+import { parseRefName } from '../cas/ref-name.js';
 import type { NormalizedRecipe } from './normalize.js';
 import type { RecipeKind } from './schema.js';
 

@@ -7,7 +7,7 @@
 import { z } from 'zod';
 import { stat } from 'node:fs/promises';
 import { type Digest, DigestSchema, sha256, sha256File } from '../cas/digest.js';
-import { canonicalJson } from '../layer/manifest.js';
+import { canonicalJson } from '../cas/canonical-json.js';
 import { NotFoundError } from '../errors.js';
 import { isErrno } from '../util/fs.js';
 import { treeDigest } from './tree.js';
@@ -53,7 +53,9 @@ export const NormalizedInstanceSchema = z.strictObject({
   commands: z.array(z.string()),
   env: Vars,
   shell: z.string(),
-  history: z.strictObject({ base: z.string(), path: z.string(), segments: z.array(z.strictObject({ commit: z.string(), after: z.array(z.string()) })).optional() }).optional(),
+  history: z
+    .strictObject({ base: z.string(), path: z.string(), segments: z.array(z.strictObject({ commit: z.string(), after: z.array(z.string()) })).optional() })
+    .optional(),
 });
 
 /** The source location is not in it: the base commit pins the content. */
@@ -65,7 +67,12 @@ export const NormalizedHistorySchema = z.strictObject({
   path: z.string(),
 });
 
-export const NormalizedRecipeSchema = z.discriminatedUnion('kind', [NormalizedBaseSchema, NormalizedEnvSchema, NormalizedInstanceSchema, NormalizedHistorySchema]);
+export const NormalizedRecipeSchema = z.discriminatedUnion('kind', [
+  NormalizedBaseSchema,
+  NormalizedEnvSchema,
+  NormalizedInstanceSchema,
+  NormalizedHistorySchema,
+]);
 export type NormalizedRecipe = z.infer<typeof NormalizedRecipeSchema>;
 export type NormalizedBase = z.infer<typeof NormalizedBaseSchema>;
 export type NormalizedInstance = z.infer<typeof NormalizedInstanceSchema>;
@@ -83,7 +90,14 @@ async function fileDigest(path: string): Promise<Digest> {
 async function normalizeBaseSource(f: BaseSource): Promise<NormalizedBase['from']> {
   switch (f.type) {
     case 'debootstrap':
-      return { type: 'debootstrap', suite: f.suite, variant: f.variant, include: [...new Set(f.include)].sort(), mirror: f.mirror.replace(/\/+$/, ''), arch: f.arch };
+      return {
+        type: 'debootstrap',
+        suite: f.suite,
+        variant: f.variant,
+        include: [...new Set(f.include)].sort(),
+        mirror: f.mirror.replace(/\/+$/, ''),
+        arch: f.arch,
+      };
     case 'tarball':
       return { type: 'tarball', digest: await fileDigest(f.path) };
     case 'busybox':
@@ -102,7 +116,8 @@ export async function normalizeRecipe(recipe: Recipe): Promise<NormalizedRecipe>
       const files = [];
       for (const f of recipe.files) {
         const st = await stat(f.src).catch((e: unknown) => {
-          if (isErrno(e, 'ENOENT')) throw new NotFoundError(f.src, 'an env recipe copies in a file that does not exist; fix `files[].src` (relative to the recipe file)');
+          if (isErrno(e, 'ENOENT'))
+            throw new NotFoundError(f.src, 'an env recipe copies in a file that does not exist; fix `files[].src` (relative to the recipe file)');
           throw e;
         });
         const digest = st.isDirectory() ? await treeDigest(f.src, { owners: false }) : await fileDigest(f.src);

@@ -6,7 +6,7 @@
  * Relative paths in a recipe resolve against the directory of the file that holds it.
  */
 import { z } from 'zod';
-import { RefNameSchema } from '../registry/registry.js';
+import { RefNameSchema } from '../cas/ref-name.js';
 
 export const AbsolutePathSchema = z.string().startsWith('/', 'expected an absolute path (starting with /)');
 
@@ -20,7 +20,10 @@ export const EnvVarsSchema = z.record(
 
 /** A parent layer: another recipe file (a bare string is a recipe path) or a registry ref. */
 export const ParentSchema = z.union([
-  z.string().min(1).transform((recipe) => ({ recipe })),
+  z
+    .string()
+    .min(1)
+    .transform((recipe) => ({ recipe })),
   z.strictObject({ recipe: z.string().min(1) }),
   z.strictObject({ ref: RefNameSchema }),
 ]);
@@ -54,12 +57,7 @@ export const BusyboxSourceSchema = z.strictObject({
   path: z.string().min(1).default('/bin/busybox'),
 });
 
-export const BaseSourceSchema = z.discriminatedUnion('type', [
-  DebootstrapSourceSchema,
-  TarballSourceSchema,
-  DirectorySourceSchema,
-  BusyboxSourceSchema,
-]);
+export const BaseSourceSchema = z.discriminatedUnion('type', [DebootstrapSourceSchema, TarballSourceSchema, DirectorySourceSchema, BusyboxSourceSchema]);
 export type BaseSource = z.output<typeof BaseSourceSchema>;
 
 export const BaseRecipeSchema = z.strictObject({

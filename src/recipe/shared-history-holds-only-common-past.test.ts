@@ -10,7 +10,11 @@ const GIT_ENV = { ...process.env, GIT_CONFIG_GLOBAL: '/dev/null', GIT_CONFIG_NOS
 const git = (repo: string, ...args: string[]): string => execFileSync('git', ['-C', repo, ...args], { encoding: 'utf8', env: GIT_ENV }).trim();
 /** Objects stored in a repository itself (packed + loose), not borrowed through alternates. */
 const ownObjects = (repo: string): number => {
-  const v = Object.fromEntries(git(repo, 'count-objects', '-v').split('\n').map((l) => l.split(': ') as [string, string]));
+  const v = Object.fromEntries(
+    git(repo, 'count-objects', '-v')
+      .split('\n')
+      .map((l) => l.split(': ') as [string, string]),
+  );
   return Number(v['count']) + Number(v['in-pack']);
 };
 
@@ -51,7 +55,12 @@ describe('shared history', () => {
     expect(git(borrowing, 'status', '--porcelain')).toBe('');
 
     const atBase = join(work, 'at-base');
-    await checkoutAtCommit({ source: { path: repo }, commit: c1, target: atBase, sharedHistory: { objects: join(store, 'objects'), objectsAtRuntime: '/opt/history/pycalc.git/objects' } });
+    await checkoutAtCommit({
+      source: { path: repo },
+      commit: c1,
+      target: atBase,
+      sharedHistory: { objects: join(store, 'objects'), objectsAtRuntime: '/opt/history/pycalc.git/objects' },
+    });
     expect(await readFile(join(atBase, '.git/objects/info/alternates'), 'utf8')).toBe('/opt/history/pycalc.git/objects\n');
   });
 });

@@ -42,7 +42,8 @@ export async function readStructuredFile(file: string): Promise<unknown> {
   try {
     text = await readFile(file, 'utf8');
   } catch (e) {
-    if (isErrno(e, 'ENOENT')) throw new NotFoundError(`file ${file}`, 'check the path (relative paths resolve against the current directory or the referring file)');
+    if (isErrno(e, 'ENOENT'))
+      throw new NotFoundError(`file ${file}`, 'check the path (relative paths resolve against the current directory or the referring file)');
     throw e;
   }
   return parseStructured(text, file);

@@ -21,7 +21,8 @@ export async function treeDigest(root: string, opts: TreeDigestOptions): Promise
   try {
     await walk(root, '.', opts, (line) => h.update(`${line}\n`));
   } catch (e) {
-    if (isErrno(e, 'ENOENT')) throw new NotFoundError(`${root}`, 'a recipe names a local file or directory that does not exist; fix the path (relative to the recipe file)');
+    if (isErrno(e, 'ENOENT'))
+      throw new NotFoundError(`${root}`, 'a recipe names a local file or directory that does not exist; fix the path (relative to the recipe file)');
     throw e;
   }
   return `sha256:${h.digest('hex')}`;

@@ -5,7 +5,7 @@
 import type { z } from 'zod';
 import { type Digest, sha256, verifyDigest } from '../cas/digest.js';
 import { InvalidInputError } from '../errors.js';
-import { canonicalJson } from '../layer/manifest.js';
+import { canonicalJson } from '../cas/canonical-json.js';
 import type { Registry } from './registry.js';
 
 export async function readVerifiedBlob(reg: Registry, digest: Digest, what: string): Promise<Buffer> {

@@ -17,7 +17,8 @@ import { pipeline } from 'node:stream/promises';
 import { type Digest, verifyDigest } from '../cas/digest.js';
 import { DigestMismatchError, InvalidInputError, NotFoundError } from '../errors.js';
 import { envClosure } from './closure.js';
-import { type Registry, parseRefName } from './registry.js';
+import { type Registry } from './registry.js';
+import { parseRefName } from '../cas/ref-name.js';
 import { runPool } from '../util/pool.js';
 
 export interface CopyProgress {
@@ -68,7 +69,13 @@ function verifying(digest: Digest, what: string): Transform {
   });
 }
 
-async function copyBlob(from: Registry, to: Registry, digest: Digest, size: number, opts: Required<Pick<CopyOptions, 'tmpDir' | 'inMemoryMax'>>): Promise<void> {
+async function copyBlob(
+  from: Registry,
+  to: Registry,
+  digest: Digest,
+  size: number,
+  opts: Required<Pick<CopyOptions, 'tmpDir' | 'inMemoryMax'>>,
+): Promise<void> {
   const what = `blob ${digest} from ${from.url}`;
   if (size <= opts.inMemoryMax) {
     const data = await from.getBlob(digest);
@@ -85,7 +92,6 @@ async function copyBlob(from: Registry, to: Registry, digest: Digest, size: numb
     await rm(tmp, { force: true });
   }
 }
-
 
 export async function copyRefs(from: Registry, to: Registry, refs: string[] | 'all', opts: CopyOptions = {}): Promise<CopySummary> {
   const concurrency = Math.max(1, opts.concurrency ?? 4);
@@ -105,7 +111,14 @@ export async function copyRefs(from: Registry, to: Registry, refs: string[] | 'a
   let targetCatalog: Map<Digest, Digest> | undefined;
   let refsDone = 0;
   const progress = (p: Omit<CopyProgress, 'refsDone' | 'refsTotal' | 'blobsCopied' | 'blobsSkipped' | 'bytesCopied'>): void => {
-    opts.onProgress?.({ ...p, refsDone, refsTotal: names.length, blobsCopied: summary.blobsCopied, blobsSkipped: summary.blobsSkipped, bytesCopied: summary.bytesCopied });
+    opts.onProgress?.({
+      ...p,
+      refsDone,
+      refsTotal: names.length,
+      blobsCopied: summary.blobsCopied,
+      blobsSkipped: summary.blobsSkipped,
+      bytesCopied: summary.bytesCopied,
+    });
   };
 
   for (const ref of names) {
@@ -120,7 +133,8 @@ export async function copyRefs(from: Registry, to: Registry, refs: string[] | 'a
         summary.blobsSkipped++;
       } else {
         const st = await from.statBlob(digest);
-        if (st === null) throw new NotFoundError(`blob ${digest} (reached by ref ${ref}) in ${from.url}`, 'the source registry is incomplete; run `minisandbox verify` on it');
+        if (st === null)
+          throw new NotFoundError(`blob ${digest} (reached by ref ${ref}) in ${from.url}`, 'the source registry is incomplete; run `minisandbox verify` on it');
         await copyBlob(from, to, digest, st.size, blobOpts);
         summary.blobsCopied++;
         summary.bytesCopied += st.size;

@@ -11,7 +11,7 @@ import { makeRandomTree } from '../../test/helpers/trees.js';
 import { type Digest, sha256 } from '../cas/digest.js';
 import { loadCatalog } from '../store/catalog.js';
 import { StorePaths } from '../store/paths.js';
-import { pushTree } from '../store/push.js';
+import { pushTree } from '../publish/push.js';
 import { verifyRegistry } from '../store/verify.js';
 import { gcRegistry } from './gc.js';
 import { LocalRegistry } from './local.js';

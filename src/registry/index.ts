@@ -4,7 +4,7 @@
  */
 export { openRegistry } from './open.js';
 export type { Registry, BlobStat } from './registry.js';
-export { parseRefName, RefNameSchema } from './registry.js';
+export { parseRefName, RefNameSchema } from '../cas/ref-name.js';
 export { LocalRegistry } from './local.js';
 export { S3Registry } from './s3.js';
 export type { S3RegistryOptions } from './s3.js';
@@ -13,6 +13,6 @@ export type { CopyOptions, CopyProgress, CopySummary } from './copy.js';
 export { gcRegistry } from './gc.js';
 export type { RegistryGcResult } from './gc.js';
 // an environment's config as a registry holds it (resolveEnv reads one by ref or digest)
-export { resolveEnv } from '../store/push.js';
+export { resolveEnv } from './resolve-env.js';
 export { EnvConfigSchema, LayerRefSchema, PackRefSchema, RuntimeConfigSchema, ENV_MEDIA_TYPE } from '../layer/env.js';
 export type { EnvConfig, LayerRef, PackRef, RuntimeConfig } from '../layer/env.js';

@@ -12,7 +12,8 @@ import type { Readable } from 'node:stream';
 import { type Digest, DigestSchema, digestHex, parseDigest } from '../cas/digest.js';
 import { NotFoundError } from '../errors.js';
 import { isErrno, readdirOrEmpty } from '../util/fs.js';
-import { BLOB_REFRESH_AFTER_MS, type BlobStat, type RefEntry, type Registry, parseRefName, refBodyProblem, refNameProblem } from './registry.js';
+import { BLOB_REFRESH_AFTER_MS, type BlobStat, type RefEntry, type Registry } from './registry.js';
+import { parseRefName, refBodyProblem, refNameProblem } from '../cas/ref-name.js';
 
 export class LocalRegistry implements Registry {
   readonly root: string;
@@ -64,7 +65,8 @@ export class LocalRegistry implements Registry {
     try {
       return await readFile(this.blobPath(digest));
     } catch (e) {
-      if (isErrno(e, 'ENOENT')) throw new NotFoundError(`blob ${digest} in registry ${this.url}`, 'push the content again, or run `minisandbox verify` to list what is missing');
+      if (isErrno(e, 'ENOENT'))
+        throw new NotFoundError(`blob ${digest} in registry ${this.url}`, 'push the content again, or run `minisandbox verify` to list what is missing');
       throw e;
     }
   }

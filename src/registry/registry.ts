@@ -10,9 +10,7 @@
  *   gc/state.json            gc's record of the blobs it condemned (registry/gc.ts)
  */
 import type { Readable } from 'node:stream';
-import { z } from 'zod';
-import { type Digest, DigestSchema } from '../cas/digest.js';
-import { InvalidInputError } from '../errors.js';
+import type { Digest } from '../cas/digest.js';
 
 /**
  * A put of a blob that already exists refreshes its mtime once it is older than this: that is how
@@ -81,32 +79,3 @@ export interface Registry {
 
 /** A ref entry as stored: the digest it names, or why it names none. */
 export type RefEntry = { name: string; digest: Digest; broken?: undefined } | { name: string; digest: null; broken: string };
-
-/** Why a ref body names no digest (null: it does). */
-export function refBodyProblem(body: string): string | null {
-  const t = body.trim();
-  if (DigestSchema.safeParse(t).success) return null;
-  if (t === '') return 'empty (it names no environment)';
-  return `holds ${JSON.stringify(t.length > 80 ? `${t.slice(0, 80)}...` : t)}, not a digest`;
-}
-
-/** Why a stored ref name is no ref name (null: it is one). */
-export function refNameProblem(name: string): string | null {
-  return RefNameSchema.safeParse(name).success ? null : 'not a valid ref name';
-}
-
-/**
- * Ref names: `dataset/instance_id` and the like. Path-like, but never able to name anything
- * outside `refs/`, and the same set of names on every backend.
- */
-export const RefNameSchema = z
-  .string()
-  .min(1)
-  .max(400)
-  .regex(/^[A-Za-z0-9_][A-Za-z0-9._+@=-]*(\/[A-Za-z0-9_][A-Za-z0-9._+@=-]*)*$/, 'ref names are `/`-separated parts of letters, digits and . _ + @ = - (a part must not start with . or -)');
-
-export function parseRefName(name: string): string {
-  const r = RefNameSchema.safeParse(name);
-  if (!r.success) throw new InvalidInputError(`invalid ref name ${JSON.stringify(name)}: ${r.error.issues[0]?.message ?? ''}`);
-  return r.data;
-}

@@ -3,14 +3,30 @@ import { NotFoundError } from '../errors.js';
 import { RemoteStoreError, TruncatedBodyError, backoffDelayMs, isRetryable, withRetry } from './retry.js';
 import { InFlightBudget } from './s3-inflight.js';
 
-const sdkError = (name: string, status?: number): Error => Object.assign(new Error(name), { name, ...(status === undefined ? {} : { $metadata: { httpStatusCode: status } }) });
+const sdkError = (name: string, status?: number): Error =>
+  Object.assign(new Error(name), { name, ...(status === undefined ? {} : { $metadata: { httpStatusCode: status } }) });
 
 describe('retry classification and backoff', () => {
   it('retries throttling, 5xx, timeouts, resets and truncated bodies, and nothing else', () => {
-    for (const e of [sdkError('SlowDown', 503), sdkError('InternalError', 500), sdkError('Whatever', 429), sdkError('TimeoutError'), Object.assign(new Error('x'), { code: 'ECONNRESET' }), new Error('socket hang up'), new TruncatedBodyError('GET k', 10, 5), new Error('outer', { cause: Object.assign(new Error('inner'), { code: 'EPIPE' }) })]) {
+    for (const e of [
+      sdkError('SlowDown', 503),
+      sdkError('InternalError', 500),
+      sdkError('Whatever', 429),
+      sdkError('TimeoutError'),
+      Object.assign(new Error('x'), { code: 'ECONNRESET' }),
+      new Error('socket hang up'),
+      new TruncatedBodyError('GET k', 10, 5),
+      new Error('outer', { cause: Object.assign(new Error('inner'), { code: 'EPIPE' }) }),
+    ]) {
       expect(isRetryable(e), String(e)).toBe(true);
     }
-    for (const e of [sdkError('AccessDenied', 403), sdkError('NoSuchKey', 404), sdkError('PreconditionFailed', 412), sdkError('InvalidRange', 416), new NotFoundError('blob')]) {
+    for (const e of [
+      sdkError('AccessDenied', 403),
+      sdkError('NoSuchKey', 404),
+      sdkError('PreconditionFailed', 412),
+      sdkError('InvalidRange', 416),
+      new NotFoundError('blob'),
+    ]) {
       expect(isRetryable(e), String(e)).toBe(false);
     }
   });
@@ -25,10 +41,12 @@ describe('retry classification and backoff', () => {
 
   it('stops at the first non-retryable error and after the last attempt, with a typed error', async () => {
     let calls = 0;
-    await expect(withRetry('op', { attempts: 5, baseDelayMs: 1, maxDelayMs: 1 }, async () => {
-      calls++;
-      throw sdkError('AccessDenied', 403);
-    })).rejects.toMatchObject({ code: 'REMOTE_STORE', attempts: 1, status: 403 });
+    await expect(
+      withRetry('op', { attempts: 5, baseDelayMs: 1, maxDelayMs: 1 }, async () => {
+        calls++;
+        throw sdkError('AccessDenied', 403);
+      }),
+    ).rejects.toMatchObject({ code: 'REMOTE_STORE', attempts: 1, status: 403 });
     expect(calls).toBe(1);
     calls = 0;
     const err = await withRetry('op', { attempts: 3, baseDelayMs: 1, maxDelayMs: 1 }, async () => {
@@ -37,11 +55,15 @@ describe('retry classification and backoff', () => {
     }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(RemoteStoreError);
     expect(calls).toBe(3);
-    await expect(withRetry('op', { attempts: 3, baseDelayMs: 1, maxDelayMs: 1 }, async () => {
-      throw new NotFoundError('blob x');
-    })).rejects.toBeInstanceOf(NotFoundError);
+    await expect(
+      withRetry('op', { attempts: 3, baseDelayMs: 1, maxDelayMs: 1 }, async () => {
+        throw new NotFoundError('blob x');
+      }),
+    ).rejects.toBeInstanceOf(NotFoundError);
     let n = 0;
-    expect(await withRetry('op', { attempts: 3, baseDelayMs: 1, maxDelayMs: 1 }, async () => (++n < 3 ? Promise.reject(sdkError('InternalError', 500)) : 'ok'))).toBe('ok');
+    expect(
+      await withRetry('op', { attempts: 3, baseDelayMs: 1, maxDelayMs: 1 }, async () => (++n < 3 ? Promise.reject(sdkError('InternalError', 500)) : 'ok')),
+    ).toBe('ok');
   });
 });
 

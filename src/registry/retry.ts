@@ -81,7 +81,17 @@ const RETRYABLE_NAMES = new Set([
   // S3's answer to two conditional writes racing on one key: the loser may simply try again.
   'ConditionalRequestConflict',
 ]);
-const RETRYABLE_CODES = new Set(['ECONNRESET', 'ECONNREFUSED', 'EPIPE', 'ETIMEDOUT', 'ECONNABORTED', 'EAI_AGAIN', 'ENOTFOUND', 'UND_ERR_SOCKET', 'ERR_STREAM_PREMATURE_CLOSE']);
+const RETRYABLE_CODES = new Set([
+  'ECONNRESET',
+  'ECONNREFUSED',
+  'EPIPE',
+  'ETIMEDOUT',
+  'ECONNABORTED',
+  'EAI_AGAIN',
+  'ENOTFOUND',
+  'UND_ERR_SOCKET',
+  'ERR_STREAM_PREMATURE_CLOSE',
+]);
 
 function field(e: unknown, key: string): unknown {
   return typeof e === 'object' && e !== null ? (e as Record<string, unknown>)[key] : undefined;

@@ -16,7 +16,9 @@ import { InvalidInputError } from '../errors.js';
 export const S3LocationSchema = z.strictObject({
   bucket: z.string().regex(/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/, 'S3 bucket names are 3-63 lowercase letters, digits, dots and hyphens'),
   /** Key prefix without leading or trailing slash; '' for the bucket root. */
-  prefix: z.string().refine((p) => p === '' || (!p.startsWith('/') && !p.endsWith('/') && !p.split('/').includes('..')), 'prefix must not start or end with / or contain ..'),
+  prefix: z
+    .string()
+    .refine((p) => p === '' || (!p.startsWith('/') && !p.endsWith('/') && !p.split('/').includes('..')), 'prefix must not start or end with / or contain ..'),
   endpoint: z.url().optional(),
   region: z.string().min(1).optional(),
   forcePathStyle: z.boolean(),
@@ -48,7 +50,12 @@ export function parseS3Url(url: string, env: NodeJS.ProcessEnv = process.env): S
   }
   if (u.protocol !== 's3:') throw new InvalidInputError(`not an S3 URL: ${JSON.stringify(url)}`, 'write it as s3://bucket/prefix');
   // URL parsing would silently resolve `a/../b` to `b`: a prefix that is not what was written.
-  if ((url.split(/[?#]/)[0] ?? '').split('/').slice(3).some((seg) => seg === '..' || seg === '.')) {
+  if (
+    (url.split(/[?#]/)[0] ?? '')
+      .split('/')
+      .slice(3)
+      .some((seg) => seg === '..' || seg === '.')
+  ) {
     throw new InvalidInputError(`S3 registry URL ${JSON.stringify(url)} has . or .. segments`, 'write the prefix without . and .. parts');
   }
   const q = u.searchParams;
@@ -64,7 +71,10 @@ export function parseS3Url(url: string, env: NodeJS.ProcessEnv = process.env): S
     forcePathStyle,
   });
   if (!r.success) {
-    throw new InvalidInputError(`invalid S3 registry URL ${JSON.stringify(url)}: ${r.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`, 'write it as s3://bucket/prefix[?region=R&endpoint=URL&path-style]');
+    throw new InvalidInputError(
+      `invalid S3 registry URL ${JSON.stringify(url)}: ${r.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`,
+      'write it as s3://bucket/prefix[?region=R&endpoint=URL&path-style]',
+    );
   }
   return r.data;
 }

@@ -11,7 +11,7 @@ import { snapshotTree } from '../../test/helpers/tree-snapshot.js';
 import { makeRandomTree } from '../../test/helpers/trees.js';
 import { exportEnv } from '../store/export.js';
 import { StorePaths } from '../store/paths.js';
-import { pushTree } from '../store/push.js';
+import { pushTree } from '../publish/push.js';
 import { verifyRegistry } from '../store/verify.js';
 import { gcRegistry } from './gc.js';
 import { S3Registry, type S3RegistryOptions } from './s3.js';
@@ -20,7 +20,13 @@ const s3t = useProxiedS3('s3-e2e-');
 
 function s3(prefix: string, opts: S3RegistryOptions = {}): S3Registry {
   const { server } = s3t;
-  const r = new S3Registry(`s3://${server.bucket}/${prefix}`, { endpoint: server.endpoint, region: server.region, credentials: server.credentials, partSize: 5 * 1024 * 1024, ...opts });
+  const r = new S3Registry(`s3://${server.bucket}/${prefix}`, {
+    endpoint: server.endpoint,
+    region: server.region,
+    credentials: server.credentials,
+    partSize: 5 * 1024 * 1024,
+    ...opts,
+  });
   s3t.track(r);
   return r;
 }

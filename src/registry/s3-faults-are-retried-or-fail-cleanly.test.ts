@@ -114,7 +114,10 @@ describe('S3 registry under injected faults', () => {
     await direct.putBlob(sha256(data), data);
     s3.proxy.setPlan({ probabilities: { silent: 1 }, maxFaults: 1000, match: (r) => r.method === 'GET' });
     const before = s3.proxy.count('GET');
-    const err = await reg.getBlob(sha256(data)).then(() => null, (e: unknown) => e);
+    const err = await reg.getBlob(sha256(data)).then(
+      () => null,
+      (e: unknown) => e,
+    );
     s3.proxy.setPlan({});
     expect(err).toBeInstanceOf(RemoteStoreError);
     expect((err as RemoteStoreError).message).toMatch(/no answer from the registry, 3 attempts in a row timed out/);
@@ -146,7 +149,10 @@ describe('S3 registry under injected faults', () => {
     const data = randomBytes(11 * MiB);
     const path = join(s3.scratch, 'mp-fails');
     await writeFile(path, data);
-    s3.proxy.setPlan({ schedule: Array.from({ length: 50 }, () => 'status503' as const), match: (r) => r.method === 'PUT' && r.query.has('partNumber') && r.query.get('partNumber') !== '1' });
+    s3.proxy.setPlan({
+      schedule: Array.from({ length: 50 }, () => 'status503' as const),
+      match: (r) => r.method === 'PUT' && r.query.has('partNumber') && r.query.get('partNumber') !== '1',
+    });
     const from = s3.proxy.log.length;
     const err = await reg.putBlobFile(sha256(data), path).then(
       () => null,

@@ -117,7 +117,12 @@ describe('S3 registry on the wire', () => {
     await r.putBlobFile(sha256(data), path);
     const log = s3.proxy.log.slice(from);
     expect(log.filter((x) => x.method === 'POST' && x.query.has('uploads'))).toHaveLength(1);
-    expect(log.filter((x) => x.method === 'PUT' && x.query.has('partNumber')).map((x) => x.query.get('partNumber')).sort()).toEqual(['1', '2', '3']);
+    expect(
+      log
+        .filter((x) => x.method === 'PUT' && x.query.has('partNumber'))
+        .map((x) => x.query.get('partNumber'))
+        .sort(),
+    ).toEqual(['1', '2', '3']);
     expect(log.filter((x) => x.method === 'POST' && x.query.has('uploadId'))).toHaveLength(1);
     expect((await r.getBlobRange(sha256(data), 5 * MiB - 10, 20)).equals(data.subarray(5 * MiB - 10, 5 * MiB + 10))).toBe(true);
   });

@@ -26,8 +26,19 @@ import { createHash } from 'node:crypto';
 import { createRequire } from 'node:module';
 import { type Digest, DigestSchema, digestHex, parseDigest } from '../cas/digest.js';
 import { InvalidInputError, MinisandboxError, NotFoundError } from '../errors.js';
-import { BLOB_REFRESH_AFTER_MS, type BlobStat, type RefEntry, type Registry, parseRefName, refBodyProblem, refNameProblem } from './registry.js';
-import { DEFAULT_RETRY_POLICY, RemoteStoreError, type RetryHooks, type RetryPolicy, TruncatedBodyError, backoffDelayMs, httpStatusOf, isRetryable, withRetry } from './retry.js';
+import { BLOB_REFRESH_AFTER_MS, type BlobStat, type RefEntry, type Registry } from './registry.js';
+import { parseRefName, refBodyProblem, refNameProblem } from '../cas/ref-name.js';
+import {
+  DEFAULT_RETRY_POLICY,
+  RemoteStoreError,
+  type RetryHooks,
+  type RetryPolicy,
+  TruncatedBodyError,
+  backoffDelayMs,
+  httpStatusOf,
+  isRetryable,
+  withRetry,
+} from './retry.js';
 import { type S3Location, formatS3Url, hostNeedsPathStyle, parseS3Url } from './s3-config.js';
 import { InFlightBudget, type InFlightLimits } from './s3-inflight.js';
 import { runPool } from '../util/pool.js';
@@ -84,7 +95,9 @@ function sha256Base64(data: Uint8Array): string {
 
 function asReadable(body: unknown): Readable {
   if (body instanceof Readable) return body;
-  throw new MinisandboxError('REMOTE_STORE', 'S3 response has no readable body', { hint: 'the S3 client returned an unexpected body type; run on Node with the Node HTTP handler' });
+  throw new MinisandboxError('REMOTE_STORE', 'S3 response has no readable body', {
+    hint: 'the S3 client returned an unexpected body type; run on Node with the Node HTTP handler',
+  });
 }
 
 interface OpenedBody {
@@ -215,7 +228,9 @@ export class S3Registry implements Registry {
       const body = asReadable(r.Body);
       if (r.ContentLength === undefined) {
         body.destroy();
-        throw new MinisandboxError('REMOTE_STORE', `GET ${key}: response has no Content-Length`, { hint: 'the S3 server or a proxy strips Content-Length; truncation could not be detected, so the response was refused' });
+        throw new MinisandboxError('REMOTE_STORE', `GET ${key}: response has no Content-Length`, {
+          hint: 'the S3 server or a proxy strips Content-Length; truncation could not be detected, so the response was refused',
+        });
       }
       return { body, contentLength: r.ContentLength, etag: r.ETag };
     });
@@ -232,7 +247,13 @@ export class S3Registry implements Registry {
         let opened: OpenedBody;
         try {
           opened = await this.client
-            .send(new (sdk().GetObjectCommand)({ Bucket: this.bucket, Key: key, ...(start > 0 || end !== undefined ? { Range: `bytes=${start}-${end === undefined ? '' : end - 1}` } : {}) }))
+            .send(
+              new (sdk().GetObjectCommand)({
+                Bucket: this.bucket,
+                Key: key,
+                ...(start > 0 || end !== undefined ? { Range: `bytes=${start}-${end === undefined ? '' : end - 1}` } : {}),
+              }),
+            )
             .then((r) => ({ body: asReadable(r.Body), contentLength: r.ContentLength ?? -1, etag: r.ETag }));
         } catch (e) {
           if (isNotFound(e)) throw new NotFoundError(`${what} in ${this.url}`);
@@ -245,7 +266,10 @@ export class S3Registry implements Registry {
           chunks.push(b);
           received += b.length;
         }
-        if (opened.contentLength < 0) throw new MinisandboxError('REMOTE_STORE', `GET ${key}: response has no Content-Length`, { hint: 'the S3 server or a proxy strips Content-Length; truncation could not be detected' });
+        if (opened.contentLength < 0)
+          throw new MinisandboxError('REMOTE_STORE', `GET ${key}: response has no Content-Length`, {
+            hint: 'the S3 server or a proxy strips Content-Length; truncation could not be detected',
+          });
         if (received !== opened.contentLength) throw new TruncatedBodyError(`GET ${key}`, opened.contentLength, received);
         return Buffer.concat(chunks, received);
       }),
@@ -255,7 +279,9 @@ export class S3Registry implements Registry {
   private async putSmall(key: string, body: Buffer, extra: { IfNoneMatch?: string; IfMatch?: string } = {}): Promise<void> {
     await this.retried(`PUT ${key}`, () =>
       this.budget.run(body.length, () =>
-        this.client.send(new (sdk().PutObjectCommand)({ Bucket: this.bucket, Key: key, Body: body, ContentLength: body.length, ChecksumSHA256: sha256Base64(body), ...extra })),
+        this.client.send(
+          new (sdk().PutObjectCommand)({ Bucket: this.bucket, Key: key, Body: body, ContentLength: body.length, ChecksumSHA256: sha256Base64(body), ...extra }),
+        ),
       ),
     );
   }
@@ -270,7 +296,14 @@ export class S3Registry implements Registry {
     do {
       const page = await this.retried(`LIST ${prefix}`, () =>
         this.budget.run(0, () =>
-          this.client.send(new (sdk().ListObjectsV2Command)({ Bucket: this.bucket, Prefix: prefix, MaxKeys: this.listPageSize, ...(token === undefined ? {} : { ContinuationToken: token }) })),
+          this.client.send(
+            new (sdk().ListObjectsV2Command)({
+              Bucket: this.bucket,
+              Prefix: prefix,
+              MaxKeys: this.listPageSize,
+              ...(token === undefined ? {} : { ContinuationToken: token }),
+            }),
+          ),
         ),
       );
       for (const o of page.Contents ?? []) {
@@ -409,7 +442,9 @@ export class S3Registry implements Registry {
     const checksum = Buffer.from(digestHex(digest), 'hex').toString('base64');
     await this.retried(`PUT ${key}`, () =>
       this.budget.run(size, () =>
-        this.client.send(new (sdk().PutObjectCommand)({ Bucket: this.bucket, Key: key, Body: createReadStream(path), ContentLength: size, ChecksumSHA256: checksum })),
+        this.client.send(
+          new (sdk().PutObjectCommand)({ Bucket: this.bucket, Key: key, Body: createReadStream(path), ContentLength: size, ChecksumSHA256: checksum }),
+        ),
       ),
     );
   }
@@ -439,7 +474,10 @@ export class S3Registry implements Registry {
       this.budget.run(0, () => this.client.send(new (sdk().CreateMultipartUploadCommand)({ Bucket: this.bucket, Key: key, ChecksumAlgorithm: 'SHA256' }))),
     );
     const uploadId = created.UploadId;
-    if (uploadId === undefined) throw new MinisandboxError('REMOTE_STORE', `CREATE-MULTIPART ${key}: no upload id in the answer`, { hint: 'the S3 server does not support multipart uploads; raise partSize above the largest blob' });
+    if (uploadId === undefined)
+      throw new MinisandboxError('REMOTE_STORE', `CREATE-MULTIPART ${key}: no upload id in the answer`, {
+        hint: 'the S3 server does not support multipart uploads; raise partSize above the largest blob',
+      });
     // S3 allows at most 10,000 parts: very large blobs get larger parts.
     const partSize = Math.max(this.partSize, Math.ceil(size / 10_000));
     const count = Math.ceil(size / partSize);
@@ -456,9 +494,22 @@ export class S3Registry implements Registry {
             const body = await readPart(offset, length);
             const checksum = sha256Base64(body);
             const r = await this.retried(`UPLOAD-PART ${i + 1}/${count} ${key}`, () =>
-              this.client.send(new (sdk().UploadPartCommand)({ Bucket: this.bucket, Key: key, UploadId: uploadId, PartNumber: i + 1, Body: body, ContentLength: length, ChecksumSHA256: checksum })),
+              this.client.send(
+                new (sdk().UploadPartCommand)({
+                  Bucket: this.bucket,
+                  Key: key,
+                  UploadId: uploadId,
+                  PartNumber: i + 1,
+                  Body: body,
+                  ContentLength: length,
+                  ChecksumSHA256: checksum,
+                }),
+              ),
             );
-            if (r.ETag === undefined) throw new MinisandboxError('REMOTE_STORE', `UPLOAD-PART ${i + 1} ${key}: no ETag in the answer`, { hint: 'the S3 server answered a part upload without an ETag; check the server or proxy' });
+            if (r.ETag === undefined)
+              throw new MinisandboxError('REMOTE_STORE', `UPLOAD-PART ${i + 1} ${key}: no ETag in the answer`, {
+                hint: 'the S3 server answered a part upload without an ETag; check the server or proxy',
+              });
             parts[i] = { PartNumber: i + 1, ETag: r.ETag, ChecksumSHA256: checksum };
           } finally {
             release();
@@ -476,7 +527,11 @@ export class S3Registry implements Registry {
             return;
           }
         }
-        await this.budget.run(0, () => this.client.send(new (sdk().CompleteMultipartUploadCommand)({ Bucket: this.bucket, Key: key, UploadId: uploadId, MultipartUpload: { Parts: parts } })));
+        await this.budget.run(0, () =>
+          this.client.send(
+            new (sdk().CompleteMultipartUploadCommand)({ Bucket: this.bucket, Key: key, UploadId: uploadId, MultipartUpload: { Parts: parts } }),
+          ),
+        );
       });
     } catch (e) {
       await this.abortMultipart(key, uploadId);
@@ -559,7 +614,9 @@ export class S3Registry implements Registry {
       const cur = await this.headObject(key);
       if (await this.conditionalPut(key, body, cur?.etag ?? null)) return;
       if (round >= this.retry.attempts) {
-        throw new MinisandboxError('REF_CONTENDED', `ref ${name} in ${this.url} kept changing while it was written (${round} rounds)`, { hint: 'another writer updates this ref in a tight loop; retry later' });
+        throw new MinisandboxError('REF_CONTENDED', `ref ${name} in ${this.url} kept changing while it was written (${round} rounds)`, {
+          hint: 'another writer updates this ref in a tight loop; retry later',
+        });
       }
     }
   }
@@ -577,7 +634,10 @@ export class S3Registry implements Registry {
       if (h === null) return false;
       if ((await this.getRef(name)) !== expected) return false;
       etag = h.etag ?? null;
-      if (etag === null) throw new MinisandboxError('REMOTE_STORE', `HEAD ${key}: no ETag`, { hint: 'the S3 server does not return ETags; conditional ref updates are impossible there' });
+      if (etag === null)
+        throw new MinisandboxError('REMOTE_STORE', `HEAD ${key}: no ETag`, {
+          hint: 'the S3 server does not return ETags; conditional ref updates are impossible there',
+        });
     } else if ((await this.headObject(key)) !== null) {
       return false;
     }
@@ -670,5 +730,8 @@ function checkRange(offset: number, length: number): void {
 }
 
 function rangePastEnd(digest: Digest, offset: number, length: number): InvalidInputError {
-  return new InvalidInputError(`range [${offset}, ${offset + length}) reaches past the end of blob ${digest}`, 'the pack index does not match its pack; run `minisandbox verify`');
+  return new InvalidInputError(
+    `range [${offset}, ${offset + length}) reaches past the end of blob ${digest}`,
+    'the pack index does not match its pack; run `minisandbox verify`',
+  );
 }

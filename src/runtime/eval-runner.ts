@@ -23,7 +23,16 @@ export function refEvalRunner(reg: Registry, store: StorePaths, ref: string, opt
   if (opts.pids !== undefined) limits.pids = opts.pids;
   const maxOutputBytes = opts.maxOutputBytes ?? 16 * 1024 ** 2;
   return runnerOver(
-    async (signal) => asEvalSandbox(await openSandbox(reg, store, ref, { network: 'none', limits, maxOutputBytes: maxOutputBytes + 65536, warn: () => undefined, ...(signal ? { signal } : {}) })),
+    async (signal) =>
+      asEvalSandbox(
+        await openSandbox(reg, store, ref, {
+          network: 'none',
+          limits,
+          maxOutputBytes: maxOutputBytes + 65536,
+          warn: () => undefined,
+          ...(signal ? { signal } : {}),
+        }),
+      ),
     { maxOutputBytes },
   );
 }

@@ -8,5 +8,24 @@ export type { OpenOptions } from './open.js';
 export { refEvalRunner } from './eval-runner.js';
 export type { EvalSandboxOptions } from './eval-runner.js';
 export { attach } from './shell.js';
-export { Sandbox, SandboxStartError, SandboxLimitsSchema, Session, CommandOutcomeSchema, CommandStatusSchema, DEFAULT_MAX_OUTPUT_BYTES, probeHost, listSandboxes } from '../sandbox/index.js';
-export type { SandboxLimits, ExecOptions, SessionOptions, SessionRunOptions, CommandOutcome, CommandStatus, HostInfo, SandboxListing } from '../sandbox/index.js';
+export {
+  Sandbox,
+  SandboxStartError,
+  SandboxLimitsSchema,
+  Session,
+  CommandOutcomeSchema,
+  CommandStatusSchema,
+  DEFAULT_MAX_OUTPUT_BYTES,
+  probeHost,
+  listSandboxes,
+} from '../sandbox/index.js';
+export type {
+  SandboxLimits,
+  ExecOptions,
+  SessionOptions,
+  SessionRunOptions,
+  CommandOutcome,
+  CommandStatus,
+  HostInfo,
+  SandboxListing,
+} from '../sandbox/index.js';

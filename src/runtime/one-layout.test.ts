@@ -16,7 +16,7 @@ import { gcStore } from '../store/gc.js';
 import { acquireLease, releaseLease } from '../store/leases.js';
 import { StorePaths } from '../store/paths.js';
 import { pullEnv } from '../store/pull.js';
-import { pushTree } from '../store/push.js';
+import { pushTree } from '../publish/push.js';
 import { hostIdShift, layerMapping, openSandbox, shiftedLayersObsolete } from './open.js';
 
 const work = mkdtempSync(join(tmpdir(), 'ms-one-layout-'));

@@ -6,7 +6,7 @@ import { populateBusyboxRoot } from '../recipe/base-rootfs.js';
 import { LocalRegistry } from '../registry/local.js';
 import { gcStore } from '../store/gc.js';
 import { StorePaths } from '../store/paths.js';
-import { pushTree } from '../store/push.js';
+import { pushTree } from '../publish/push.js';
 import { forkLeased, openSandbox } from './open.js';
 
 const work = mkdtempSync(join(tmpdir(), 'ms-runtime-'));

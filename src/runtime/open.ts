@@ -5,10 +5,20 @@
  * an id range of its own; an unprivileged user's store, or a host without idmapped mounts, lays
  * them out shifted into the one range its sandboxes share.
  */
-import { HostCapabilityError, throwIfAborted } from '../errors.js';
+import { throwIfAborted } from '../errors.js';
+import { idShiftOf } from '../host/subid.js';
 import type { RuntimeConfig } from '../layer/env.js';
 import type { Registry } from '../registry/registry.js';
-import { type CreateHooks, type HostInfo, type Sandbox, type SandboxOptions, createSandbox, forkSandbox, probeHost, reapStaleSandboxes } from '../sandbox/index.js';
+import {
+  type CreateHooks,
+  type HostInfo,
+  type Sandbox,
+  type SandboxOptions,
+  createSandbox,
+  forkSandbox,
+  probeHost,
+  reapStaleSandboxes,
+} from '../sandbox/index.js';
 import { probeIdmappedLayers } from '../sandbox/idmap.js';
 import { acquireLease, releaseLease } from '../store/leases.js';
 import type { StorePaths } from '../store/paths.js';
@@ -100,17 +110,6 @@ export async function layerMapping(store: StorePaths, host: HostInfo, warn?: (me
 
 export function layerIdShift(m: LayerMapping): number {
   return m.kind === 'idmap' ? 0 : m.idShift;
-}
-
-/** Layers are laid out with one shift for owners and groups, so the two ranges must start together. */
-export function idShiftOf(idMap: { uidStart: number; gidStart: number }): number {
-  if (idMap.uidStart !== idMap.gidStart) {
-    throw new HostCapabilityError(
-      `the subordinate uid range starts at ${idMap.uidStart} but the gid range at ${idMap.gidStart}`,
-      'give this user ranges with the same start in /etc/subuid and /etc/subgid',
-    );
-  }
-  return idMap.uidStart;
 }
 
 /**

@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually } from '../../test/helpers/eventually.js';
 import { HOST_PATH } from '../sandbox/commands.js';
 import { createSandbox, type HostInfo, type Sandbox } from '../sandbox/index.js';
-import { busyboxLower, freshStateDir, hostInfo } from '../sandbox/testkit.js';
+import { busyboxLower, freshStateDir, hostInfo } from '../../test/helpers/sandbox-testkit.js';
 import { attachCommand } from './shell.js';
 
 let host: HostInfo;

@@ -75,7 +75,13 @@ async function tryWrite(file: string, value: string): Promise<boolean> {
   }
 }
 
-async function createV1(name: string, limits: CgroupLimits, wanted: (keyof CgroupLimits)[], self: ProcCgroupLine[], root: string): Promise<SandboxCgroup | undefined> {
+async function createV1(
+  name: string,
+  limits: CgroupLimits,
+  wanted: (keyof CgroupLimits)[],
+  self: ProcCgroupLine[],
+  root: string,
+): Promise<SandboxCgroup | undefined> {
   const controllerOf: Record<keyof CgroupLimits, string> = { memoryBytes: 'memory', pids: 'pids', cpus: 'cpu' };
   const cg: SandboxCgroup = { version: 1, dirs: [], procsFiles: [], oomFile: undefined, unenforced: [] };
   for (const key of wanted) {
@@ -106,7 +112,9 @@ async function createV1(name: string, limits: CgroupLimits, wanted: (keyof Cgrou
     } else if (key === 'pids') {
       ok = await tryWrite(join(dir, 'pids.max'), String(limits.pids));
     } else {
-      ok = (await tryWrite(join(dir, 'cpu.cfs_period_us'), '100000')) && (await tryWrite(join(dir, 'cpu.cfs_quota_us'), String(Math.max(1000, Math.round((limits.cpus ?? 1) * 100000)))));
+      ok =
+        (await tryWrite(join(dir, 'cpu.cfs_period_us'), '100000')) &&
+        (await tryWrite(join(dir, 'cpu.cfs_quota_us'), String(Math.max(1000, Math.round((limits.cpus ?? 1) * 100000)))));
     }
     if (!ok) cg.unenforced.push(key);
   }
@@ -114,7 +122,13 @@ async function createV1(name: string, limits: CgroupLimits, wanted: (keyof Cgrou
   return cg;
 }
 
-async function createV2(name: string, limits: CgroupLimits, wanted: (keyof CgroupLimits)[], self: ProcCgroupLine[], root: string): Promise<SandboxCgroup | undefined> {
+async function createV2(
+  name: string,
+  limits: CgroupLimits,
+  wanted: (keyof CgroupLimits)[],
+  self: ProcCgroupLine[],
+  root: string,
+): Promise<SandboxCgroup | undefined> {
   const line = self.find((l) => l.hierarchy === 0);
   if (line === undefined) return undefined;
   // A v2 group with processes cannot enable controllers for children ("no internal processes"):

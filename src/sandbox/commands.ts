@@ -11,7 +11,7 @@
  * The util-linux + bubblewrap chain this replaced ran eleven programs per start (ARCHITECTURE.md, measured facts).
  */
 import { basename } from 'node:path';
-import type { IdMap } from './subid.js';
+import type { IdMap } from '../host/subid.js';
 
 /** PATH for the host-side tools of the chain (newuidmap, tar, nsenter). */
 export const HOST_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
@@ -31,7 +31,10 @@ export interface Rlimits {
 
 /** The launcher sets these on itself first, so everything it starts inherits them. */
 export function rlimitArgs(r: Rlimits): string[] {
-  const limits: [string, number][] = [['nofile', r.nofile], ['core', r.core]];
+  const limits: [string, number][] = [
+    ['nofile', r.nofile],
+    ['core', r.core],
+  ];
   if (r.nproc !== undefined) limits.push(['nproc', r.nproc]);
   if (r.asBytes !== undefined) limits.push(['as', r.asBytes]);
   return limits.flatMap(([name, v]) => ['--rlimit', `${name}=${v}:${v}`]);
@@ -69,7 +72,19 @@ export interface HolderSpec {
  * dpkg chowns files): the set rootless podman keeps by default. All are confined to the sandbox's
  * user namespace and to files it owns.
  */
-export const DEFAULT_CAPS = ['CAP_CHOWN', 'CAP_DAC_OVERRIDE', 'CAP_FOWNER', 'CAP_FSETID', 'CAP_KILL', 'CAP_SETGID', 'CAP_SETUID', 'CAP_SETPCAP', 'CAP_NET_BIND_SERVICE', 'CAP_SYS_CHROOT', 'CAP_SETFCAP'] as const;
+export const DEFAULT_CAPS = [
+  'CAP_CHOWN',
+  'CAP_DAC_OVERRIDE',
+  'CAP_FOWNER',
+  'CAP_FSETID',
+  'CAP_KILL',
+  'CAP_SETGID',
+  'CAP_SETUID',
+  'CAP_SETPCAP',
+  'CAP_NET_BIND_SERVICE',
+  'CAP_SYS_CHROOT',
+  'CAP_SETFCAP',
+] as const;
 
 /** fd numbers the holder's spawner provides: its {"child-pid"} report, and the fork's tar stream. */
 export const HOLDER_INFO_FD = 3;
@@ -91,19 +106,28 @@ export function holderArgs(s: HolderSpec): string[] {
   return [
     ...rlimitArgs(s.rlimits),
     ...cgroupArgs(s.cgroupProcs),
-    '--uid-map', `${idMap.uidStart}:${idMap.count}`,
-    '--gid-map', `${idMap.gidStart}:${idMap.count}`,
-    '--upper', s.upperDir,
-    '--merged', s.mergedDir,
-    '--lower', overlayLowerOption(s.lowerDirs),
+    '--uid-map',
+    `${idMap.uidStart}:${idMap.count}`,
+    '--gid-map',
+    `${idMap.gidStart}:${idMap.count}`,
+    '--upper',
+    s.upperDir,
+    '--merged',
+    s.mergedDir,
+    '--lower',
+    overlayLowerOption(s.lowerDirs),
     ...(s.tmpfsBytes === undefined ? [] : ['--tmpfs-size', String(s.tmpfsBytes)]),
     ...(s.volatileUpper ? ['--volatile', '1'] : []),
     ...(s.idmapLowers === true ? ['--idmap-lowers', '1'] : []),
     ...(s.fromTar ? ['--from-tar-fd', String(FORK_TAR_FD)] : []),
-    '--net', s.network,
-    '--hostname', s.hostname,
-    '--workdir', s.workdir,
-    '--info-fd', String(HOLDER_INFO_FD),
+    '--net',
+    s.network,
+    '--hostname',
+    s.hostname,
+    '--workdir',
+    s.workdir,
+    '--info-fd',
+    String(HOLDER_INFO_FD),
   ];
 }
 
@@ -143,16 +167,23 @@ export function enterArgs(s: EnterSpec): string[] {
   return [
     ...rlimitArgs(s.rlimits),
     ...cgroupArgs(s.cgroupProcs),
-    '--holder', String(s.holderPid),
-    '--init', String(s.initPid),
-    '--pidns-fd', String(ENTER_PIDNS_FD),
-    '--status-fd', String(ENTER_STATUS_FD),
-    '--net', s.network,
-    '--workdir', s.workdir,
+    '--holder',
+    String(s.holderPid),
+    '--init',
+    String(s.initPid),
+    '--pidns-fd',
+    String(ENTER_PIDNS_FD),
+    '--status-fd',
+    String(ENTER_STATUS_FD),
+    '--net',
+    s.network,
+    '--workdir',
+    s.workdir,
     ...s.caps.flatMap((c) => ['--cap', c]),
     ...user,
     ...env,
-    '--', ...s.argv,
+    '--',
+    ...s.argv,
   ];
 }
 
@@ -166,5 +197,5 @@ export const WORKDIR_FAILURE = 'minisandbox: cannot enter workdir';
  */
 export function forkSourceTarCommand(holderPid: number, upperDir: string, relative = false): string[] {
   const from = relative ? ['--wd', '--', 'tar', '-C', `${basename(upperDir)}/u`] : ['--', 'tar', '-C', `${upperDir}/u`];
-  return ['nsenter', `--target=${holderPid}`, '--user', '--mount', ...from, '--xattrs', "--xattrs-include=user.*", '--numeric-owner', '-cpf', '-', '.'];
+  return ['nsenter', `--target=${holderPid}`, '--user', '--mount', ...from, '--xattrs', '--xattrs-include=user.*', '--numeric-owner', '-cpf', '-', '.'];
 }

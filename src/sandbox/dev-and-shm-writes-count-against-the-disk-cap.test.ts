@@ -12,7 +12,7 @@ import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { nativeHelper } from '../util/native.js';
-import { ensureSubidRange } from './subid.js';
+import { ensureSubidRange } from '../host/subid.js';
 
 const run = promisify(execFile);
 const CLI = resolve(import.meta.dirname, '..', '..', 'bin/minisandbox');
@@ -22,7 +22,8 @@ let work: string;
 async function cli(args: string[], as?: string): Promise<{ code: number; stdout: string; stderr: string }> {
   const store = join(work, as === undefined ? 'root-store' : 'home/store');
   const argv = [CLI, '--registry', join(work, 'reg'), '--store', store, ...args];
-  const [cmd, ...rest] = as === undefined ? argv : ['runuser', '-u', as, '--', 'env', `HOME=${join(work, 'home')}`, `PATH=${process.env.PATH ?? '/usr/bin:/bin'}`, ...argv];
+  const [cmd, ...rest] =
+    as === undefined ? argv : ['runuser', '-u', as, '--', 'env', `HOME=${join(work, 'home')}`, `PATH=${process.env.PATH ?? '/usr/bin:/bin'}`, ...argv];
   try {
     const r = await run(cmd!, rest, { cwd: work, timeout: 120_000 });
     return { code: 0, stdout: r.stdout, stderr: r.stderr };
@@ -33,11 +34,18 @@ async function cli(args: string[], as?: string): Promise<{ code: number; stdout:
 }
 
 /** Writes 1 GiB into /dev/shm and 8 MiB into /dev; prints each dd's status. */
-const FILL = 'dd if=/dev/zero of=/dev/shm/big bs=1M count=1024 2>/dev/null; echo shm=$?; dd if=/dev/zero of=/dev/big bs=1M count=8 2>/dev/null; echo dev=$?; du -sm /dev/shm | cut -f1';
+const FILL =
+  'dd if=/dev/zero of=/dev/shm/big bs=1M count=1024 2>/dev/null; echo shm=$?; dd if=/dev/zero of=/dev/big bs=1M count=8 2>/dev/null; echo dev=$?; du -sm /dev/shm | cut -f1';
 
 beforeAll(async () => {
   if (process.getuid?.() !== 0) throw new Error('this test sets up its unprivileged user as root');
-  if (!(await run('id', ['-u', USER]).then(() => true, () => false))) await run('useradd', ['--no-create-home', '--shell', '/bin/sh', USER]);
+  if (
+    !(await run('id', ['-u', USER]).then(
+      () => true,
+      () => false,
+    ))
+  )
+    await run('useradd', ['--no-create-home', '--shell', '/bin/sh', USER]);
   const uid = Number((await run('id', ['-u', USER])).stdout.trim());
   await ensureSubidRange({ user: USER, start: 600_000, count: 65536 });
   await nativeHelper('fsmeta');

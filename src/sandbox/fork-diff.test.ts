@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSandbox, ensureDebianRootfs, forkSandbox, shiftCopyTree, type HostInfo } from './index.js';
-import { CACHE_DIR, debianLower, freshStateDir, hostInfo, leftovers, run, sandboxFootprint } from './testkit.js';
+import { CACHE_DIR, debianLower, freshStateDir, hostInfo, leftovers, run, sandboxFootprint } from '../../test/helpers/sandbox-testkit.js';
 
 let host: HostInfo;
 let lowers: string[];
@@ -44,7 +44,9 @@ describe('diff and fork over a real repository', () => {
     const sb = await createSandbox({ lowerDirs: lowers, stateDir, config: { workdir: '/work/repo' } }, { host });
     const fp = await sandboxFootprint(sb);
     try {
-      const o = await sb.run('sed -i s/world/there/ hello.txt && rm gone.txt && echo new > added.txt && printf "\\x00\\x01\\x02" > blob.bin && echo junk > x.pyc && chmod +x hello.txt');
+      const o = await sb.run(
+        'sed -i s/world/there/ hello.txt && rm gone.txt && echo new > added.txt && printf "\\x00\\x01\\x02" > blob.bin && echo junk > x.pyc && chmod +x hello.txt',
+      );
       expect(o).toMatchObject({ status: 'ok', exitCode: 0 });
       const patch = await sb.diff();
       expect(patch).toContain('diff --git a/hello.txt b/hello.txt');
@@ -80,7 +82,9 @@ describe('diff and fork over a real repository', () => {
       try {
         for (const f of forks) {
           expect(f.state.lowerDirs).toEqual(lowers);
-          expect((await f.exec(['sh', '-c', 'tail -1 hello.txt; cat notes.md /root/cache/f; test -e /etc/hostname && echo present || echo deleted'])).stdout).toBe('step1\nfrom the parent\nc\ndeleted\n');
+          expect(
+            (await f.exec(['sh', '-c', 'tail -1 hello.txt; cat notes.md /root/cache/f; test -e /etc/hostname && echo present || echo deleted'])).stdout,
+          ).toBe('step1\nfrom the parent\nc\ndeleted\n');
         }
         await forks[0]!.run('echo only-fork0 >> hello.txt');
         expect((await forks[1]!.exec(['tail', '-1', 'hello.txt'])).stdout).toBe('step1\n');

@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { HostCapabilityError } from '../errors.js';
 import { holderCommand, overlayLowerOption } from './commands.js';
 import { parseProcCgroup } from './cgroup.js';
-import { ensureSubidRange, findSubidRange, parseSubidFile, resolveIdMap } from './subid.js';
+import { ensureSubidRange, findSubidRange, parseSubidFile, resolveIdMap } from '../host/subid.js';
 
 describe('subordinate id ranges', () => {
   it('parses /etc/subuid, skipping junk, and never picks a range holding the user itself', () => {

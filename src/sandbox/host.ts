@@ -6,7 +6,7 @@ import { access, constants, readFile, stat } from 'node:fs/promises';
 import { delimiter, join } from 'node:path';
 import { HostCapabilityError } from '../errors.js';
 import { nativeHelper } from '../util/native.js';
-import { currentUser, resolveIdMap, type IdMap } from './subid.js';
+import { currentUser, resolveIdMap, type IdMap } from '../host/subid.js';
 
 export interface HostTools {
   nsenter: string;
@@ -54,14 +54,23 @@ async function readInt(path: string): Promise<number | undefined> {
 export async function probeHost(opts: { idCount?: number } = {}): Promise<HostInfo> {
   const maxNs = await readInt('/proc/sys/user/max_user_namespaces');
   if (maxNs === 0) {
-    throw new HostCapabilityError('user namespaces are disabled on this host (user.max_user_namespaces = 0)', 'enable them as root: `sysctl -w user.max_user_namespaces=15000` (and persist it in /etc/sysctl.d/)');
+    throw new HostCapabilityError(
+      'user namespaces are disabled on this host (user.max_user_namespaces = 0)',
+      'enable them as root: `sysctl -w user.max_user_namespaces=15000` (and persist it in /etc/sysctl.d/)',
+    );
   }
   const me = currentUser();
   if (me.uid !== 0 && (await readInt('/proc/sys/kernel/unprivileged_userns_clone')) === 0) {
-    throw new HostCapabilityError('unprivileged user namespaces are disabled (kernel.unprivileged_userns_clone = 0)', 'enable them as root: `sysctl -w kernel.unprivileged_userns_clone=1`');
+    throw new HostCapabilityError(
+      'unprivileged user namespaces are disabled (kernel.unprivileged_userns_clone = 0)',
+      'enable them as root: `sysctl -w kernel.unprivileged_userns_clone=1`',
+    );
   }
   if (me.uid !== 0 && (await readInt('/proc/sys/kernel/apparmor_restrict_unprivileged_userns')) === 1) {
-    throw new HostCapabilityError('AppArmor restricts unprivileged user namespaces on this host', 'as root: `sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`, or run as root');
+    throw new HostCapabilityError(
+      'AppArmor restricts unprivileged user namespaces on this host',
+      'as root: `sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`, or run as root',
+    );
   }
   const tools: Partial<HostTools> = {};
   const missing: string[] = [];
@@ -80,7 +89,10 @@ export async function probeHost(opts: { idCount?: number } = {}): Promise<HostIn
       const st = await stat(t);
       // Without setuid (or file capabilities, which we cannot cheaply read) the map write is refused.
       if ((st.mode & 0o4000) === 0 || st.uid !== 0) {
-        throw new HostCapabilityError(`${t} is not setuid root, so it cannot write your subordinate id map`, `reinstall it: \`apt-get install --reinstall uidmap\` (or \`chmod u+s ${t}\` as root)`);
+        throw new HostCapabilityError(
+          `${t} is not setuid root, so it cannot write your subordinate id map`,
+          `reinstall it: \`apt-get install --reinstall uidmap\` (or \`chmod u+s ${t}\` as root)`,
+        );
       }
     }
   }

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
-import { checkIdShift } from './subid.js';
+import { checkIdShift } from '../host/subid.js';
 
 const work = mkdtempSync(join(tmpdir(), 'msb-idshift-'));
 afterAll(() => rmSync(work, { recursive: true, force: true }));

@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { probeIdmappedLayers } from './idmap.js';
 import { liveIdRanges } from './idpool.js';
 import { createSandbox, forkSandbox, makeBusyboxRootfs, type HostInfo, type Sandbox } from './index.js';
-import { freshStateDir, hostInfo, leftovers, sandboxFootprint } from './testkit.js';
+import { freshStateDir, hostInfo, leftovers, sandboxFootprint } from '../../test/helpers/sandbox-testkit.js';
 
 let host: HostInfo;
 let work: string;
@@ -70,7 +70,16 @@ describe('idmapped layers', () => {
     try {
       const o = await sb.exec('stat -c "%n %u:%g %a" /bin/busybox /etc/passwd /etc/userfile /etc/secret /home/u; cat /etc/secret; id -u');
       expect(o).toMatchObject({ status: 'ok', exitCode: 0 });
-      expect(o.stdout.split('\n')).toEqual(['/bin/busybox 0:0 755', '/etc/passwd 0:0 644', '/etc/userfile 1000:1001 644', '/etc/secret 0:0 600', '/home/u 1000:1001 700', 'root only', '0', '']);
+      expect(o.stdout.split('\n')).toEqual([
+        '/bin/busybox 0:0 755',
+        '/etc/passwd 0:0 644',
+        '/etc/userfile 1000:1001 644',
+        '/etc/secret 0:0 600',
+        '/home/u 1000:1001 700',
+        'root only',
+        '0',
+        '',
+      ]);
     } finally {
       await sb.destroy();
     }
@@ -82,7 +91,9 @@ describe('idmapped layers', () => {
     const sb = await createSandbox({ lowerDirs: [lower], stateDir, idmapLowers: true, capabilities: 'default' }, { host });
     try {
       const [start] = await hostRange(sb);
-      const o = await sb.exec('echo more >> /etc/userfile && chown 7:8 /etc/passwd && chmod 644 /etc/secret && echo new > /etc/newfile && chown 1000:1001 /etc/newfile && chmod u+s /bin/busybox');
+      const o = await sb.exec(
+        'echo more >> /etc/userfile && chown 7:8 /etc/passwd && chmod 644 /etc/secret && echo new > /etc/newfile && chown 1000:1001 /etc/newfile && chmod u+s /bin/busybox',
+      );
       expect(o).toMatchObject({ status: 'ok', exitCode: 0 });
       const owner = async (rel: string): Promise<string> => {
         const st = await lstat(upper(sb, rel));

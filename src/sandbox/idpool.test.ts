@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { allocateIdRange, liveIdRanges, reapStaleIdRanges, releaseIdRange, resolveIdPool, slotIdMap, type IdPool } from './idpool.js';
-import { REPO_ROOT } from './testkit.js';
+import { REPO_ROOT } from '../../test/helpers/sandbox-testkit.js';
 
 let dir: string;
 const pool: IdPool = { uidStart: 1_000_000, gidStart: 2_000_000, count: 65536, slots: 3 };

@@ -22,7 +22,7 @@ import { z } from 'zod';
 import { MinisandboxError } from '../errors.js';
 import { isErrno } from '../util/fs.js';
 import { processStartTime, sameProcessAlive } from './proc.js';
-import { DEFAULT_ID_COUNT, type IdMap, parseSubidFile, SUBGID_FILE, SUBUID_FILE } from './subid.js';
+import { DEFAULT_ID_COUNT, type IdMap, parseSubidFile, SUBGID_FILE, SUBUID_FILE } from '../host/subid.js';
 
 /** Where slots are taken (override: MINISANDBOX_IDRANGE_DIR, e.g. for a test's own pool). */
 export function idRangeDir(): string {
@@ -118,9 +118,13 @@ export function allocateIdRange(pool: IdPool, sandboxId: string, dir = idRangeDi
   } finally {
     unlinkSync(tmp);
   }
-  throw new MinisandboxError('ID_RANGES_EXHAUSTED', `no free id range for sandbox ${sandboxId}: all ${pool.slots} ranges of ${pool.count} ids are in use by live sandboxes (see ${dir})`, {
-    hint: 'destroy sandboxes that are no longer needed, or give root a larger subordinate range in /etc/subuid and /etc/subgid',
-  });
+  throw new MinisandboxError(
+    'ID_RANGES_EXHAUSTED',
+    `no free id range for sandbox ${sandboxId}: all ${pool.slots} ranges of ${pool.count} ids are in use by live sandboxes (see ${dir})`,
+    {
+      hint: 'destroy sandboxes that are no longer needed, or give root a larger subordinate range in /etc/subuid and /etc/subgid',
+    },
+  );
 }
 
 /** Records the sandbox's holder in its slot, so that the slot stays taken while the holder lives. */
@@ -219,5 +223,8 @@ export function liveIdRanges(dir = idRangeDir()): number[] {
     if (isErrno(e, 'ENOENT')) return [];
     throw e;
   }
-  return names.filter((n) => /^\d+$/.test(n)).map(Number).sort((a, b) => a - b);
+  return names
+    .filter((n) => /^\d+$/.test(n))
+    .map(Number)
+    .sort((a, b) => a - b);
 }

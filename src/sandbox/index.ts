@@ -9,8 +9,8 @@ export { listSandboxes, reapStaleSandboxes, readState, SandboxStateSchema } from
 export type { SandboxState, SandboxListing } from './state.js';
 export { probeHost, findExecutable } from './host.js';
 export type { HostInfo, HostTools } from './host.js';
-export { ensureSubidRange, resolveIdMap, parseSubidFile, findSubidRange, IdMapSchema, DEFAULT_ID_COUNT } from './subid.js';
-export type { IdMap, SubidEntry } from './subid.js';
+export { ensureSubidRange, resolveIdMap, parseSubidFile, findSubidRange, IdMapSchema, DEFAULT_ID_COUNT } from '../host/subid.js';
+export type { IdMap, SubidEntry } from '../host/subid.js';
 export { createSandboxCgroup, parseProcCgroup } from './cgroup.js';
 export type { CgroupLimits, SandboxCgroup } from './cgroup.js';
 export { makeBusyboxRootfs, ensureDebianRootfs, shiftCopyTree, shiftOwners } from './rootfs.js';

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSandbox, shiftCopyTree, type HostInfo, type Sandbox } from './index.js';
-import { busyboxLower, CACHE_DIR, freshStateDir, hostInfo, leftovers, run, sandboxFootprint } from './testkit.js';
+import { busyboxLower, CACHE_DIR, freshStateDir, hostInfo, leftovers, run, sandboxFootprint } from '../../test/helpers/sandbox-testkit.js';
 
 let host: HostInfo;
 let lower: string;
@@ -120,22 +120,35 @@ describe('isolation', () => {
       expect(un.stdout).toMatch(/rc2=[1-9]/);
       // A nested user namespace would hand the sandbox a fresh full capability set to attack the
       // kernel with (unprivileged overlay, nftables, ...): its limit is 0 and cannot be raised.
-      const nested = await sb.exec(['sh', '-c', 'unshare -U true; echo rc=$?; echo 5 > /proc/sys/user/max_user_namespaces; echo rc2=$?; cat /proc/sys/user/max_user_namespaces']);
+      const nested = await sb.exec([
+        'sh',
+        '-c',
+        'unshare -U true; echo rc=$?; echo 5 > /proc/sys/user/max_user_namespaces; echo rc2=$?; cat /proc/sys/user/max_user_namespaces',
+      ]);
       expect(nested.stdout).toMatch(/^rc=[1-9]\nrc2=[1-9]\n0\n$/);
     } finally {
       await sb.destroy();
     }
   });
 
-  it('/sys is there to read and refuses writes, with its own network or the host\'s', async () => {
+  it("/sys is there to read and refuses writes, with its own network or the host's", async () => {
     for (const network of ['none', 'host'] as const) {
       await withSandboxes(1, { network }, async ([a]) => {
-        const o = await a!.exec(['sh', '-c', 'cat /sys/devices/system/cpu/online; echo 1 > /sys/kernel/mm/ksm/run; echo rc=$?; mkdir /sys/fs/cgroup/msb-escape; echo rc=$?']);
+        const o = await a!.exec([
+          'sh',
+          '-c',
+          'cat /sys/devices/system/cpu/online; echo 1 > /sys/kernel/mm/ksm/run; echo rc=$?; mkdir /sys/fs/cgroup/msb-escape; echo rc=$?',
+        ]);
         expect(o.stdout, network).toMatch(/^\d+(-\d+)?(,\d+(-\d+)?)*\nrc=[1-9]\d*\nrc=[1-9]\d*\n$/);
         expect(o.stderr, network).toMatch(/Read-only file system/);
       });
     }
-    expect(await stat('/sys/fs/cgroup/msb-escape').then(() => true, () => false)).toBe(false);
+    expect(
+      await stat('/sys/fs/cgroup/msb-escape').then(
+        () => true,
+        () => false,
+      ),
+    ).toBe(false);
   });
 
   it('symlinks planted at /proc, /dev, /tmp and /sys in a layer do not redirect mounts to host paths', async () => {
@@ -147,7 +160,11 @@ describe('isolation', () => {
     // The evil layer sits on top of busybox (whose /proc etc. are ordinary dirs).
     const sb = await createSandbox({ lowerDirs: [lower, evil], stateDir }, { host });
     try {
-      const o = await sb.exec(['sh', '-c', 'grep -c . /proc/self/status >/dev/null && echo proc-ok; echo hi > /dev/null && echo dev-ok; echo t > /tmp/t && echo tmp-ok; test -d /sys/kernel && echo sys-ok']);
+      const o = await sb.exec([
+        'sh',
+        '-c',
+        'grep -c . /proc/self/status >/dev/null && echo proc-ok; echo hi > /dev/null && echo dev-ok; echo t > /tmp/t && echo tmp-ok; test -d /sys/kernel && echo sys-ok',
+      ]);
       expect(o.stdout).toBe('proc-ok\ndev-ok\ntmp-ok\nsys-ok\n');
       expect(await readdir(target)).toEqual([]);
       expect(await readFile('/proc/self/mountinfo', 'utf8')).not.toContain(target);

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSandbox, shiftCopyTree } from './index.js';
-import { busyboxLower, freshStateDir, hostInfo } from './testkit.js';
+import { busyboxLower, freshStateDir, hostInfo } from '../../test/helpers/sandbox-testkit.js';
 
 const run = promisify(execFile);
 
@@ -81,7 +81,7 @@ int main(int argc, char **argv) {
 // layer holding it, argv[3] = state dir) and a plain command, printing what both saw.
 const RUNNER = `
 import { createSandbox } from ${JSON.stringify(join(import.meta.dirname, 'index.ts'))};
-import { busyboxLower } from ${JSON.stringify(join(import.meta.dirname, 'testkit.ts'))};
+import { busyboxLower } from ${JSON.stringify(join(import.meta.dirname, '../../test/helpers/sandbox-testkit.ts'))};
 import { probeHost } from ${JSON.stringify(join(import.meta.dirname, 'host.ts'))};
 const host = await probeHost();
 const sb = await createSandbox({ lowerDirs: [await busyboxLower(host.idMap), process.argv[2]], stateDir: process.argv[3] }, { host });
@@ -124,14 +124,16 @@ describe('keyrings', () => {
     // ... and a sandbox started by that runtime can reach no key of it (keyctl is refused; were it
     // not, the command's session keyring is a fresh one of its own).
     const stateDir = await freshStateDir();
-    const inside = await run(wrapper, [process.execPath, '--import', 'tsx', join(dir, 'runner.mts'), probeLayer, stateDir], { cwd: join(import.meta.dirname, '..', '..') });
+    const inside = await run(wrapper, [process.execPath, '--import', 'tsx', join(dir, 'runner.mts'), probeLayer, stateDir], {
+      cwd: join(import.meta.dirname, '..', '..'),
+    });
     expect(inside.stdout).not.toMatch(/^session: .*msb-host-session/m);
     expect(inside.stdout).toContain('search failed');
     expect(inside.stdout).not.toContain('hunter2');
     expect(inside.stdout).not.toContain('msb-host-session');
   }, 600_000);
 
-  it('the seccomp filter refuses the syscalls outside a task\'s needs with EPERM, and allows the rest', async () => {
+  it("the seccomp filter refuses the syscalls outside a task's needs with EPERM, and allows the rest", async () => {
     const host = await hostInfo();
     // Outside a sandbox the probe reaches these syscalls (errors other than EPERM, or success).
     const outside = (await run(join(probeLayer, 'opt', 'syscalls'))).stdout;

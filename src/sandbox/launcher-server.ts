@@ -247,11 +247,23 @@ export class LauncherServer {
 /** Fields are NUL-terminated on the wire. */
 function checkFields(fields: string[]): void {
   for (const f of fields) {
-    if (f.includes('\0')) throw new MinisandboxError('SANDBOX_START', 'a sandbox argument contains a NUL byte', { hint: 'paths, hostnames, workdirs, commands and environment variables cannot contain NUL' });
+    if (f.includes('\0'))
+      throw new MinisandboxError('SANDBOX_START', 'a sandbox argument contains a NUL byte', {
+        hint: 'paths, hostnames, workdirs, commands and environment variables cannot contain NUL',
+      });
   }
 }
 
-const SIGNALS: Record<number, NodeJS.Signals> = { 1: 'SIGHUP', 2: 'SIGINT', 3: 'SIGQUIT', 6: 'SIGABRT', 9: 'SIGKILL', 13: 'SIGPIPE', 14: 'SIGALRM', 15: 'SIGTERM' };
+const SIGNALS: Record<number, NodeJS.Signals> = {
+  1: 'SIGHUP',
+  2: 'SIGINT',
+  3: 'SIGQUIT',
+  6: 'SIGABRT',
+  9: 'SIGKILL',
+  13: 'SIGPIPE',
+  14: 'SIGALRM',
+  15: 'SIGTERM',
+};
 
 /**
  * A command run by the server, shaped like the parts of a ChildProcess the runner and sessions

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually } from '../../test/helpers/eventually.js';
 import { createSandbox, listSandboxes, reapStaleSandboxes, CommandOutcomeSchema, type HostInfo } from './index.js';
-import { busyboxLower, freshStateDir, hostInfo, leftovers, REPO_ROOT, sandboxFootprint } from './testkit.js';
+import { busyboxLower, freshStateDir, hostInfo, leftovers, REPO_ROOT, sandboxFootprint } from '../../test/helpers/sandbox-testkit.js';
 
 let host: HostInfo;
 let lower: string;
@@ -27,7 +27,13 @@ describe('sandbox lifecycle', () => {
     );
     const fp = await sandboxFootprint(sb);
     const o = await sb.exec(['sh', '-c', 'echo "$GREETING"; pwd; hostname; id -u; echo oops >&2; exit 7']);
-    expect(CommandOutcomeSchema.parse(o)).toMatchObject({ status: 'ok', exitCode: 7, signal: null, stdout: 'hi there\n/work/proj\ntask-1\n0\n', stderr: 'oops\n' });
+    expect(CommandOutcomeSchema.parse(o)).toMatchObject({
+      status: 'ok',
+      exitCode: 7,
+      signal: null,
+      stdout: 'hi there\n/work/proj\ntask-1\n0\n',
+      stderr: 'oops\n',
+    });
     const env = await sb.exec('env');
     expect(env.stdout).not.toContain('VITEST'); // host environment does not leak in
     expect((await listSandboxes(stateDir)).find((l) => l.id === sb.id)?.live).toBe(true);

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { eventually } from '../../test/helpers/eventually.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSandbox, type HostInfo, type Sandbox, type SandboxOptions } from './index.js';
-import { busyboxLower, freshStateDir, hostInfo, leftovers, sandboxFootprint } from './testkit.js';
+import { busyboxLower, freshStateDir, hostInfo, leftovers, sandboxFootprint } from '../../test/helpers/sandbox-testkit.js';
 
 let host: HostInfo;
 let lower: string;
@@ -37,7 +37,13 @@ async function attack(opts: Partial<SandboxOptions>, fn: (sb: Sandbox) => Promis
 /** The cgroup dir that holds the sandbox's pids limit (v1 pids controller or a v2 group), if any. */
 async function pidsCgroupOf(sb: Sandbox): Promise<string | null> {
   for (const d of sb.state.cgroupDirs) {
-    if (await stat(join(d, 'pids.current')).then(() => true, () => false)) return d;
+    if (
+      await stat(join(d, 'pids.current')).then(
+        () => true,
+        () => false,
+      )
+    )
+      return d;
   }
   return null;
 }

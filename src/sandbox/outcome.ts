@@ -57,7 +57,11 @@ export class SentinelScanner {
   readonly out: CappedBuffer;
   private tail = Buffer.alloc(0);
   private readonly window: number;
-  constructor(cap: number, private readonly pattern: RegExp, maxSentinelBytes = 128) {
+  constructor(
+    cap: number,
+    private readonly pattern: RegExp,
+    maxSentinelBytes = 128,
+  ) {
     this.out = new CappedBuffer(cap);
     this.window = maxSentinelBytes;
   }
@@ -78,6 +82,21 @@ export class SentinelScanner {
 export function signalFromExitCode(code: number): string | null {
   if (code <= 128 || code > 128 + 64) return null;
   const n = code - 128;
-  const names: Record<number, string> = { 1: 'SIGHUP', 2: 'SIGINT', 3: 'SIGQUIT', 4: 'SIGILL', 6: 'SIGABRT', 7: 'SIGBUS', 8: 'SIGFPE', 9: 'SIGKILL', 11: 'SIGSEGV', 13: 'SIGPIPE', 14: 'SIGALRM', 15: 'SIGTERM', 24: 'SIGXCPU', 25: 'SIGXFSZ' };
+  const names: Record<number, string> = {
+    1: 'SIGHUP',
+    2: 'SIGINT',
+    3: 'SIGQUIT',
+    4: 'SIGILL',
+    6: 'SIGABRT',
+    7: 'SIGBUS',
+    8: 'SIGFPE',
+    9: 'SIGKILL',
+    11: 'SIGSEGV',
+    13: 'SIGPIPE',
+    14: 'SIGALRM',
+    15: 'SIGTERM',
+    24: 'SIGXCPU',
+    25: 'SIGXFSZ',
+  };
   return names[n] ?? `SIG${n}`;
 }

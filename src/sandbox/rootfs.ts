@@ -7,7 +7,7 @@ import { access, chmod, copyFile, lchown, lstat, mkdir, readdir, rename, rm, sym
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { HostCapabilityError } from '../errors.js';
-import type { IdMap } from './subid.js';
+import type { IdMap } from '../host/subid.js';
 
 const run = promisify(execFile);
 
@@ -50,10 +50,15 @@ export async function ensureDebianRootfs(cacheDir: string, opts: { include?: str
   const tmp = `${dir}.tmp-${process.pid}`;
   await rm(tmp, { recursive: true, force: true });
   try {
-    await run('debootstrap', ['--variant=minbase', `--include=${include.join(',')}`, 'bookworm', tmp, opts.mirror ?? 'http://deb.debian.org/debian'], { maxBuffer: 64 << 20 });
+    await run('debootstrap', ['--variant=minbase', `--include=${include.join(',')}`, 'bookworm', tmp, opts.mirror ?? 'http://deb.debian.org/debian'], {
+      maxBuffer: 64 << 20,
+    });
   } catch (e) {
     await rm(tmp, { recursive: true, force: true });
-    throw new HostCapabilityError(`debootstrap failed: ${String(e).slice(0, 500)}`, 'install debootstrap (`apt-get install debootstrap`) and make sure deb.debian.org is reachable');
+    throw new HostCapabilityError(
+      `debootstrap failed: ${String(e).slice(0, 500)}`,
+      'install debootstrap (`apt-get install debootstrap`) and make sure deb.debian.org is reachable',
+    );
   }
   try {
     await rename(tmp, dir);

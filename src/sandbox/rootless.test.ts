@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { ensureSubidRange, resolveIdMap, type IdMap } from './index.js';
-import { busyboxLower, REPO_ROOT, run } from './testkit.js';
+import { busyboxLower, REPO_ROOT, run } from '../../test/helpers/sandbox-testkit.js';
 
 const USER = 'msbtest';
 let RANGE: IdMap;
@@ -16,7 +16,10 @@ let gid: number;
 
 beforeAll(async () => {
   if (process.getuid?.() !== 0) throw new Error('the rootless test sets up its user as root');
-  const exists = await run('id', ['-u', USER]).then(() => true, () => false);
+  const exists = await run('id', ['-u', USER]).then(
+    () => true,
+    () => false,
+  );
   if (!exists) await run('useradd', ['--no-create-home', '--shell', '/bin/sh', USER]);
   uid = Number((await run('id', ['-u', USER])).stdout.trim());
   gid = Number((await run('id', ['-g', USER])).stdout.trim());
@@ -64,7 +67,11 @@ describe('rootless (unprivileged user)', () => {
       `,
     );
     await chown(script, uid, gid);
-    const r = await run('runuser', ['-u', USER, '--', 'env', `HOME=${work}`, `PATH=${process.env.PATH ?? '/usr/bin:/bin'}`, join(REPO_ROOT, 'node_modules/.bin/tsx'), script], { cwd: work, timeout: 120_000 });
+    const r = await run(
+      'runuser',
+      ['-u', USER, '--', 'env', `HOME=${work}`, `PATH=${process.env.PATH ?? '/usr/bin:/bin'}`, join(REPO_ROOT, 'node_modules/.bin/tsx'), script],
+      { cwd: work, timeout: 120_000 },
+    );
     const out = JSON.parse(r.stdout.trim().split('\n').pop()!) as Record<string, any>;
     expect(out.isRoot).toBe(false);
     expect(out.idMap).toEqual(RANGE);

@@ -104,7 +104,16 @@ export async function runInSandbox(spec: EnterSpec, opts: RunOptions): Promise<R
     // exitCode as shells give it for an exec that failed: 127 not found, 126 found but not runnable
     const execFailed = /^minisandbox: cannot run .*: (.*)$/m.exec(err.text);
     const exitCode = execFailed === null ? code : execFailed[1] === 'No such file or directory' ? 127 : 126;
-    return { outcome: { status: 'infra_error', exitCode, signal: sig, ...base, error: `command could not be started in the sandbox: ${err.text.trim().slice(-500) || `exit ${code}`}` }, stdout: stdoutBuf };
+    return {
+      outcome: {
+        status: 'infra_error',
+        exitCode,
+        signal: sig,
+        ...base,
+        error: `command could not be started in the sandbox: ${err.text.trim().slice(-500) || `exit ${code}`}`,
+      },
+      stdout: stdoutBuf,
+    };
   }
   const exitCode = Number(m[1]);
   if (exitCode === 125 && err.text.startsWith(WORKDIR_FAILURE)) {
@@ -129,7 +138,17 @@ async function killNestedInit(status: string, sandboxInit: number): Promise<void
 
 function infra(started: number, error: string): RawOutcome {
   return {
-    outcome: { status: 'infra_error', exitCode: null, signal: null, durationMs: performance.now() - started, stdout: '', stderr: '', stdoutTruncated: false, stderrTruncated: false, error },
+    outcome: {
+      status: 'infra_error',
+      exitCode: null,
+      signal: null,
+      durationMs: performance.now() - started,
+      stdout: '',
+      stderr: '',
+      stdoutTruncated: false,
+      stderrTruncated: false,
+      error,
+    },
     stdout: Buffer.alloc(0),
   };
 }

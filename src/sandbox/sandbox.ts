@@ -19,7 +19,7 @@ import { processStartTime, sameProcessAlive } from './proc.js';
 import { runInSandbox } from './runner.js';
 import { Session, type SessionOptions, type SessionRunOptions } from './session.js';
 import { makeStateDir, sandboxDir, teardown, writeState, type SandboxState } from './state.js';
-import type { IdMap } from './subid.js';
+import type { IdMap } from '../host/subid.js';
 
 export const SandboxLimitsSchema = z.strictObject({
   memoryBytes: z.number().int().positive().optional(),
@@ -27,7 +27,11 @@ export const SandboxLimitsSchema = z.strictObject({
   cpus: z.number().positive().optional(),
   nofile: z.number().int().positive().default(4096),
   /** Size cap of the writable upper dir (the tmpfs size); ignored for a disk upper. */
-  diskBytes: z.number().int().positive().default(1 << 30),
+  diskBytes: z
+    .number()
+    .int()
+    .positive()
+    .default(1 << 30),
 });
 export type SandboxLimits = z.input<typeof SandboxLimitsSchema>;
 
@@ -36,7 +40,14 @@ export const SandboxOptionsSchema = z.strictObject({
    * Laid-out read-only layer trees, lowest first: owned by host ids idMap.start + in-sandbox id,
    * or, with idmapLowers, by their real owners.
    */
-  lowerDirs: z.array(z.string().startsWith('/').regex(/^[^:,\n]+$/, 'layer paths may not contain ":" "," or newlines (overlayfs option syntax)')).min(1),
+  lowerDirs: z
+    .array(
+      z
+        .string()
+        .startsWith('/')
+        .regex(/^[^:,\n]+$/, 'layer paths may not contain ":" "," or newlines (overlayfs option syntax)'),
+    )
+    .min(1),
   config: RuntimeConfigSchema.prefault({}),
   stateDir: z.string().startsWith('/'),
   network: z.enum(['none', 'host']).default('none'),
@@ -53,7 +64,10 @@ export const SandboxOptionsSchema = z.strictObject({
   /** Default per-command timeout. */
   commandTimeoutMs: z.number().int().positive().default(600_000),
   maxOutputBytes: z.number().int().positive().default(DEFAULT_MAX_OUTPUT_BYTES),
-  id: z.string().regex(/^[a-z0-9][a-z0-9-]{0,63}$/).optional(),
+  id: z
+    .string()
+    .regex(/^[a-z0-9][a-z0-9-]{0,63}$/)
+    .optional(),
   /**
    * `none`: every capability dropped (the default for tasks). `default`: the namespaced set root
    * needs to install packages (see DEFAULT_CAPS), as builds do.
@@ -142,7 +156,10 @@ export class Sandbox {
     return !this.destroyed;
   }
 
-  enterSpec(argv: string[], opts: { env?: Record<string, string> | undefined; workdir?: string | undefined; user?: { uid: number; gid: number } | undefined } = {}): EnterSpec {
+  enterSpec(
+    argv: string[],
+    opts: { env?: Record<string, string> | undefined; workdir?: string | undefined; user?: { uid: number; gid: number } | undefined } = {},
+  ): EnterSpec {
     return {
       launcher: this.host.tools.launcher,
       holderPid: this.state.holderPid,
@@ -159,7 +176,8 @@ export class Sandbox {
   }
 
   private assertAlive(): void {
-    if (this.destroyed) throw new MinisandboxError('SANDBOX_DESTROYED', `sandbox ${this.id} was destroyed`, { hint: 'create a new sandbox (or fork one before destroying it)' });
+    if (this.destroyed)
+      throw new MinisandboxError('SANDBOX_DESTROYED', `sandbox ${this.id} was destroyed`, { hint: 'create a new sandbox (or fork one before destroying it)' });
   }
 
   /** Stateless command: argv as given, or a shell string run with /bin/sh -c. */
@@ -190,7 +208,12 @@ export class Sandbox {
 
   newSession(opts: SessionOptions = {}): Session {
     this.assertAlive();
-    const s = new Session(() => this.enterSpec([]), { defaultTimeoutMs: this.options.commandTimeoutMs, maxOutputBytes: this.options.maxOutputBytes, oomFile: this.cgroup?.oomFile, ...opts });
+    const s = new Session(() => this.enterSpec([]), {
+      defaultTimeoutMs: this.options.commandTimeoutMs,
+      maxOutputBytes: this.options.maxOutputBytes,
+      oomFile: this.cgroup?.oomFile,
+      ...opts,
+    });
     this.sessions.add(s);
     return s;
   }
@@ -208,7 +231,8 @@ export class Sandbox {
     const maxBytes = opts.maxBytes ?? 256 << 20;
     const r = await this.execRaw(['/bin/sh', '-c', 'exec cat -- "$1"', 'msb-read', path], { maxOutputBytes: maxBytes, timeoutMs: 120_000 });
     if (r.outcome.status !== 'ok' || r.outcome.exitCode !== 0) throw fileError('read', path, r.outcome);
-    if (r.outcome.stdoutTruncated) throw new InvalidInputError(`${path} is larger than ${maxBytes} bytes`, 'pass a larger maxBytes, or read it in parts with exec');
+    if (r.outcome.stdoutTruncated)
+      throw new InvalidInputError(`${path} is larger than ${maxBytes} bytes`, 'pass a larger maxBytes, or read it in parts with exec');
     return r.stdout;
   }
 
@@ -236,11 +260,18 @@ export class Sandbox {
       'git -c safe.directory="*" -c core.fileMode=false -c core.autocrlf=false add -A',
       'git -c safe.directory="*" -c core.fileMode=false -c core.autocrlf=false -c diff.noprefix=false diff --cached --binary --no-color --no-ext-diff "$2" --',
     ].join('\n');
-    const r = await this.execRaw(['/bin/sh', '-c', script, 'msb-diff', opts.workdir ?? this.config.workdir, opts.base ?? 'HEAD'], { timeoutMs: opts.timeoutMs ?? 300_000, maxOutputBytes: 512 << 20 });
+    const r = await this.execRaw(['/bin/sh', '-c', script, 'msb-diff', opts.workdir ?? this.config.workdir, opts.base ?? 'HEAD'], {
+      timeoutMs: opts.timeoutMs ?? 300_000,
+      maxOutputBytes: 512 << 20,
+    });
     if (r.outcome.status !== 'ok' || r.outcome.exitCode !== 0) {
-      throw new MinisandboxError('DIFF_FAILED', `git diff in ${opts.workdir ?? this.config.workdir} failed (${r.outcome.status}, exit ${r.outcome.exitCode}): ${r.outcome.stderr.trim().slice(-400)}`, {
-        hint: 'the workdir must be a git repository with a base commit, and git must be installed in the environment',
-      });
+      throw new MinisandboxError(
+        'DIFF_FAILED',
+        `git diff in ${opts.workdir ?? this.config.workdir} failed (${r.outcome.status}, exit ${r.outcome.exitCode}): ${r.outcome.stderr.trim().slice(-400)}`,
+        {
+          hint: 'the workdir must be a git repository with a base commit, and git must be installed in the environment',
+        },
+      );
     }
     return r.stdout.toString('utf8');
   }
@@ -292,7 +323,9 @@ async function holderGone(holder: HolderHandle, startTime: string | undefined, t
 
 function fileError(op: string, path: string, o: CommandOutcome): MinisandboxError {
   const why = o.status === 'ok' ? o.stderr.trim().slice(-300) : `${o.status}${o.error === undefined ? '' : `: ${o.error}`}`;
-  return new MinisandboxError('SANDBOX_FILE', `cannot ${op} ${path} in the sandbox: ${why}`, { hint: 'check the path exists (for reads) and that the sandbox is alive; paths are resolved inside the sandbox' });
+  return new MinisandboxError('SANDBOX_FILE', `cannot ${op} ${path} in the sandbox: ${why}`, {
+    hint: 'check the path exists (for reads) and that the sandbox is alive; paths are resolved inside the sandbox',
+  });
 }
 
 function newId(): string {
@@ -318,7 +351,12 @@ async function readHolderInfo(holder: ChildProcess, timeoutMs: number): Promise<
       // Let stderr drain before reporting.
       setTimeout(() => {
         cleanup();
-        reject(new SandboxStartError(`sandbox holder exited (code ${code}) before the sandbox was ready: ${stderr.trim().slice(-800) || 'no error output'}`, startHint(stderr)));
+        reject(
+          new SandboxStartError(
+            `sandbox holder exited (code ${code}) before the sandbox was ready: ${stderr.trim().slice(-800) || 'no error output'}`,
+            startHint(stderr),
+          ),
+        );
       }, 20);
     };
     const timer = setTimeout(() => {
@@ -340,15 +378,23 @@ async function readHolderInfo(holder: ChildProcess, timeoutMs: number): Promise<
     holder.on('exit', onExit);
     holder.on('error', (e) => {
       cleanup();
-      reject(new SandboxStartError(`cannot start the sandbox holder: ${String(e)}`, 'the native launcher could not run: delete native/build/ to recompile it (needs gcc)'));
+      reject(
+        new SandboxStartError(
+          `cannot start the sandbox holder: ${String(e)}`,
+          'the native launcher could not run: delete native/build/ to recompile it (needs gcc)',
+        ),
+      );
     });
   });
 }
 
 function startHint(stderr: string): string {
-  if (/newuidmap|newgidmap|uid_map|gid_map/.test(stderr)) return 'the subordinate id map could not be written: check /etc/subuid and /etc/subgid hold a range for this user and that newuidmap/newgidmap (Debian `uidmap`) are setuid root';
-  if (/idmapped|open_tree|mount_setattr/.test(stderr)) return 'the layers could not be mounted idmapped: check the layer dirs exist; MINISANDBOX_IDMAP=0 falls back to layers laid out shifted for sandboxes';
-  if (/overlay|lowerdir/.test(stderr)) return 'the overlay mount failed: layer dirs must exist, be searchable by the sandbox ids and be owned by the shifted ids (see shiftCopyTree)';
+  if (/newuidmap|newgidmap|uid_map|gid_map/.test(stderr))
+    return 'the subordinate id map could not be written: check /etc/subuid and /etc/subgid hold a range for this user and that newuidmap/newgidmap (Debian `uidmap`) are setuid root';
+  if (/idmapped|open_tree|mount_setattr/.test(stderr))
+    return 'the layers could not be mounted idmapped: check the layer dirs exist; MINISANDBOX_IDMAP=0 falls back to layers laid out shifted for sandboxes';
+  if (/overlay|lowerdir/.test(stderr))
+    return 'the overlay mount failed: layer dirs must exist, be searchable by the sandbox ids and be owned by the shifted ids (see shiftCopyTree)';
   if (/Permission denied/.test(stderr)) return 'the state dir and layer dirs must be searchable (o+x) by the subordinate ids the sandbox runs as';
   if (/\/bin\/sh/.test(stderr)) return 'the environment has no /bin/sh; sandboxes need one';
   return 'see the error output above';
@@ -364,7 +410,10 @@ async function startSandbox(opts: ParsedOptions, hooks: CreateHooks, forkFrom: S
   const warn = hooks.warn ?? ((m: string) => process.emitWarning(m, 'MinisandboxWarning'));
   const id = opts.id ?? newId();
   if (opts.idmapLowers && !host.isRoot) {
-    throw new InvalidInputError('idmapped lower layers need root', 'lay layers out shifted for this user (pull with `--id-shift auto`) and leave idmapLowers off');
+    throw new InvalidInputError(
+      'idmapped lower layers need root',
+      'lay layers out shifted for this user (pull with `--id-shift auto`) and leave idmapLowers off',
+    );
   }
   // Over idmapped layers the holder reaches its dir from inside it: the dirs above may be private.
   makeStateDir(opts.stateDir, { othersReachParents: !opts.idmapLowers });
@@ -417,7 +466,9 @@ async function startSandbox(opts: ParsedOptions, hooks: CreateHooks, forkFrom: S
     cgroup = await createSandboxCgroup(`msb-${id}`, { memoryBytes, pids, cpus });
     const unenforced = cgroup === undefined ? (['memoryBytes', 'pids', 'cpus'] as const).filter((k) => opts.limits[k] !== undefined) : cgroup.unenforced;
     if (unenforced.length > 0) {
-      warn(`sandbox ${id}: no writable cgroup for ${unenforced.join(', ')}; falling back to rlimits (memory: RLIMIT_AS per process; pids: RLIMIT_NPROC, shared by every sandbox of this user; cpu: not limited). Run as root or delegate a cgroup v2 subtree to enforce them.`);
+      warn(
+        `sandbox ${id}: no writable cgroup for ${unenforced.join(', ')}; falling back to rlimits (memory: RLIMIT_AS per process; pids: RLIMIT_NPROC, shared by every sandbox of this user; cpu: not limited). Run as root or delegate a cgroup v2 subtree to enforce them.`,
+      );
     }
     state.cgroupDirs = cgroup?.dirs ?? [];
     const rlimits: Rlimits = {
@@ -446,7 +497,11 @@ async function startSandbox(opts: ParsedOptions, hooks: CreateHooks, forkFrom: S
     };
     if (forkFrom === undefined) {
       const r = await launcherServer(host.tools.launcher).start(holderArgs(spec), 30_000);
-      if (!r.ok) throw new SandboxStartError(`sandbox holder exited (status ${r.status ?? 'none'}) before the sandbox was ready: ${r.stderr.trim().slice(-800) || 'no error output'}`, startHint(r.stderr));
+      if (!r.ok)
+        throw new SandboxStartError(
+          `sandbox holder exited (status ${r.status ?? 'none'}) before the sandbox was ready: ${r.stderr.trim().slice(-800) || 'no error output'}`,
+          startHint(r.stderr),
+        );
       holder = r.holder;
     } else {
       const argv = holderCommand(spec);
@@ -473,7 +528,10 @@ async function startSandbox(opts: ParsedOptions, hooks: CreateHooks, forkFrom: S
     await teardown(opts.stateDir, id, state);
     if (cgroup !== undefined) await removeCgroup(cgroup.dirs);
     if (e instanceof MinisandboxError) throw e;
-    throw new SandboxStartError(`cannot create sandbox: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`, 'see the cause; run probeHost() to check the host');
+    throw new SandboxStartError(
+      `cannot create sandbox: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`,
+      'see the cause; run probeHost() to check the host',
+    );
   }
 }
 
@@ -486,7 +544,9 @@ function sandboxIdRange(id: string, shared: IdMap, warn: (m: string) => void): {
   if (pool.value === undefined) {
     if (!warnedNoPool) {
       warnedNoPool = true;
-      warn(`root's subordinate ranges (/etc/subuid, /etc/subgid) hold no more than one sandbox's ${shared.count} ids: every sandbox shares uids ${shared.uidStart}.. Give root a larger range (\`bin/setup\` writes root:1000000:1000000000) so each sandbox gets its own.`);
+      warn(
+        `root's subordinate ranges (/etc/subuid, /etc/subgid) hold no more than one sandbox's ${shared.count} ids: every sandbox shares uids ${shared.uidStart}.. Give root a larger range (\`bin/setup\` writes root:1000000:1000000000) so each sandbox gets its own.`,
+      );
     }
     return { idMap: shared };
   }
@@ -509,7 +569,8 @@ async function streamUpper(src: Sandbox, holder: ChildProcess): Promise<void> {
     tar.on('error', () => resolve(null));
     tar.on('close', (c) => resolve(c));
   });
-  if (code !== 0) throw new SandboxStartError(`fork: reading the source sandbox's upper dir failed: ${err.trim()}`, 'the source sandbox must be alive during fork');
+  if (code !== 0)
+    throw new SandboxStartError(`fork: reading the source sandbox's upper dir failed: ${err.trim()}`, 'the source sandbox must be alive during fork');
 }
 
 /**

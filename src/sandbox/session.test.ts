@@ -4,7 +4,7 @@ import { eventually } from '../../test/helpers/eventually.js';
 import { createSandbox, type HostInfo, type Sandbox } from './index.js';
 import { SentinelScanner } from './outcome.js';
 import { ansiQuote } from './session.js';
-import { busyboxLower, freshStateDir, hostInfo, run } from './testkit.js';
+import { busyboxLower, freshStateDir, hostInfo, run } from '../../test/helpers/sandbox-testkit.js';
 
 let host: HostInfo;
 let stateDir: string;
@@ -32,7 +32,7 @@ describe('session', () => {
     });
     expect((await s.run('printf "no newline"')).stdout).toBe('no newline');
     // Quoting hazards and a syntax error do not derail the protocol.
-    expect((await s.run(`echo '$(x)' "\\$HOME" 'it'"'"'s'`)).stdout).toBe('$(x) $HOME it\'s\n');
+    expect((await s.run(`echo '$(x)' "\\$HOME" 'it'"'"'s'`)).stdout).toBe("$(x) $HOME it's\n");
     expect((await s.run('if then fi')).exitCode).not.toBe(0);
     expect((await s.run('echo still "$FOO"')).stdout).toBe('still a b\n');
     // A command cannot read the protocol stream.
@@ -93,7 +93,7 @@ describe('session', () => {
 
 describe('session protocol helpers', () => {
   it('ansiQuote round-trips arbitrary bytes through a real shell', async () => {
-    const nasty = "a'b\\c\n\t$x `y` \u00e9\u0001 \"q\"";
+    const nasty = 'a\'b\\c\n\t$x `y` \u00e9\u0001 "q"';
     const { stdout } = await run('bash', ['-c', `printf '%s' ${ansiQuote(nasty)}`]);
     expect(stdout).toBe(nasty);
   });

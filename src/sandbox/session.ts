@@ -80,7 +80,8 @@ export class Session {
 
   private start(): ServedProcess {
     const spec = this.spec();
-    if (!sameProcessAlive(spec.initPid, undefined)) throw new MinisandboxError('SANDBOX_DESTROYED', `the sandbox is not running (its init, pid ${spec.initPid}, is gone)`, { hint: 'create a new sandbox' });
+    if (!sameProcessAlive(spec.initPid, undefined))
+      throw new MinisandboxError('SANDBOX_DESTROYED', `the sandbox is not running (its init, pid ${spec.initPid}, is gone)`, { hint: 'create a new sandbox' });
     const child = enterServed({ ...spec, argv: SHELL_ARGV }, { stdin: true });
     child.stdin!.on('error', () => undefined);
     child.stdout!.on('data', (c: Buffer) => this.onData('out', c));
@@ -254,5 +255,15 @@ export class Session {
 }
 
 function infra(started: number, error: string): CommandOutcome {
-  return { status: 'infra_error', exitCode: null, signal: null, durationMs: performance.now() - started, stdout: '', stderr: '', stdoutTruncated: false, stderrTruncated: false, error };
+  return {
+    status: 'infra_error',
+    exitCode: null,
+    signal: null,
+    durationMs: performance.now() - started,
+    stdout: '',
+    stderr: '',
+    stdoutTruncated: false,
+    stderrTruncated: false,
+    error,
+  };
 }

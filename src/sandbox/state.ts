@@ -12,8 +12,8 @@ import { isErrno } from '../util/fs.js';
 import { removeCgroup, unthrottle } from './cgroup.js';
 import { reapStaleIdRanges, releaseIdRange } from './idpool.js';
 import { sameProcessAlive, trySignal } from './proc.js';
-import { IdMapSchema, type IdMap } from './subid.js';
-import { removeTreeAs } from './userns.js';
+import { IdMapSchema, type IdMap } from '../host/subid.js';
+import { removeTreeAs } from '../host/userns.js';
 
 export const SANDBOX_ID_RE = /^[a-z0-9][a-z0-9-]{0,63}$/;
 
@@ -151,7 +151,7 @@ async function waitGone(pid: number, start: string | undefined): Promise<void> {
 
 /**
  * Removes a sandbox directory. A disk upper dir holds files owned by subordinate ids that a
- * rootless owner cannot delete directly (see userns.ts). `small`: a tmpfs sandbox's few empty
+ * rootless owner cannot delete directly (see host/userns.ts). `small`: a tmpfs sandbox's few empty
  * dirs, removed without a turn of the event loop.
  */
 export async function removeTree(dir: string, idMap: IdMap | undefined, opts: { small?: boolean } = {}): Promise<void> {

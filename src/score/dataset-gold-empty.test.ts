@@ -43,7 +43,10 @@ async function prepare(name: 'test' | 'demo' | 'long' | 'pyunit') {
     execFileSync('git', ['checkout', '-q', row.base_commit], { cwd: dir, env: GIT_ENV });
     trees.set(row.instance_id, dir);
   }
-  const specFor = (i: ScoreInstance): EvalSpecInput => ({ ...evalSpecFromDataset(lookupSpec(specs, i.repo, i.version, i.instance_id)), workdir: trees.get(i.instance_id)! });
+  const specFor = (i: ScoreInstance): EvalSpecInput => ({
+    ...evalSpecFromDataset(lookupSpec(specs, i.repo, i.version, i.instance_id)),
+    workdir: trees.get(i.instance_id)!,
+  });
   // Runs of one instance share its tree on the host: serialise them and start each from the base.
   const tails = new Map<string, Promise<unknown>>();
   const factory: RunnerFactory = (instance) => {
@@ -55,7 +58,10 @@ async function prepare(name: 'test' | 'demo' | 'long' | 'pyunit') {
         execFileSync('git', ['clean', '-qfdx'], { cwd: dir, env: GIT_ENV });
         return host(files, script, opts);
       });
-      tails.set(dir, run.catch(() => undefined));
+      tails.set(
+        dir,
+        run.catch(() => undefined),
+      );
       return run;
     };
   };
@@ -98,19 +104,22 @@ describe("the project's datasets, gold and empty patches", () => {
   }, 300_000);
 
   // Debian bookworm's python3 is 3.11: its log spells every name the other way from the dataset.
-  it.skipIf(!pythonAtLeast311())('recipes/pyunit (unittest, dataset names as Python <= 3.10 printed them, log from >= 3.11): gold resolves through the other spelling, empty does not', async () => {
-    const d = await prepare('pyunit');
-    const report = await validateInstances(d.rows, d.specFor, d.factory, { runs: 1, jobs: 1, timeoutS: 120, filesDir: d.filesDir });
-    expect(report.failures).toEqual([]);
-    expect(report.ok_ids).toEqual(['test__mathx-1']);
-    // and the result says how many names matched by the other spelling
-    const row = parseScoreInstance(d.rows[0]!);
-    const runner = await d.factory(row);
-    const { result, log } = await scoreInstance(row, d.specFor(row), row.patch, runner, { timeoutMs: 120_000, filesDir: d.filesDir(row) });
-    expect(log).toContain('test_triple (tests.test_mathx.MathTests.test_triple) ... ok');
-    expect(result.resolved).toBe(true);
-    expect(result.other_spelling).toEqual(['test_double (tests.test_mathx.MathTests)', 'test_triple (tests.test_mathx.MathTests)']);
-  });
+  it.skipIf(!pythonAtLeast311())(
+    'recipes/pyunit (unittest, dataset names as Python <= 3.10 printed them, log from >= 3.11): gold resolves through the other spelling, empty does not',
+    async () => {
+      const d = await prepare('pyunit');
+      const report = await validateInstances(d.rows, d.specFor, d.factory, { runs: 1, jobs: 1, timeoutS: 120, filesDir: d.filesDir });
+      expect(report.failures).toEqual([]);
+      expect(report.ok_ids).toEqual(['test__mathx-1']);
+      // and the result says how many names matched by the other spelling
+      const row = parseScoreInstance(d.rows[0]!);
+      const runner = await d.factory(row);
+      const { result, log } = await scoreInstance(row, d.specFor(row), row.patch, runner, { timeoutMs: 120_000, filesDir: d.filesDir(row) });
+      expect(log).toContain('test_triple (tests.test_mathx.MathTests.test_triple) ... ok');
+      expect(result.resolved).toBe(true);
+      expect(result.other_spelling).toEqual(['test_double (tests.test_mathx.MathTests)', 'test_triple (tests.test_mathx.MathTests)']);
+    },
+  );
 
   // The demo project's tests need pytest; bin/setup installs python3 but not python3-pytest.
   it.skipIf(!hasPytest())('recipes/demo (pytest -rA): gold resolves, empty does not, on every instance', async () => {

@@ -6,7 +6,9 @@ import type { ResolvedSpec } from '../dataset/specs.js';
 import { shellQuote } from './shell-quote.js';
 import type { EvalSpecInput } from './spec.js';
 
-export function evalSpecFromDataset(spec: Pick<ResolvedSpec, 'repo' | 'testCmd' | 'logParser' | 'workdir' | 'evalEnv'> & { preTest?: string[] }): EvalSpecInput {
+export function evalSpecFromDataset(
+  spec: Pick<ResolvedSpec, 'repo' | 'testCmd' | 'logParser' | 'workdir' | 'evalEnv'> & { preTest?: string[] },
+): EvalSpecInput {
   return {
     testCmd: spec.testCmd,
     parser: spec.logParser,

@@ -26,7 +26,10 @@ describe('failure diagnostics', () => {
   });
 
   it('prints the first names, how many more, and the log path', () => {
-    const text = formatFailure({ instance_id: 'x-1', kind: 'gold', run: 0, reason: 'not resolved', failing_tests: ['t1', 't2', 't3'], log: '/logs/x-1/gold-1.log' }, 2);
+    const text = formatFailure(
+      { instance_id: 'x-1', kind: 'gold', run: 0, reason: 'not resolved', failing_tests: ['t1', 't2', 't3'], log: '/logs/x-1/gold-1.log' },
+      2,
+    );
     expect(text).toBe('x-1 (gold, run 1): not resolved\n  failing: t1, t2 (+1 more; --json lists all)\n  log: /logs/x-1/gold-1.log');
   });
 });
@@ -34,9 +37,16 @@ describe('failure diagnostics', () => {
 describe('an eval that could not start', () => {
   it("gives the runner's own words as the reason, not only its status", async () => {
     const instance = parseScoreInstance({ instance_id: 'x-1', repo: 'o/r', base_commit: 'abcdef1', test_patch: '', FAIL_TO_PASS: ['t'], PASS_TO_PASS: [] });
-    const runner: EvalRunner = async () => ({ output: '[minisandbox: command could not be started in the sandbox: cannot run /bin/bash: No such file or directory]\n', status: 'infra_error', exitCode: null, truncated: false });
+    const runner: EvalRunner = async () => ({
+      output: '[minisandbox: command could not be started in the sandbox: cannot run /bin/bash: No such file or directory]\n',
+      status: 'infra_error',
+      exitCode: null,
+      truncated: false,
+    });
     const { result } = await scoreInstance(instance, { testCmd: 'true', parser: 'pytest' }, null, runner, { timeoutMs: 1000 });
     expect(result.status).toBe('error');
-    expect(failureReason(result)).toBe('error: the eval runner reported infra_error: command could not be started in the sandbox: cannot run /bin/bash: No such file or directory');
+    expect(failureReason(result)).toBe(
+      'error: the eval runner reported infra_error: command could not be started in the sandbox: cannot run /bin/bash: No such file or directory',
+    );
   });
 });

@@ -27,14 +27,20 @@ export function failingTests(ts: TestsStatus | undefined): string[] {
 }
 
 /** One line of reason for a graded-or-not result that did not come out as expected. */
-export function failureReason(r: { status: ScoreStatus; resolved: boolean; error?: string | undefined; report: { tests_status?: TestsStatus | undefined } }, expectResolved = true): string {
+export function failureReason(
+  r: { status: ScoreStatus; resolved: boolean; error?: string | undefined; report: { tests_status?: TestsStatus | undefined } },
+  expectResolved = true,
+): string {
   if (r.status !== 'completed') return `${r.status.replaceAll('_', ' ')}${r.error ? `: ${r.error}` : ''}`;
   if (!expectResolved) return r.resolved ? 'the empty patch resolves: the tests do not test the fix' : 'not resolved (as expected)';
   const ts = r.report.tests_status;
   if (r.resolved || ts === undefined) return r.resolved ? 'resolved' : 'not resolved';
   const f = ts.FAIL_TO_PASS.failure.length;
   const p = ts.PASS_TO_PASS.failure.length;
-  const parts = [f > 0 ? `${f} of ${f + ts.FAIL_TO_PASS.success.length} FAIL_TO_PASS fail` : '', p > 0 ? `${p} of ${p + ts.PASS_TO_PASS.success.length} PASS_TO_PASS fail` : ''];
+  const parts = [
+    f > 0 ? `${f} of ${f + ts.FAIL_TO_PASS.success.length} FAIL_TO_PASS fail` : '',
+    p > 0 ? `${p} of ${p + ts.PASS_TO_PASS.success.length} PASS_TO_PASS fail` : '',
+  ];
   return `not resolved: ${parts.filter((s) => s !== '').join(', ')} (a test missing from the log counts as failed)`;
 }
 

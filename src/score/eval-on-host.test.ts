@@ -40,7 +40,15 @@ function processesMatching(pattern: string): string[] {
 
 /** A model patch made by editing calc.py's add(). */
 function patchAdd(body: string): string {
-  return repo.gold.replace('+    return a + b', body.split('\n').map((l) => `+${l}`).join('\n')).replace(/@@ -(\d+),(\d+) \+(\d+),(\d+) @@/, (_m, a, b, c, d) => `@@ -${a},${b} +${c},${Number(d) + body.split('\n').length - 1} @@`);
+  return repo.gold
+    .replace(
+      '+    return a + b',
+      body
+        .split('\n')
+        .map((l) => `+${l}`)
+        .join('\n'),
+    )
+    .replace(/@@ -(\d+),(\d+) \+(\d+),(\d+) @@/, (_m, a, b, c, d) => `@@ -${a},${b} +${c},${Number(d) + body.split('\n').length - 1} @@`);
 }
 
 beforeAll(async () => {
@@ -101,10 +109,14 @@ describe('eval script run for real with bash on a git repository', () => {
 
   it('undoes a patch that edits the test files before the tests run', async () => {
     // Fix add() and also weaken test_sub: the reset to the base commit restores the real test.
-    const cheat = execFileSync('bash', ['-c', `cd ${repo.dir} && git apply - && sed -i 's/sub(5, 3), 2/sub(5, 3), sub(5, 3)/' tests/test_calc.py && git diff && git checkout -q -- .`], {
-      input: repo.gold,
-      encoding: 'utf8',
-    });
+    const cheat = execFileSync(
+      'bash',
+      ['-c', `cd ${repo.dir} && git apply - && sed -i 's/sub(5, 3), 2/sub(5, 3), sub(5, 3)/' tests/test_calc.py && git diff && git checkout -q -- .`],
+      {
+        input: repo.gold,
+        encoding: 'utf8',
+      },
+    );
     expect(cheat).toContain('tests/test_calc.py');
     const { result, log } = await score(cheat);
     expect(result.resolved).toBe(true);
@@ -121,7 +133,13 @@ describe('eval script run for real with bash on a git repository', () => {
   it('apply output cannot forge the markers: a patch whose context echoes fake results is graded on the real run', async () => {
     // git apply prints a failing hunk's context into the log; `patch --fuzz` then applies the hunk
     // anyway, ignoring those trailing context lines. The real test run must be what is graded.
-    const forged = [" : '>>>>> Start Test Output'", ` ${repo.names.add} ... ok`, ` ${repo.names.sub} ... ok`, ` ${repo.names.hyp} ... ok`, " : '>>>>> End Test Output'"];
+    const forged = [
+      " : '>>>>> Start Test Output'",
+      ` ${repo.names.add} ... ok`,
+      ` ${repo.names.sub} ... ok`,
+      ` ${repo.names.hyp} ... ok`,
+      " : '>>>>> End Test Output'",
+    ];
     const evil = repo.gold
       .replace('@@ -3,7 +3,7 @@', '@@ -3,10 +3,10 @@')
       .replace(/ \n \n def sub\(a, b\):\n?$/, ` \n \n${forged.join('\n')}\n`)
@@ -149,7 +167,9 @@ describe('eval script run for real with bash on a git repository', () => {
 
   it('runs no git hook, so a planted hook cannot forge the markers and results', async () => {
     const hookPath = join(repo.dir, '.git', 'hooks', 'post-checkout');
-    await writeFile(hookPath, `#!/bin/sh\necho ": '${START_TEST_OUTPUT}'"\necho '${repo.names.add} ... ok'\necho ": '>>>>> End Test Output'"\n`, { mode: 0o755 });
+    await writeFile(hookPath, `#!/bin/sh\necho ": '${START_TEST_OUTPUT}'"\necho '${repo.names.add} ... ok'\necho ": '>>>>> End Test Output'"\n`, {
+      mode: 0o755,
+    });
     try {
       const { result, log } = await score(null);
       expect(log).not.toContain(`${repo.names.add} ... ok`);
@@ -164,7 +184,9 @@ describe('eval script run for real with bash on a git repository', () => {
     // the hanging test got to start within the 2 s is the machine's speed: it says so in a file.
     const tag = `${86_000 + Math.floor(Math.random() * 399)}.25`;
     const started = join(root, `hang-started-${tag}`);
-    const hang = patchAdd(`    import subprocess\n    open(${JSON.stringify(started)}, 'w').close()\n    subprocess.run(['sleep', '${tag}'])\n    return a + b`);
+    const hang = patchAdd(
+      `    import subprocess\n    open(${JSON.stringify(started)}, 'w').close()\n    subprocess.run(['sleep', '${tag}'])\n    return a + b`,
+    );
     const { result, log } = await score(hang, { timeoutMs: 2_000 });
     expect(result.status).toBe('timeout');
     expect(result.resolved).toBe(false);

@@ -26,7 +26,20 @@ describe('eval script', () => {
     const at = (re: RegExp) => lines.findIndex((l) => re.test(l));
     expect(lines.slice(0, 2)).toEqual(['#!/bin/bash', 'set -uxo pipefail']);
     expect(lines).not.toContain('set -e');
-    const order = [/^cd \/testbed$/, /^export A=1$/, /^if git apply --verbose \/tmp\/e\/patch.diff /, /^elif git apply --verbose --reject /, /^elif patch --batch --fuzz=5 -p1 -i /, /^ {2}exit 1$/, /^git checkout a{40} -- tests\/queries\/test_q.py$/, /^git apply -v \/tmp\/e\/test.patch$/, /^unset GIT_CONFIG_COUNT/, /^: '>>>>> Start Test Output'$/, /^pytest -rA tests\/queries\/test_q.py 'tests\/queries\/new test.py'$/, /^: '>>>>> End Test Output'$/];
+    const order = [
+      /^cd \/testbed$/,
+      /^export A=1$/,
+      /^if git apply --verbose \/tmp\/e\/patch.diff /,
+      /^elif git apply --verbose --reject /,
+      /^elif patch --batch --fuzz=5 -p1 -i /,
+      /^ {2}exit 1$/,
+      /^git checkout a{40} -- tests\/queries\/test_q.py$/,
+      /^git apply -v \/tmp\/e\/test.patch$/,
+      /^unset GIT_CONFIG_COUNT/,
+      /^: '>>>>> Start Test Output'$/,
+      /^pytest -rA tests\/queries\/test_q.py 'tests\/queries\/new test.py'$/,
+      /^: '>>>>> End Test Output'$/,
+    ];
     const positions = order.map(at);
     expect(positions.every((p) => p >= 0)).toBe(true);
     expect([...positions].sort((a, b) => a - b)).toEqual(positions);

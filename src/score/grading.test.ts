@@ -67,7 +67,10 @@ describe('unittest names across Python versions', () => {
 
   it('an exact name wins over the other spelling, and a name matching neither stays missing', () => {
     expect(lookupStatus(old, sm({ [old]: 'FAILED', [newer]: 'PASSED' }))).toEqual({ status: 'FAILED', viaOther: false });
-    const r = gradeTests(sm({ 'test_sum (calc.tests.Other.test_sum)': 'PASSED', 'test_sum (calc.tests)': 'PASSED', 'test_summ (calc.tests.SumTests.test_summ)': 'PASSED' }), { FAIL_TO_PASS: [old], PASS_TO_PASS: [] });
+    const r = gradeTests(
+      sm({ 'test_sum (calc.tests.Other.test_sum)': 'PASSED', 'test_sum (calc.tests)': 'PASSED', 'test_summ (calc.tests.SumTests.test_summ)': 'PASSED' }),
+      { FAIL_TO_PASS: [old], PASS_TO_PASS: [] },
+    );
     expect(r.FAIL_TO_PASS.failure).toEqual([old]);
     expect(namesMatchedByOtherSpelling(sm({}), { FAIL_TO_PASS: [old], PASS_TO_PASS: [] })).toEqual([]);
   });

@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadDataset } from '../dataset/read.js';
 import { loadSpecs, lookupSpec } from '../dataset/specs.js';
 import { createSandbox, listSandboxes, shiftCopyTree, type HostInfo } from '../sandbox/index.js';
-import { CACHE_DIR, debianLower, freshStateDir, hostInfo } from '../sandbox/testkit.js';
+import { CACHE_DIR, debianLower, freshStateDir, hostInfo } from '../../test/helpers/sandbox-testkit.js';
 import { evalSpecFromDataset } from './dataset-spec.js';
 import { parseScoreInstance, type ScoreInstance } from './instance.js';
 import { asEvalSandbox, sandboxEvalRunner } from './sandbox-runner.js';

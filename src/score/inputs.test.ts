@@ -4,7 +4,15 @@ import { diffFiles, gitDirWrite, modifiedFiles, testDirectives } from './diff-fi
 import { parseScoreInstance } from './instance.js';
 import { parsePredictions } from './predictions.js';
 
-const row = { instance_id: 'o__r-1', repo: 'o/r', base_commit: 'a'.repeat(40), version: 3.0, test_patch: '', FAIL_TO_PASS: '["t1", "t2"]', PASS_TO_PASS: ['p1'] };
+const row = {
+  instance_id: 'o__r-1',
+  repo: 'o/r',
+  base_commit: 'a'.repeat(40),
+  version: 3.0,
+  test_patch: '',
+  FAIL_TO_PASS: '["t1", "t2"]',
+  PASS_TO_PASS: ['p1'],
+};
 
 describe('dataset rows', () => {
   it('accepts FAIL_TO_PASS / PASS_TO_PASS as JSON strings or lists, and numeric versions', () => {

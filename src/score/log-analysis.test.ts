@@ -7,7 +7,17 @@ const end = "+ : '>>>>> End Test Output'";
 
 describe('reading an eval log', () => {
   it('finds which apply command took the patch and the test section between the markers', () => {
-    const log = ['+ git apply --verbose /tmp/p', 'error: patch failed', '+ git apply --verbose --reject /tmp/p', "+ echo '>>>>> Applied Patch (git apply --verbose --reject)'", '>>>>> Applied Patch (git apply --verbose --reject)', start, 'PASSED t::a', end, 'PASSED t::outside'].join('\n');
+    const log = [
+      '+ git apply --verbose /tmp/p',
+      'error: patch failed',
+      '+ git apply --verbose --reject /tmp/p',
+      "+ echo '>>>>> Applied Patch (git apply --verbose --reject)'",
+      '>>>>> Applied Patch (git apply --verbose --reject)',
+      start,
+      'PASSED t::a',
+      end,
+      'PASSED t::outside',
+    ].join('\n');
     const a = analyzeLog(log);
     expect(a.appliedWith).toBe('git apply --verbose --reject');
     expect(a.applyFailed).toBe(false);

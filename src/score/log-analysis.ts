@@ -5,7 +5,16 @@
  */
 import { appliedLine } from './eval-script.js';
 import type { LogParser } from './parsers/registry.js';
-import { APPLY_PATCH_FAIL, END_TEST_OUTPUT, GIT_APPLY_CMDS, RESET_FAILED, START_TEST_OUTPUT, TESTS_ERROR, TESTS_TIMEOUT, type ApplyCommand } from './markers.js';
+import {
+  APPLY_PATCH_FAIL,
+  END_TEST_OUTPUT,
+  GIT_APPLY_CMDS,
+  RESET_FAILED,
+  START_TEST_OUTPUT,
+  TESTS_ERROR,
+  TESTS_TIMEOUT,
+  type ApplyCommand,
+} from './markers.js';
 import type { StatusMap } from './status.js';
 
 export interface LogAnalysis {

@@ -37,12 +37,14 @@ export const ScoreResultSchema = z.object({
   resolved: z.boolean(),
   applied_with: z.enum(GIT_APPLY_CMDS).nullable(),
   report: InstanceReportSchema,
-  runner: z.object({
-    status: RunnerStatusSchema,
-    exit_code: z.number().int().nullable(),
-    truncated: z.boolean(),
-    duration_ms: z.number().nonnegative(),
-  }).nullable(),
+  runner: z
+    .object({
+      status: RunnerStatusSchema,
+      exit_code: z.number().int().nullable(),
+      truncated: z.boolean(),
+      duration_ms: z.number().nonnegative(),
+    })
+    .nullable(),
   /**
    * Not in the harness: the instance's test names found in the log only under their other
    * unittest spelling (Python <= 3.10 `test_x (mod.Class)` vs >= 3.11 `test_x (mod.Class.test_x)`).
@@ -88,7 +90,16 @@ export function makeRunSummary(input: {
   results: ReadonlyMap<string, ScoreResult>;
 }): RunSummary {
   const dataset = new Set(input.datasetIds);
-  const ids = { completed: [] as string[], incomplete: [] as string[], empty: [] as string[], resolved: [] as string[], unresolved: [] as string[], error: [] as string[], applyFailed: [] as string[], timeout: [] as string[] };
+  const ids = {
+    completed: [] as string[],
+    incomplete: [] as string[],
+    empty: [] as string[],
+    resolved: [] as string[],
+    unresolved: [] as string[],
+    error: [] as string[],
+    applyFailed: [] as string[],
+    timeout: [] as string[],
+  };
   for (const id of dataset) {
     const pred = input.predictions.get(id);
     if (pred === undefined) {

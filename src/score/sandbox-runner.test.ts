@@ -34,7 +34,12 @@ function hostSandbox(log: string[]): EvalSandbox {
         }, timeoutMs);
         child.on('close', (code) => {
           clearTimeout(t);
-          resolve({ status: timedOut ? 'timeout' : 'ok', exitCode: code, stdout: Buffer.concat(chunks).toString('utf8'), stdoutTruncated: size > maxOutputBytes });
+          resolve({
+            status: timedOut ? 'timeout' : 'ok',
+            exitCode: code,
+            stdout: Buffer.concat(chunks).toString('utf8'),
+            stdoutTruncated: size > maxOutputBytes,
+          });
         });
       });
     },
@@ -71,7 +76,10 @@ describe('sandbox runner adapter', () => {
     const { log: evalLog } = await scoreInstance(repo.instance, repo.spec, repo.gold, runner([]), { timeoutMs: 60_000, filesDir: join(root, 'files') });
     expect(evalLog).not.toContain('@@minisandbox-rest-bytes');
     expect(evalLog.trimEnd().endsWith('tests/test_calc.py')).toBe(true); // the trace of the final reset
-    const failing = await scoreInstance(repo.instance, { ...repo.spec, testCmd: 'exit 7 #' }, repo.gold, runner(log), { timeoutMs: 60_000, filesDir: join(root, 'files') });
+    const failing = await scoreInstance(repo.instance, { ...repo.spec, testCmd: 'exit 7 #' }, repo.gold, runner(log), {
+      timeoutMs: 60_000,
+      filesDir: join(root, 'files'),
+    });
     // A test command that exits the script: its status comes through the output pipeline, and
     // with no end marker in the log nothing is graded.
     expect(failing.result.runner?.exit_code).toBe(7);
@@ -80,7 +88,9 @@ describe('sandbox runner adapter', () => {
   });
 
   it('cuts a flood inside the environment, keeping the head and the graded tail', async () => {
-    const flood = repo.gold.replace('+    return a + b', "+    import sys\n+    for _ in range(20000): sys.stderr.write('x' * 999 + '\\n')\n+    return a + b").replace('@@ -3,7 +3,7 @@', '@@ -3,7 +3,9 @@');
+    const flood = repo.gold
+      .replace('+    return a + b', "+    import sys\n+    for _ in range(20000): sys.stderr.write('x' * 999 + '\\n')\n+    return a + b")
+      .replace('@@ -3,7 +3,7 @@', '@@ -3,7 +3,9 @@');
     const { result, log } = await scoreInstance(repo.instance, repo.spec, flood, runner([], 1 << 20), { timeoutMs: 60_000, filesDir: join(root, 'files') });
     expect(result.runner?.truncated).toBe(true);
     expect(log).toMatch(/\[minisandbox: \d+ bytes of output elided\]/);

@@ -15,7 +15,10 @@ import type { EvalRunner, EvalRunStatus } from './runner.js';
 import { shellQuote } from './shell-quote.js';
 
 export interface EvalSandbox {
-  exec(argv: string[], opts: { timeoutMs: number; maxOutputBytes: number; stdin: Buffer; signal?: AbortSignal | undefined }): Promise<{ status: EvalRunStatus; exitCode: number | null; stdout: string; stdoutTruncated: boolean; error?: string | undefined }>;
+  exec(
+    argv: string[],
+    opts: { timeoutMs: number; maxOutputBytes: number; stdin: Buffer; signal?: AbortSignal | undefined },
+  ): Promise<{ status: EvalRunStatus; exitCode: number | null; stdout: string; stdoutTruncated: boolean; error?: string | undefined }>;
   destroy(): Promise<void>;
 }
 
@@ -61,10 +64,20 @@ export function sandboxEvalRunner(create: (signal?: AbortSignal) => Promise<Eval
   const dir = options.dir ?? '/tmp/minisandbox-run';
   return async (files, script, { timeoutMs, signal }) => {
     const blobs = [...files, { path: `${dir}/eval.sh`, content: script }].map((f) => ({ path: f.path, data: Buffer.from(f.content, 'utf8') }));
-    const program = evalProgram(blobs.map((b) => ({ path: b.path, bytes: b.data.length })), dir, head, tail);
+    const program = evalProgram(
+      blobs.map((b) => ({ path: b.path, bytes: b.data.length })),
+      dir,
+      head,
+      tail,
+    );
     const sb = await create(signal);
     try {
-      const out = await sb.exec(['/bin/bash', '-c', program], { timeoutMs, maxOutputBytes: max + 65536, stdin: Buffer.concat(blobs.map((b) => b.data)), signal });
+      const out = await sb.exec(['/bin/bash', '-c', program], {
+        timeoutMs,
+        maxOutputBytes: max + 65536,
+        stdin: Buffer.concat(blobs.map((b) => b.data)),
+        signal,
+      });
       let stdout = out.stdout;
       let rest = 0;
       const at = stdout.lastIndexOf(`\n${TRAILER}`);

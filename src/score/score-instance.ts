@@ -68,9 +68,10 @@ export async function scoreInstance(
   let infraError: string | undefined;
   const intoGitDir = hasPatch ? gitDirWrite(patch!) : null;
   try {
-    run = intoGitDir !== null
-      ? { output: `${APPLY_PATCH_FAIL}\n[minisandbox: refused, the patch writes inside .git: ${intoGitDir}]\n`, status: 'ok', exitCode: 1, truncated: false }
-      : await runner(files, script, { timeoutMs: opts.timeoutMs, signal: opts.signal });
+    run =
+      intoGitDir !== null
+        ? { output: `${APPLY_PATCH_FAIL}\n[minisandbox: refused, the patch writes inside .git: ${intoGitDir}]\n`, status: 'ok', exitCode: 1, truncated: false }
+        : await runner(files, script, { timeoutMs: opts.timeoutMs, signal: opts.signal });
   } catch (e) {
     infraError = errorMessage(e);
     run = { output: `[minisandbox: the eval runner failed: ${infraError}]\n`, status: 'infra_error', exitCode: null, truncated: false };

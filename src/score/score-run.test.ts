@@ -37,7 +37,14 @@ describe('scoring a run of predictions', () => {
     const specs = (i: { instance_id: string }) => ({ ...repos.get(i.instance_id)!.spec, ...(i.instance_id === 'demo__calc-4' ? { parser: 'nosuch' } : {}) });
     const reportDir = join(root, 'reports');
     const seen: string[] = [];
-    const out = await scoreRun(rows, predictions, specs, factory, { jobs: 2, runId: 'r1', reportDir, timeoutS: 60, filesDir: (i) => join(root, 'files', i.instance_id), onResult: (r) => seen.push(r.instance_id) });
+    const out = await scoreRun(rows, predictions, specs, factory, {
+      jobs: 2,
+      runId: 'r1',
+      reportDir,
+      timeoutS: 60,
+      filesDir: (i) => join(root, 'files', i.instance_id),
+      onResult: (r) => seen.push(r.instance_id),
+    });
 
     expect(out.summary).toMatchObject({
       total_instances: 4,
@@ -74,7 +81,13 @@ describe('scoring a run of predictions', () => {
       again.push(instance.instance_id);
       return factory(instance);
     };
-    const out2 = await scoreRun(rows, predictions, specs, factory2, { jobs: 2, runId: 'r1', reportDir, timeoutS: 60, filesDir: (i) => join(root, 'files', i.instance_id) });
+    const out2 = await scoreRun(rows, predictions, specs, factory2, {
+      jobs: 2,
+      runId: 'r1',
+      reportDir,
+      timeoutS: 60,
+      filesDir: (i) => join(root, 'files', i.instance_id),
+    });
     expect(again).toEqual(['demo__calc-4']);
     expect(out2.summary).toEqual(out.summary);
     expect(out.reused).toEqual([]);
@@ -87,13 +100,22 @@ describe('scoring a run of predictions', () => {
 
     // force: every instance runs again
     again.length = 0;
-    const out3 = await scoreRun(rows, predictions, specs, factory2, { jobs: 2, runId: 'r1', reportDir, timeoutS: 60, force: true, filesDir: (i) => join(root, 'files', i.instance_id) });
+    const out3 = await scoreRun(rows, predictions, specs, factory2, {
+      jobs: 2,
+      runId: 'r1',
+      reportDir,
+      timeoutS: 60,
+      force: true,
+      filesDir: (i) => join(root, 'files', i.instance_id),
+    });
     expect(again.sort()).toEqual(['demo__calc-1', 'demo__calc-2', 'demo__calc-4']);
     expect(out3.reused).toEqual([]);
   });
 
   it('refuses a run id that would escape the report directory', async () => {
-    await expect(scoreRun([], [], () => ({ testCmd: 'true', parser: 'pytest' }), factory, { jobs: 1, runId: '../x', reportDir: root, timeoutS: 1 })).rejects.toThrow(/run id/);
+    await expect(
+      scoreRun([], [], () => ({ testCmd: 'true', parser: 'pytest' }), factory, { jobs: 1, runId: '../x', reportDir: root, timeoutS: 1 }),
+    ).rejects.toThrow(/run id/);
   });
 
   it('stops when its signal fires: the run rejects with ABORTED, writes no result for the cancelled instance, and a rerun grades it', async () => {
@@ -104,14 +126,24 @@ describe('scoring a run of predictions', () => {
     const reportDir = join(root, 'reports-abort');
     const abort = new AbortController();
     // a runner that is still working when the signal fires, and stops because of it
-    const hanging: RunnerFactory = () => (_files, _script, { signal }) =>
-      new Promise((resolve) => {
-        signal?.addEventListener('abort', () => resolve({ output: '', status: 'killed', exitCode: null, truncated: false }), { once: true });
-        abort.abort(new Error('the trainer moved on'));
-      });
-    await expect(scoreRun(rows, predictions, specs, hanging, { jobs: 1, runId: 'r1', reportDir, timeoutS: 60, signal: abort.signal })).rejects.toMatchObject({ code: 'ABORTED' });
+    const hanging: RunnerFactory =
+      () =>
+      (_files, _script, { signal }) =>
+        new Promise((resolve) => {
+          signal?.addEventListener('abort', () => resolve({ output: '', status: 'killed', exitCode: null, truncated: false }), { once: true });
+          abort.abort(new Error('the trainer moved on'));
+        });
+    await expect(scoreRun(rows, predictions, specs, hanging, { jobs: 1, runId: 'r1', reportDir, timeoutS: 60, signal: abort.signal })).rejects.toMatchObject({
+      code: 'ABORTED',
+    });
     expect(existsSync(join(reportDir, 'r1', 'org__cancelled', id, 'result.json'))).toBe(false);
-    const again = await scoreRun(rows, predictions, specs, factory, { jobs: 1, runId: 'r1', reportDir, timeoutS: 60, filesDir: (i) => join(root, 'files', i.instance_id) });
+    const again = await scoreRun(rows, predictions, specs, factory, {
+      jobs: 1,
+      runId: 'r1',
+      reportDir,
+      timeoutS: 60,
+      filesDir: (i) => join(root, 'files', i.instance_id),
+    });
     expect(again.summary.resolved_ids).toEqual([id]);
   });
 });

@@ -90,7 +90,6 @@ async function previousResult(dir: string): Promise<ScoreResult | null> {
   }
 }
 
-
 export async function scoreRun(
   rows: readonly unknown[],
   predictions: readonly Prediction[],
@@ -130,7 +129,12 @@ export async function scoreRun(
     .filter((r) => !r.resolved)
     .map((r) => {
       const log = logs.get(r.instance_id);
-      return { instance_id: r.instance_id, reason: failureReason(r), failing_tests: failingTests(r.report.tests_status), ...(log !== undefined ? { log } : {}) };
+      return {
+        instance_id: r.instance_id,
+        reason: failureReason(r),
+        failing_tests: failingTests(r.report.tests_status),
+        ...(log !== undefined ? { log } : {}),
+      };
     })
     .sort((a, b) => a.instance_id.localeCompare(b.instance_id));
   return { summary, summaryPath, results: ordered, reused: reused.sort(), failures };

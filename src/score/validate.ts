@@ -142,7 +142,12 @@ export interface ValidateOptions {
 }
 
 /** Scores every instance's gold and empty patch `runs` times, each in a fresh environment. */
-export async function validateInstances(rows: readonly unknown[], specs: SpecLookup, runnerFactory: RunnerFactory, opts: ValidateOptions): Promise<ValidationReport> {
+export async function validateInstances(
+  rows: readonly unknown[],
+  specs: SpecLookup,
+  runnerFactory: RunnerFactory,
+  opts: ValidateOptions,
+): Promise<ValidationReport> {
   const instances = rows.map((r, i) => parseScoreInstance(r, `dataset row ${i + 1}`));
   const tasks: { instance: ScoreInstance; kind: PatchKind; run: number }[] = [];
   for (let run = 0; run < opts.runs; run++) {

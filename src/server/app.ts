@@ -109,7 +109,10 @@ export function buildApp(mgr: SandboxManager, opts: AppOptions): FastifyInstance
     try {
       done(null, JSON.parse(text) as unknown);
     } catch (e) {
-      done(new MinisandboxError('MALFORMED_BODY', `the body is not valid JSON: ${e instanceof Error ? e.message : String(e)}`, { hint: 'send a JSON object' }), undefined);
+      done(
+        new MinisandboxError('MALFORMED_BODY', `the body is not valid JSON: ${e instanceof Error ? e.message : String(e)}`, { hint: 'send a JSON object' }),
+        undefined,
+      );
     }
   });
   // A file body is raw bytes, up to its own limit.
@@ -121,12 +124,23 @@ export function buildApp(mgr: SandboxManager, opts: AppOptions): FastifyInstance
     const given = typeof auth === 'string' && auth.startsWith('Bearer ') ? auth.slice(7) : typeof key === 'string' ? key : undefined;
     // compared as digests: equal lengths for timingSafeEqual, and no timing hint of the token
     if (given === undefined || !timingSafeEqual(tokenDigest(given), want)) {
-      throw new MinisandboxError('UNAUTHORIZED', 'missing or wrong token', { hint: 'send `Authorization: Bearer <token>` or `X-API-Key: <token>`; the token is in the file serve printed at start' });
+      throw new MinisandboxError('UNAUTHORIZED', 'missing or wrong token', {
+        hint: 'send `Authorization: Bearer <token>` or `X-API-Key: <token>`; the token is in the file serve printed at start',
+      });
     }
   });
 
   app.addHook('onResponse', async (req, reply) => {
-    log(JSON.stringify({ time: new Date().toISOString(), req: req.id, method: req.method, url: req.url, status: reply.statusCode, ms: Math.round(reply.elapsedTime * 100) / 100 }));
+    log(
+      JSON.stringify({
+        time: new Date().toISOString(),
+        req: req.id,
+        method: req.method,
+        url: req.url,
+        status: reply.statusCode,
+        ms: Math.round(reply.elapsedTime * 100) / 100,
+      }),
+    );
   });
 
   app.setErrorHandler(async (err: unknown, _req: FastifyRequest, reply: FastifyReply) => {
@@ -159,7 +173,13 @@ export function buildApp(mgr: SandboxManager, opts: AppOptions): FastifyInstance
 
   app.setNotFoundHandler(async (req, reply) => {
     mgr.metrics.error('NOT_FOUND');
-    return reply.code(404).send({ error: { code: 'NOT_FOUND', message: `no route ${req.method} ${req.url.split('?')[0]}`, hint: 'the native API is under /v1 (see README.md, section serve)' } });
+    return reply.code(404).send({
+      error: {
+        code: 'NOT_FOUND',
+        message: `no route ${req.method} ${req.url.split('?')[0]}`,
+        hint: 'the native API is under /v1 (see README.md, section serve)',
+      },
+    });
   });
 
   app.get('/v1/health', async () => ({ ok: true }));
@@ -176,7 +196,17 @@ export function buildApp(mgr: SandboxManager, opts: AppOptions): FastifyInstance
     const config: NonNullable<OpenOptions['config']> = {};
     if (b.env !== undefined) config.env = b.env;
     if (b.workdir !== undefined) config.workdir = b.workdir;
-    const e = await mgr.create(b.ref, { limits, config, network: b.network ?? 'none', signal: disconnectSignal(reply), warn: (message) => log(JSON.stringify({ time: new Date().toISOString(), req: req.id, event: 'warning', message })) }, b.ttl);
+    const e = await mgr.create(
+      b.ref,
+      {
+        limits,
+        config,
+        network: b.network ?? 'none',
+        signal: disconnectSignal(reply),
+        warn: (message) => log(JSON.stringify({ time: new Date().toISOString(), req: req.id, event: 'warning', message })),
+      },
+      b.ttl,
+    );
     return reply.code(201).send(mgr.info(e));
   });
 
@@ -213,7 +243,14 @@ export function buildApp(mgr: SandboxManager, opts: AppOptions): FastifyInstance
         const o = await s.run(cmd);
         if (o.status !== 'ok' || o.exitCode !== 0) {
           s.close();
-          return reply.code(422).send({ error: { code: 'INVALID_INPUT', message: `startup command failed (${o.status}, exit ${o.exitCode}): ${cmd}`, hint: 'fix the startup command; its output is in `outcome`' }, outcome: outcomeBody(o) });
+          return reply.code(422).send({
+            error: {
+              code: 'INVALID_INPUT',
+              message: `startup command failed (${o.status}, exit ${o.exitCode}): ${cmd}`,
+              hint: 'fix the startup command; its output is in `outcome`',
+            },
+            outcome: outcomeBody(o),
+          });
         }
       }
       const sid = mgr.newSessionId();
@@ -224,7 +261,8 @@ export function buildApp(mgr: SandboxManager, opts: AppOptions): FastifyInstance
 
   const sessionOf = (sessions: Map<string, Session>, sid: string, id: string): Session => {
     const s = sessions.get(sid);
-    if (s === undefined) throw new MinisandboxError('NOT_FOUND', `session ${sid} not found in sandbox ${id}`, { hint: 'create one with POST /v1/sandboxes/:id/sessions' });
+    if (s === undefined)
+      throw new MinisandboxError('NOT_FOUND', `session ${sid} not found in sandbox ${id}`, { hint: 'create one with POST /v1/sandboxes/:id/sessions' });
     return s;
   };
 
@@ -233,7 +271,11 @@ export function buildApp(mgr: SandboxManager, opts: AppOptions): FastifyInstance
     const b = parse(SessionRunBodySchema, req.body, 'body');
     const signal = disconnectSignal(reply);
     const o = await mgr.use(id, (e) =>
-      sessionOf(e.sessions, sid, id).run(b.command, { signal, ...(b.timeout === undefined ? {} : { timeoutMs: b.timeout }), ...(b.max_output === undefined ? {} : { maxOutputBytes: b.max_output }) }),
+      sessionOf(e.sessions, sid, id).run(b.command, {
+        signal,
+        ...(b.timeout === undefined ? {} : { timeoutMs: b.timeout }),
+        ...(b.max_output === undefined ? {} : { maxOutputBytes: b.max_output }),
+      }),
     );
     mgr.metrics.execLatency(o.durationMs / 1000);
     return outcomeBody(o);
@@ -271,7 +313,8 @@ export function buildApp(mgr: SandboxManager, opts: AppOptions): FastifyInstance
   app.put('/v1/sandboxes/:id/files', async (req, reply) => {
     const { id } = parse(IdParamsSchema, req.params, 'path');
     const q = parse(FileQuerySchema, req.query, 'query');
-    if (!Buffer.isBuffer(req.body)) throw new InvalidInputError('body: send the file bytes as application/octet-stream', 'set Content-Type: application/octet-stream');
+    if (!Buffer.isBuffer(req.body))
+      throw new InvalidInputError('body: send the file bytes as application/octet-stream', 'set Content-Type: application/octet-stream');
     const body = req.body;
     await mgr.use(id, async (e) => {
       try {
@@ -288,7 +331,9 @@ export function buildApp(mgr: SandboxManager, opts: AppOptions): FastifyInstance
   app.get('/v1/sandboxes/:id/diff', async (req, reply) => {
     const { id } = parse(IdParamsSchema, req.params, 'path');
     const q = parse(DiffQuerySchema, req.query, 'query');
-    const patch = await mgr.use(id, (e) => e.sb.diff({ ...(q.workdir === undefined ? {} : { workdir: q.workdir }), ...(q.base === undefined ? {} : { base: q.base }) }));
+    const patch = await mgr.use(id, (e) =>
+      e.sb.diff({ ...(q.workdir === undefined ? {} : { workdir: q.workdir }), ...(q.base === undefined ? {} : { base: q.base }) }),
+    );
     return reply.type('text/x-diff; charset=utf-8').send(patch);
   });
 

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSandbox, forkSandbox, shiftCopyTree, type HostInfo } from '../sandbox/index.js';
-import { CACHE_DIR, debianLower, freshStateDir, hostInfo, run } from '../sandbox/testkit.js';
+import { CACHE_DIR, debianLower, freshStateDir, hostInfo, run } from '../../test/helpers/sandbox-testkit.js';
 import { buildApp } from './app.js';
 import { SandboxManager } from './manager.js';
 
@@ -39,7 +39,8 @@ beforeAll(async () => {
   stateDir = await freshStateDir();
   mgr = new SandboxManager(
     {
-      open: (_ref, o) => createSandbox({ lowerDirs: lowers, stateDir, config: { workdir: '/work/repo', ...(o.config?.env ? { env: o.config.env } : {}) } }, { host }),
+      open: (_ref, o) =>
+        createSandbox({ lowerDirs: lowers, stateDir, config: { workdir: '/work/repo', ...(o.config?.env ? { env: o.config.env } : {}) } }, { host }),
       forkOne: async (sb) => (await forkSandbox(sb, 1, { host }))[0]!,
     },
     { maxSandboxes: 4, ttlMs: 600_000, idleMs: 600_000 },

@@ -34,7 +34,9 @@ export class CapacityError extends MinisandboxError {
     max: number,
     readonly retryAfterS: number,
   ) {
-    super('CAPACITY', `this server already holds its maximum of ${max} sandboxes`, { hint: `delete sandboxes you are done with, or retry after ${retryAfterS} s; --max-sandboxes raises the cap` });
+    super('CAPACITY', `this server already holds its maximum of ${max} sandboxes`, {
+      hint: `delete sandboxes you are done with, or retry after ${retryAfterS} s; --max-sandboxes raises the cap`,
+    });
   }
 }
 
@@ -101,7 +103,16 @@ export class SandboxManager {
 
   private register(sb: Sandbox, ref: string, ttlMs: number, forkedFrom?: string): Entry {
     const now = Date.now();
-    const e: Entry = { sb, ref, createdAt: now, expiresAt: now + ttlMs, lastUsed: now, busy: 0, sessions: new Map(), ...(forkedFrom === undefined ? {} : { forkedFrom }) };
+    const e: Entry = {
+      sb,
+      ref,
+      createdAt: now,
+      expiresAt: now + ttlMs,
+      lastUsed: now,
+      busy: 0,
+      sessions: new Map(),
+      ...(forkedFrom === undefined ? {} : { forkedFrom }),
+    };
     this.entries.set(sb.id, e);
     this.metrics.createsTotal++;
     return e;
@@ -124,7 +135,8 @@ export class SandboxManager {
   /** Looking a sandbox up is not using it: a client polling its status does not keep it alive. */
   get(id: string): Entry {
     const e = this.entries.get(id);
-    if (e === undefined || !e.sb.alive) throw new NotFoundError(`sandbox ${id}`, 'list live sandboxes with GET /v1/sandboxes; it may have passed its TTL or idle timeout');
+    if (e === undefined || !e.sb.alive)
+      throw new NotFoundError(`sandbox ${id}`, 'list live sandboxes with GET /v1/sandboxes; it may have passed its TTL or idle timeout');
     return e;
   }
 

@@ -22,19 +22,21 @@ export const SizeSchema = z.union([
 ]);
 
 /** Milliseconds from seconds (a number, may be fractional) or `30s`, `15m`, `6h`. */
-export const DurationSchema = z.union([
-  z
-    .number()
-    .positive()
-    .transform((s) => Math.round(s * 1000)),
-  z
-    .string()
-    .regex(/^\d+(\.\d+)?(ms|s|m|h|d)?$/, 'a duration: seconds, or e.g. 30s, 15m, 6h')
-    .transform((s) => {
-      const m = /^([\d.]+)(ms|s|m|h|d)?$/.exec(s)!;
-      return Math.round(Number(m[1]) * (DURATION_UNITS[m[2] ?? 's'] ?? 1000));
-    }),
-]).pipe(z.number().int().positive());
+export const DurationSchema = z
+  .union([
+    z
+      .number()
+      .positive()
+      .transform((s) => Math.round(s * 1000)),
+    z
+      .string()
+      .regex(/^\d+(\.\d+)?(ms|s|m|h|d)?$/, 'a duration: seconds, or e.g. 30s, 15m, 6h')
+      .transform((s) => {
+        const m = /^([\d.]+)(ms|s|m|h|d)?$/.exec(s)!;
+        return Math.round(Number(m[1]) * (DURATION_UNITS[m[2] ?? 's'] ?? 1000));
+      }),
+  ])
+  .pipe(z.number().int().positive());
 
 /** An absolute path inside the sandbox (it resolves it in its own root; `..` cannot leave it). */
 const SandboxPathSchema = z
@@ -101,7 +103,10 @@ export const FileQuerySchema = z.strictObject({
 
 export const DiffQuerySchema = z.strictObject({
   workdir: SandboxPathSchema.optional(),
-  base: z.string().regex(/^[A-Za-z0-9._/^~-]+$/, 'a git revision').optional(),
+  base: z
+    .string()
+    .regex(/^[A-Za-z0-9._/^~-]+$/, 'a git revision')
+    .optional(),
 });
 
 export const IdParamsSchema = z.strictObject({ id: z.string().regex(/^[a-z0-9][a-z0-9-]{0,63}$/, 'a sandbox id') });

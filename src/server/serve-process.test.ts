@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { populateBusyboxRoot } from '../recipe/base-rootfs.js';
 import { LocalRegistry } from '../registry/local.js';
 import { StorePaths } from '../store/paths.js';
-import { pushTree } from '../store/push.js';
+import { pushTree } from '../publish/push.js';
 import { readState } from '../sandbox/state.js';
 
 const BIN = resolve(import.meta.dirname, '../../bin/minisandbox');
@@ -58,7 +58,9 @@ describe('minisandbox serve as a process', () => {
       ids.push(((await r.json()) as { id: string }).id);
     }
     // one of them busy with a command when the TERM comes
-    const running = fetch(`${listening}/v1/sandboxes/${ids[0]}/exec`, { method: 'POST', headers, body: JSON.stringify({ command: 'sleep 600' }) }).catch(() => undefined);
+    const running = fetch(`${listening}/v1/sandboxes/${ids[0]}/exec`, { method: 'POST', headers, body: JSON.stringify({ command: 'sleep 600' }) }).catch(
+      () => undefined,
+    );
     const holders = await Promise.all(ids.map(async (id) => (await readState(store.sandboxesDir, id))!.holderPid));
     p.kill('SIGTERM');
     expect(await exited).toBe(0);
@@ -71,7 +73,10 @@ describe('minisandbox serve as a process', () => {
   it('reaps at start what a predecessor killed with -9 left: its sandboxes and leases', async () => {
     const first = serve('--listen', '127.0.0.1:0');
     const exited = exitOf(first);
-    const { listening, token_file } = JSON.parse(await new Promise<string>((r) => createInterface({ input: first.stdout }).once('line', r))) as { listening: string; token_file: string };
+    const { listening, token_file } = JSON.parse(await new Promise<string>((r) => createInterface({ input: first.stdout }).once('line', r))) as {
+      listening: string;
+      token_file: string;
+    };
     const headers = { authorization: `Bearer ${readFileSync(token_file, 'utf8').trim()}`, 'content-type': 'application/json' };
     const r = await fetch(`${listening}/v1/sandboxes`, { method: 'POST', headers, body: JSON.stringify({ ref: 'proc/busybox' }) });
     const { id } = (await r.json()) as { id: string };

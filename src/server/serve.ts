@@ -27,7 +27,8 @@ export interface ServeOptions {
 export function parseListen(s: string): { host: string; port: number } {
   const m = /^(?:\[([^\]]+)\]|([^:]*)):(\d{1,5})$/.exec(s.trim());
   const port = m === null ? NaN : Number(m[3]);
-  if (m === null || port > 65535) throw new InvalidInputError(`--listen ${s}: not host:port`, 'e.g. 127.0.0.1:7000, [::1]:7000 or 0.0.0.0:7000 (with --token-file)');
+  if (m === null || port > 65535)
+    throw new InvalidInputError(`--listen ${s}: not host:port`, 'e.g. 127.0.0.1:7000, [::1]:7000 or 0.0.0.0:7000 (with --token-file)');
   const host = m[1] ?? (m[2] === '' ? '127.0.0.1' : m[2]!);
   return { host, port };
 }
@@ -46,7 +47,11 @@ export function loadToken(tokenFile: string | undefined, store: StorePaths): { t
   const file = tokenFile ?? join(store.root, 'serve.token');
   if (tokenFile !== undefined && existsSync(tokenFile)) {
     const token = readFileSync(tokenFile, 'utf8').trim();
-    if (token.length < 16) throw new InvalidInputError(`--token-file ${tokenFile} holds a token shorter than 16 characters`, 'put a long random token in it (e.g. `openssl rand -hex 32`), or point --token-file at a missing file to have one made');
+    if (token.length < 16)
+      throw new InvalidInputError(
+        `--token-file ${tokenFile} holds a token shorter than 16 characters`,
+        'put a long random token in it (e.g. `openssl rand -hex 32`), or point --token-file at a missing file to have one made',
+      );
     return { token, file };
   }
   const token = randomBytes(32).toString('hex');
@@ -74,7 +79,9 @@ export interface RunningServer {
 
 export async function startServer(reg: Registry, store: StorePaths, o: ServeOptions, log?: (line: string) => void): Promise<RunningServer> {
   if (!isLoopback(o.listen.host) && o.tokenFile === undefined) {
-    throw new MinisandboxError('USAGE', `refusing to listen on ${o.listen.host} without --token-file`, { hint: 'pass --token-file with a token every client knows, or listen on 127.0.0.1' });
+    throw new MinisandboxError('USAGE', `refusing to listen on ${o.listen.host} without --token-file`, {
+      hint: 'pass --token-file with a token every client knows, or listen on 127.0.0.1',
+    });
   }
   const { token, file } = loadToken(o.tokenFile, store);
   await reapStale(store);
@@ -96,9 +103,10 @@ export async function startServer(reg: Registry, store: StorePaths, o: ServeOpti
     manager,
     url: `http://${host}:${port}`,
     tokenFile: file,
-    close: () => (closing ??= (async () => {
-      await manager.shutdown();
-      await app.close();
-    })()),
+    close: () =>
+      (closing ??= (async () => {
+        await manager.shutdown();
+        await app.close();
+      })()),
   };
 }

@@ -10,7 +10,7 @@ import { eventually } from '../../test/helpers/eventually.js';
 import { populateBusyboxRoot } from '../recipe/base-rootfs.js';
 import { LocalRegistry } from '../registry/local.js';
 import { StorePaths } from '../store/paths.js';
-import { pushTree } from '../store/push.js';
+import { pushTree } from '../publish/push.js';
 import { type RunningServer, startServer } from './serve.js';
 
 const work = mkdtempSync(join(tmpdir(), 'ms-serve-'));
@@ -26,7 +26,13 @@ async function serve(opts: { maxSandboxes?: number; idleTimeoutMs?: number; ttlM
   const s = await startServer(
     reg,
     store,
-    { listen: { host: '127.0.0.1', port: 0 }, tokenFile: join(work, 'token'), maxSandboxes: opts.maxSandboxes ?? 8, idleTimeoutMs: opts.idleTimeoutMs ?? 600_000, ttlMs: opts.ttlMs ?? 3_600_000 },
+    {
+      listen: { host: '127.0.0.1', port: 0 },
+      tokenFile: join(work, 'token'),
+      maxSandboxes: opts.maxSandboxes ?? 8,
+      idleTimeoutMs: opts.idleTimeoutMs ?? 600_000,
+      ttlMs: opts.ttlMs ?? 3_600_000,
+    },
     (l) => void logLines.push(l),
   );
   servers.push(s);
@@ -53,7 +59,12 @@ interface Res {
   bytes: Buffer;
 }
 
-async function call(method: string, path: string, body?: unknown, o: { server?: RunningServer; headers?: Record<string, string>; raw?: string | Buffer; signal?: AbortSignal } = {}): Promise<Res> {
+async function call(
+  method: string,
+  path: string,
+  body?: unknown,
+  o: { server?: RunningServer; headers?: Record<string, string>; raw?: string | Buffer; signal?: AbortSignal } = {},
+): Promise<Res> {
   const headers: Record<string, string> = { authorization: `Bearer ${token}`, ...(o.headers ?? {}) };
   let payload: string | Uint8Array<ArrayBuffer> | undefined;
   if (o.raw !== undefined) payload = typeof o.raw === 'string' ? o.raw : Uint8Array.from(o.raw);
@@ -61,7 +72,12 @@ async function call(method: string, path: string, body?: unknown, o: { server?: 
     payload = JSON.stringify(body);
     headers['content-type'] = 'application/json';
   }
-  const r = await fetch(`${(o.server ?? srv).url}${path}`, { method, headers, ...(payload === undefined ? {} : { body: payload }), ...(o.signal ? { signal: o.signal } : {}) });
+  const r = await fetch(`${(o.server ?? srv).url}${path}`, {
+    method,
+    headers,
+    ...(payload === undefined ? {} : { body: payload }),
+    ...(o.signal ? { signal: o.signal } : {}),
+  });
   const bytes = Buffer.from(await r.arrayBuffer());
   const text = bytes.toString('utf8');
   return { status: r.status, headers: r.headers, text, bytes, json: () => JSON.parse(text) as Record<string, unknown> };
@@ -101,13 +117,21 @@ describe('the sandbox server over HTTP', () => {
     const ex = (await call('POST', `/v1/sandboxes/${id}/exec`, { command: 'echo "$GREETING $EXTRA $(pwd)"; echo err >&2; exit 3' })).json();
     expect(ex).toMatchObject({ stdout: 'hello x1 /root\n', stderr: 'err\n', exit_code: 3, outcome: 'ok', stdout_truncated: false, stderr_truncated: false });
     expect(typeof ex.duration_ms).toBe('number');
-    const argv = (await call('POST', `/v1/sandboxes/${id}/exec`, { argv: ['/bin/sh', '-c', 'echo "$1 $V"; pwd', 'sh', 'a b'], cwd: '/tmp', env: { V: 'v' } })).json();
+    const argv = (
+      await call('POST', `/v1/sandboxes/${id}/exec`, { argv: ['/bin/sh', '-c', 'echo "$1 $V"; pwd', 'sh', 'a b'], cwd: '/tmp', env: { V: 'v' } })
+    ).json();
     expect(argv).toMatchObject({ stdout: 'a b v\n/tmp\n', exit_code: 0, outcome: 'ok' });
     expect((await call('POST', `/v1/sandboxes/${id}/exec`, { command: 'sleep 30', timeout: 0.3 })).json()).toMatchObject({ outcome: 'timeout' });
-    expect((await call('POST', `/v1/sandboxes/${id}/exec`, { command: 'yes | head -c 5000', max_output: 100 })).json()).toMatchObject({ stdout_truncated: true, outcome: 'ok' });
+    expect((await call('POST', `/v1/sandboxes/${id}/exec`, { command: 'yes | head -c 5000', max_output: 100 })).json()).toMatchObject({
+      stdout_truncated: true,
+      outcome: 'ok',
+    });
 
     const bin = Buffer.from([0, 1, 2, 255, 10]);
-    const put = await call('PUT', `/v1/sandboxes/${id}/files?path=/work/sub/blob.bin&mode=750`, undefined, { raw: bin, headers: { 'content-type': 'application/octet-stream' } });
+    const put = await call('PUT', `/v1/sandboxes/${id}/files?path=/work/sub/blob.bin&mode=750`, undefined, {
+      raw: bin,
+      headers: { 'content-type': 'application/octet-stream' },
+    });
     expect(put.status, put.text).toBe(204);
     const got = await call('GET', `/v1/sandboxes/${id}/files?path=/work/sub/blob.bin`);
     expect(got.status).toBe(200);
@@ -116,14 +140,22 @@ describe('the sandbox server over HTTP', () => {
     const missingFile = await call('GET', `/v1/sandboxes/${id}/files?path=/nope`);
     expect([missingFile.status, missingFile.json()]).toMatchObject([404, { error: { code: 'SANDBOX_FILE' } }]);
     // a write under a regular file cannot make its parent: the request is wrong, not the file missing
-    const underFile = await call('PUT', `/v1/sandboxes/${id}/files?path=/work/sub/blob.bin/child`, undefined, { raw: 'x', headers: { 'content-type': 'application/octet-stream' } });
+    const underFile = await call('PUT', `/v1/sandboxes/${id}/files?path=/work/sub/blob.bin/child`, undefined, {
+      raw: 'x',
+      headers: { 'content-type': 'application/octet-stream' },
+    });
     expect([underFile.status, underFile.json()]).toMatchObject([422, { error: { code: 'INVALID_INPUT' } }]);
 
     const ses = await call('POST', `/v1/sandboxes/${id}/sessions`, { startup: ['mkdir -p /work/proj', 'cd /work/proj'] });
     expect(ses.status, ses.text).toBe(201);
     const sid = ses.json().session as string;
-    expect((await call('POST', `/v1/sandboxes/${id}/sessions/${sid}/run`, { command: 'export TOKEN_X=42; cd sub 2>/dev/null || mkdir sub && cd sub' })).json()).toMatchObject({ exit_code: 0 });
-    expect((await call('POST', `/v1/sandboxes/${id}/sessions/${sid}/run`, { command: 'echo "$TOKEN_X $(pwd)"' })).json()).toMatchObject({ stdout: '42 /work/proj/sub\n', outcome: 'ok' });
+    expect(
+      (await call('POST', `/v1/sandboxes/${id}/sessions/${sid}/run`, { command: 'export TOKEN_X=42; cd sub 2>/dev/null || mkdir sub && cd sub' })).json(),
+    ).toMatchObject({ exit_code: 0 });
+    expect((await call('POST', `/v1/sandboxes/${id}/sessions/${sid}/run`, { command: 'echo "$TOKEN_X $(pwd)"' })).json()).toMatchObject({
+      stdout: '42 /work/proj/sub\n',
+      outcome: 'ok',
+    });
     expect((await call('POST', `/v1/sandboxes/${id}/sessions/${sid}/run`, { command: 'sleep 30', timeout: 0.3 })).json()).toMatchObject({ outcome: 'timeout' });
     // a timeout interrupts the command and keeps the shell and its state
     expect((await call('POST', `/v1/sandboxes/${id}/sessions/${sid}/run`, { command: 'echo $TOKEN_X' })).json()).toMatchObject({ stdout: '42\n' });
@@ -152,7 +184,8 @@ describe('the sandbox server over HTTP', () => {
     expect((await call('GET', '/v1/capacity')).json()).toEqual({ live: 3, max: 8 });
 
     // a client that sends its JSON content type on every request, bodyless DELETE included
-    for (const s of [id, ...children.map((c) => c.id)]) expect((await call('DELETE', `/v1/sandboxes/${s}`, undefined, { headers: { 'content-type': 'application/json' } })).status).toBe(204);
+    for (const s of [id, ...children.map((c) => c.id)])
+      expect((await call('DELETE', `/v1/sandboxes/${s}`, undefined, { headers: { 'content-type': 'application/json' } })).status).toBe(204);
     expect((await call('GET', `/v1/sandboxes/${id}`)).status).toBe(404);
     expect((await call('POST', `/v1/sandboxes/${id}/exec`, { command: 'true' })).status).toBe(404);
     expect(readdirSync(store.sandboxesDir)).toEqual([]);
@@ -191,7 +224,12 @@ describe('the sandbox server over HTTP', () => {
       ['GET', '/no/such/route'],
     ];
     for (const [method, path] of routes) {
-      for (const headers of [{ authorization: '' }, { authorization: `Bearer ${token}x` }, { authorization: 'Basic abc' }, { authorization: '', 'x-api-key': 'wrong' }] as Array<Record<string, string>>) {
+      for (const headers of [
+        { authorization: '' },
+        { authorization: `Bearer ${token}x` },
+        { authorization: 'Basic abc' },
+        { authorization: '', 'x-api-key': 'wrong' },
+      ] as Array<Record<string, string>>) {
         const r = await call(method, path, method === 'POST' ? { ref: 'srv/busybox', command: 'true', count: 1 } : undefined, { headers });
         expect([method, path, r.status]).toEqual([method, path, 401]);
         expect(r.json()).toMatchObject({ error: { code: 'UNAUTHORIZED' } });
@@ -222,7 +260,10 @@ describe('the sandbox server over HTTP', () => {
 
   it('reads a symlink to /etc/shadow planted in the sandbox as the sandbox file, never the host one, and `..` cannot leave the root', async () => {
     const id = await create();
-    await call('PUT', `/v1/sandboxes/${id}/files?path=/etc/shadow`, undefined, { raw: 'sandbox-shadow\n', headers: { 'content-type': 'application/octet-stream' } });
+    await call('PUT', `/v1/sandboxes/${id}/files?path=/etc/shadow`, undefined, {
+      raw: 'sandbox-shadow\n',
+      headers: { 'content-type': 'application/octet-stream' },
+    });
     await call('POST', `/v1/sandboxes/${id}/exec`, { command: 'ln -s /etc/shadow /tmp/link && ln -s ../../../../../../etc/shadow /tmp/rel' });
     for (const p of ['/tmp/link', '/tmp/rel', '/tmp/../../../../etc/shadow', '/etc/shadow']) {
       const r = await call('GET', `/v1/sandboxes/${id}/files?path=${encodeURIComponent(p)}`);
@@ -264,9 +305,13 @@ describe('the sandbox server over HTTP', () => {
     expect(over.json()).toMatchObject({ error: { code: 'CAPACITY' } });
     expect(Number(over.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
     // a fork beyond the cap is reported per child, not as a failed request
-    expect((await call('POST', `/v1/sandboxes/${first}/fork`, { count: 1 }, { server: small })).json()).toMatchObject({ children: [{ error: { code: 'CAPACITY' } }] });
+    expect((await call('POST', `/v1/sandboxes/${first}/fork`, { count: 1 }, { server: small })).json()).toMatchObject({
+      children: [{ error: { code: 'CAPACITY' } }],
+    });
     await eventually(async () => (await call('GET', `/v1/sandboxes/${first}`, undefined, { server: small })).status === 404);
-    expect(logLines.map((l) => JSON.parse(l) as Record<string, unknown>)).toContainEqual(expect.objectContaining({ event: 'reaped', sandbox: first, why: 'idle' }));
+    expect(logLines.map((l) => JSON.parse(l) as Record<string, unknown>)).toContainEqual(
+      expect.objectContaining({ event: 'reaped', sandbox: first, why: 'idle' }),
+    );
     const second = await create({}, small);
     await call('DELETE', `/v1/sandboxes/${second}`, undefined, { server: small });
   });

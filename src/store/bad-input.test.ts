@@ -8,12 +8,14 @@ import { asRemote } from '../../test/helpers/remote-registry.js';
 import { makeRandomTree } from '../../test/helpers/trees.js';
 import { type Digest, digestHex, sha256 } from '../cas/digest.js';
 import { ENV_MEDIA_TYPE, type EnvConfig } from '../layer/env.js';
-import { MANIFEST_HEADER, canonicalJson } from '../layer/manifest.js';
+import { MANIFEST_HEADER } from '../layer/manifest.js';
+import { canonicalJson } from '../cas/canonical-json.js';
 import { putJsonBlob } from '../registry/blobs.js';
 import { LocalRegistry } from '../registry/local.js';
 import { StorePaths } from './paths.js';
 import { type PullOptions, pullEnv } from './pull.js';
-import { pushTree, resolveEnv } from './push.js';
+import { pushTree } from '../publish/push.js';
+import { resolveEnv } from '../registry/resolve-env.js';
 
 const work = mkdtempSync(join(tmpdir(), 'ms-bad-'));
 afterAll(() => rmSync(work, { recursive: true, force: true }));
@@ -111,15 +113,18 @@ describe('a pull from a corrupt or hostile registry fails clearly and lays nothi
     expectNothingLaidOut(store);
   });
 
-  it.each(DECODERS)("a pack cut short inside a large object's own frame (too large to read whole) names the object, decoded by %s", async (_decoder, opts, remote) => {
-    const { reg, big, pack, dir } = await bigObjectRegistry();
-    truncateSync(pack, Math.floor(readFileSync(pack).length / 2));
-    const store = new StorePaths(join(dir, 'store'));
-    const err = await pullEnv(remote ? asRemote(reg) : reg, store, 't/big', opts).catch((e: unknown) => e);
-    expect(err).toMatchObject({ code: 'CORRUPT_PACK' });
-    expect(String(err)).toContain(sha256(big));
-    expectNothingLaidOut(store);
-  });
+  it.each(DECODERS)(
+    "a pack cut short inside a large object's own frame (too large to read whole) names the object, decoded by %s",
+    async (_decoder, opts, remote) => {
+      const { reg, big, pack, dir } = await bigObjectRegistry();
+      truncateSync(pack, Math.floor(readFileSync(pack).length / 2));
+      const store = new StorePaths(join(dir, 'store'));
+      const err = await pullEnv(remote ? asRemote(reg) : reg, store, 't/big', opts).catch((e: unknown) => e);
+      expect(err).toMatchObject({ code: 'CORRUPT_PACK' });
+      expect(String(err)).toContain(sha256(big));
+      expectNothingLaidOut(store);
+    },
+  );
 
   it('a truncated manifest blob is rejected by its digest', async () => {
     const { reg, env } = await freshRegistry();
@@ -142,12 +147,30 @@ describe('a pull from a corrupt or hostile registry fails clearly and lays nothi
   const meta = { mode: 0o644, uid: 0, gid: 0, mtime: '0' };
   const hostile: Array<[string, object[]]> = [
     ['an absolute path', [{ type: 'dir', path: '/etc', ...meta }]],
-    ['a `..` component', [{ type: 'dir', path: 'a', ...meta }, { type: 'symlink', path: 'a/../../escape', target: 'x', ...meta }]],
-    ['a path through a symlink', [{ type: 'symlink', path: 'a', target: '/etc', ...meta }, { type: 'fifo', path: 'a/evil', ...meta }]],
+    [
+      'a `..` component',
+      [
+        { type: 'dir', path: 'a', ...meta },
+        { type: 'symlink', path: 'a/../../escape', target: 'x', ...meta },
+      ],
+    ],
+    [
+      'a path through a symlink',
+      [
+        { type: 'symlink', path: 'a', target: '/etc', ...meta },
+        { type: 'fifo', path: 'a/evil', ...meta },
+      ],
+    ],
     ['a hardlink to outside the layer', [{ type: 'hardlink', path: 'h', target: '../../../etc/shadow' }]],
     ['a hardlink to a path the layer does not have', [{ type: 'hardlink', path: 'h', target: 'nowhere' }]],
     // the lay-out checks hardlink targets itself (the pull's manifest reader leaves it to it)
-    ['a hardlink to an earlier symlink, not a file', [{ type: 'symlink', path: 'a', target: '/etc/shadow', ...meta }, { type: 'hardlink', path: 'h', target: 'a' }]],
+    [
+      'a hardlink to an earlier symlink, not a file',
+      [
+        { type: 'symlink', path: 'a', target: '/etc/shadow', ...meta },
+        { type: 'hardlink', path: 'h', target: 'a' },
+      ],
+    ],
   ];
   it.each(hostile)('a manifest entry with %s', async (_what, entries) => {
     const dir = join(work, `hostile-${n++}`);

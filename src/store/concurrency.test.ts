@@ -27,7 +27,11 @@ describe('racing processes never corrupt the registry or the store', () => {
     await run('cp', ['-a', join(work, 'src-1'), join(work, 'src-2')]);
     await run('cp', ['-a', join(work, 'src-3'), join(work, 'src-4')]);
     const trees = [1, 2, 3, 4].map((i) => join(work, `src-${i}`));
-    const results = await Promise.all(trees.map((t, i) => ms(['--json', 'import', t, '--tag', `race/t${i}`], { MINISANDBOX_REGISTRY: registry, MINISANDBOX_STORE: join(work, `push-store-${i}`) })));
+    const results = await Promise.all(
+      trees.map((t, i) =>
+        ms(['--json', 'import', t, '--tag', `race/t${i}`], { MINISANDBOX_REGISTRY: registry, MINISANDBOX_STORE: join(work, `push-store-${i}`) }),
+      ),
+    );
     // Which packs a layer lists depends on who won the race; the layer itself must not.
     const layers = results.map((r) => (JSON.parse(r.stdout) as { layer: { digest: string } }).layer.digest);
     expect(layers[0]).toBe(layers[1]);

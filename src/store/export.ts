@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { chmod, mkdir, readdir, rename, rm, rmdir } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { InvalidInputError } from '../errors.js';
-import { readManifest } from '../layer/capture.js';
+import { readManifest } from '../layer/manifest-read.js';
 import type { Entry } from '../layer/manifest.js';
 import { stack } from '../layer/stack.js';
 import type { Registry } from '../registry/registry.js';
@@ -38,14 +38,24 @@ export function plainEntry(e: Entry): Entry | null {
   return { ...rest, mode, ...(kept.length === 0 ? {} : { xattrs: Object.fromEntries(kept.map((n) => [n, xattrs![n]!])) }) };
 }
 
-export async function exportEnv(reg: Registry, store: StorePaths, ref: string, dest: string, opts: ExportOptions = {}): Promise<{ files: number; entries: number }> {
+export async function exportEnv(
+  reg: Registry,
+  store: StorePaths,
+  ref: string,
+  dest: string,
+  opts: ExportOptions = {},
+): Promise<{ files: number; entries: number }> {
   const target = resolve(dest);
   const preserve = opts.preserveSpecial === true;
   if (preserve && process.getuid?.() !== 0) {
-    throw new InvalidInputError('--preserve-special needs root', 'export without it: setuid/setgid bits, file capabilities and device nodes are left out of a tree for a user');
+    throw new InvalidInputError(
+      '--preserve-special needs root',
+      'export without it: setuid/setgid bits, file capabilities and device nodes are left out of a tree for a user',
+    );
   }
   const existing = await readdir(target).catch((e: unknown) => (isErrno(e, 'ENOENT') ? null : Promise.reject(e)));
-  if (existing !== null && existing.length > 0) throw new InvalidInputError(`export target ${target} exists and is not empty`, 'choose a new or empty directory');
+  if (existing !== null && existing.length > 0)
+    throw new InvalidInputError(`export target ${target} exists and is not empty`, 'choose a new or empty directory');
   const pulled = await pullEnv(reg, store, ref, { ...opts, idShift: 0 });
   const layers: Entry[][] = [];
   for (const l of pulled.env.layers) {

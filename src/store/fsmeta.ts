@@ -15,7 +15,12 @@ import { type NativeFeature, nativeHelperWith } from '../util/native.js';
 import { DIRECT_OWNERS, type Owners, chownIds, commandAs, keepsXattr } from './owners.js';
 
 /** The helper's frame decoding (Z and G records: see native/fsmeta.c), where the host can build it. */
-const FRAMES: NativeFeature = { name: 'frames', cflags: ['-DFSMETA_PACKS', '-pthread'], libs: ['-lzstd', '-lcrypto'], needs: 'libzstd and libcrypto headers (Debian: apt-get install libzstd-dev libssl-dev)' };
+const FRAMES: NativeFeature = {
+  name: 'frames',
+  cflags: ['-DFSMETA_PACKS', '-pthread'],
+  libs: ['-lzstd', '-lcrypto'],
+  needs: 'libzstd and libcrypto headers (Debian: apt-get install libzstd-dev libssl-dev)',
+};
 
 /** The compiled helper, and whether it decodes frames. */
 export function fsmetaHelper(): Promise<{ path: string; has: boolean }> {
@@ -274,7 +279,12 @@ export class FsmetaStream {
     const [sec, nsec] = splitNs(m.mtime);
     const ids = chownIds(this.owners, m.uid, m.gid);
     this.rec(op, path, String(ids?.[0] ?? KEEP_ID), String(ids?.[1] ?? KEEP_ID), m.mode.toString(8), sec, nsec, pool);
-    const xattrs = m.xattrs === undefined ? [] : Object.entries(m.xattrs).filter(([name]) => keepsXattr(this.owners, name)).sort(([a], [b]) => (a < b ? -1 : 1));
+    const xattrs =
+      m.xattrs === undefined
+        ? []
+        : Object.entries(m.xattrs)
+            .filter(([name]) => keepsXattr(this.owners, name))
+            .sort(([a], [b]) => (a < b ? -1 : 1));
     this.field(String(xattrs.length));
     for (const [name, value] of xattrs) {
       this.field(name);
@@ -420,7 +430,8 @@ export class FsmetaStream {
 /** The helper's report on a frame, as the error node's own decoding would have thrown. */
 function frameFailure(sent: SentFrame, why: string): MinisandboxError {
   const mismatch = /^object ([0-9a-f]{64}) has digest ([0-9a-f]{64})$/.exec(why);
-  if (mismatch !== null) return new DigestMismatchError(`object sha256:${mismatch[1]!} in pack ${sent.pack}`, `sha256:${mismatch[1]!}`, `sha256:${mismatch[2]!}`);
+  if (mismatch !== null)
+    return new DigestMismatchError(`object sha256:${mismatch[1]!} in pack ${sent.pack}`, `sha256:${mismatch[1]!}`, `sha256:${mismatch[2]!}`);
   return new CorruptPackError(`pack ${sent.pack}, frame at ${sent.frame.offset}: ${why}; objects not extracted: ${nameSome(sent.wanted.map((w) => w.digest))}`);
 }
 
@@ -430,7 +441,8 @@ function manifestFailure(label: string, kind: string, detail: string): Minisandb
     const tab = detail.indexOf('\t');
     return new UnsafePathError(detail.slice(0, tab), detail.slice(tab + 1));
   }
-  if (kind === 'missing') return new NotFoundError(`object sha256:${detail} in the store`, 'pull the environment again: its objects were removed or never fetched');
+  if (kind === 'missing')
+    return new NotFoundError(`object sha256:${detail} in the store`, 'pull the environment again: its objects were removed or never fetched');
   return new InvalidInputError(`${label}: ${detail}`);
 }
 

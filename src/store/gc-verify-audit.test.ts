@@ -12,7 +12,8 @@ import { gcStore } from './gc.js';
 import { acquireLease, releaseLease } from './leases.js';
 import { StorePaths } from './paths.js';
 import { pullEnv } from './pull.js';
-import { pushTree, resolveEnv } from './push.js';
+import { pushTree } from '../publish/push.js';
+import { resolveEnv } from '../registry/resolve-env.js';
 import { verifyRegistry, verifyStore } from './verify.js';
 
 const work = mkdtempSync(join(tmpdir(), 'ms-gc-'));

@@ -22,7 +22,6 @@ export interface StoreGcResult {
   freedBytes: number;
 }
 
-
 async function treeBytes(p: string): Promise<number> {
   const st = await lstat(p).catch(() => null);
   if (st === null) return 0;
@@ -53,7 +52,11 @@ export async function gcStore(store: StorePaths, opts: { graceMs: number; dryRun
     const d = DigestSchema.safeParse((await readFile(join(store.refsDir, name), 'utf8').catch(() => '')).trim());
     if (!d.success) continue;
     liveEnvs.add(digestHex(d.data));
-    const env = EnvConfigSchema.safeParse(await readFile(store.env(d.data), 'utf8').then((s) => JSON.parse(s) as unknown).catch(() => null));
+    const env = EnvConfigSchema.safeParse(
+      await readFile(store.env(d.data), 'utf8')
+        .then((s) => JSON.parse(s) as unknown)
+        .catch(() => null),
+    );
     if (env.success) for (const l of env.data.layers) liveLayers.add(digestHex(l.digest));
   }
   const leased = new Set<string>();
@@ -135,4 +138,3 @@ export async function gcStore(store: StorePaths, opts: { graceMs: number; dryRun
   }
   return res;
 }
-

@@ -33,7 +33,14 @@ function frameOf(sizes: number[], seed = 1): { raw: Buffer; objects: Buffer[]; w
   }
   parts.push(Buffer.alloc(1024));
   const raw = Buffer.concat(parts);
-  const wanted = objects.map((o, k) => ({ digest: sha256(o), size: o.length, frameOffset: 0, frameLength: 0, frameRawLength: raw.length, offset: offsets[k]! }));
+  const wanted = objects.map((o, k) => ({
+    digest: sha256(o),
+    size: o.length,
+    frameOffset: 0,
+    frameLength: 0,
+    frameRawLength: raw.length,
+    offset: offsets[k]!,
+  }));
   return { raw, objects, wanted };
 }
 

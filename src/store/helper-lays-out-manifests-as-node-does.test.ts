@@ -1,6 +1,6 @@
 /**
  * The lay-out helper reads and lays out plain manifests itself (native/fsmeta-manifest.c), as
- * node's reader and lay-out do (layer/capture-read.ts, store/materialize.ts). Both are fed the
+ * node's reader and lay-out do (layer/manifest-read.ts, store/materialize.ts). Both are fed the
  * same valid and mutated manifests: they must accept the same ones and make the same trees
  * (sharing through the same pool), and reject the same ones.
  */
@@ -12,8 +12,9 @@ import { rng } from '../../test/helpers/rng.js';
 import { snapshotTree } from '../../test/helpers/tree-snapshot.js';
 import { sha256 } from '../cas/digest.js';
 import { MinisandboxError } from '../errors.js';
-import { readManifest } from '../layer/capture.js';
-import { canonicalJson, type Entry, MANIFEST_HEADER } from '../layer/manifest.js';
+import { readManifest } from '../layer/manifest-read.js';
+import { type Entry, MANIFEST_HEADER } from '../layer/manifest.js';
+import { canonicalJson } from '../cas/canonical-json.js';
 import { FsmetaStream } from './fsmeta.js';
 import { scanFileDigests } from './manifest-scan.js';
 import { materialize } from './materialize.js';
@@ -29,11 +30,21 @@ const HEADER = canonicalJson(MANIFEST_HEADER);
 function validManifest(seed: number): string {
   const r = rng(seed);
   const mtime = (): string => String(1600000000000000000 + Math.floor(r() * 3) * 1000000007);
-  const meta = (): { mode: number; uid: number; gid: number; mtime: string } => ({ mode: [0o644, 0o755, 0o4755][Math.floor(r() * 3)]!, uid: Math.floor(r() * 2) * 1000, gid: 0, mtime: mtime() });
+  const meta = (): { mode: number; uid: number; gid: number; mtime: string } => ({
+    mode: [0o644, 0o755, 0o4755][Math.floor(r() * 3)]!,
+    uid: Math.floor(r() * 2) * 1000,
+    gid: 0,
+    mtime: mtime(),
+  });
   // names in JavaScript's sort order, which is not UTF-8's: U+1F600 (surrogates) before U+E000
   // and names holding the object's own separators
   const xattrs = (): { xattrs?: Record<string, string> } =>
-    [{}, { xattrs: { 'user.a': 'eA==', 'user.b': '' } }, { xattrs: { 'user.\u{1F600}': 'AA==', 'user.\uE000': 'eHk=' } }, { xattrs: { 'user.a:b,c': 'eA==', 'user.d': 'AA==' } }][Math.floor(r() * 4)]!;
+    [
+      {},
+      { xattrs: { 'user.a': 'eA==', 'user.b': '' } },
+      { xattrs: { 'user.\u{1F600}': 'AA==', 'user.\uE000': 'eHk=' } },
+      { xattrs: { 'user.a:b,c': 'eA==', 'user.d': 'AA==' } },
+    ][Math.floor(r() * 4)]!;
   const file = (path: string): Entry => ({ type: 'file', path, ...meta(), size: 0, digest: EMPTY, ...xattrs() });
   const entries: Entry[] = [
     { type: 'dir', path: 'a', ...meta() },
@@ -130,7 +141,12 @@ async function outcome(layOut: (store: StorePaths, tree: string) => Promise<void
 
 function byNode(manifest: string, idShift = 0): Promise<Outcome> {
   return outcome(async (store, tree) => {
-    await materialize(store, readManifest(manifest, 'm', { hardlinkTargets: 'caller' }), tree, { idShift, share: true, whiteouts: 'chardev', overlayXattrNs: 'user' });
+    await materialize(store, readManifest(manifest, 'm', { hardlinkTargets: 'caller' }), tree, {
+      idShift,
+      share: true,
+      whiteouts: 'chardev',
+      overlayXattrNs: 'user',
+    });
   });
 }
 
@@ -139,7 +155,17 @@ function byHelper(manifest: string, idShift = 0): Promise<Outcome> {
     mkdirSync(tree, { mode: 0o700 });
     const stream = await FsmetaStream.start(tree);
     expect(stream.decodesFrames).toBe(true);
-    stream.layOutManifest({ manifest, label: 'm', idShift, whiteouts: 'chardev', overlayXattrNs: 'user', linksDir: store.linksDir, tmpPrefix: join(store.tmpDir, 'link-'), expected: [], repeated: [EMPTY.slice(7)] });
+    stream.layOutManifest({
+      manifest,
+      label: 'm',
+      idShift,
+      whiteouts: 'chardev',
+      overlayXattrNs: 'user',
+      linksDir: store.linksDir,
+      tmpPrefix: join(store.tmpDir, 'link-'),
+      expected: [],
+      repeated: [EMPTY.slice(7)],
+    });
     try {
       await stream.close();
     } catch (e) {
@@ -174,7 +200,10 @@ describe('the lay-out helper lays out plain manifests exactly as node does', () 
     writeFileSync(path, validManifest(3));
     const helper = await byHelper(path, 100000);
     // every entry but whiteouts (which have no owner in a manifest) is owned in the shifted range
-    const owners = 'tree' in helper ? Object.values(helper.tree as Record<string, { uid: number; type: string; rdev?: string }>).filter((i) => !(i.type === 'char' && i.rdev === '0')) : [];
+    const owners =
+      'tree' in helper
+        ? Object.values(helper.tree as Record<string, { uid: number; type: string; rdev?: string }>).filter((i) => !(i.type === 'char' && i.rdev === '0'))
+        : [];
     expect(owners.length).toBeGreaterThan(5);
     expect(owners.every((i) => i.uid >= 100000)).toBe(true);
     expect(helper).toEqual(await byNode(path, 100000));

@@ -13,7 +13,7 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { digestHex } from '../cas/digest.js';
 import { LocalRegistry } from '../registry/local.js';
-import { resolveEnv } from './push.js';
+import { resolveEnv } from '../registry/resolve-env.js';
 
 const run = promisify(execFile);
 const CLI = resolve(import.meta.dirname, '..', '..', 'bin/minisandbox');
@@ -95,12 +95,18 @@ describe('a pull killed with SIGKILL', () => {
     const pull = spawn(CLI, cliArgs(store, ['pull', 'o/tree']), { cwd: work, stdio: 'ignore' });
     const closed = new Promise((r) => pull.on('close', r));
     try {
-      const helpers = await until(() => processesNaming(store).filter((p) => p.cmd.includes('fsmeta') && p.cmd.includes('/layers/.tmp-')), (h) => h.length > 0);
+      const helpers = await until(
+        () => processesNaming(store).filter((p) => p.cmd.includes('fsmeta') && p.cmd.includes('/layers/.tmp-')),
+        (h) => h.length > 0,
+      );
       expect(helpers.length, 'the pull started its lay-out helper').toBeGreaterThan(0);
       const puller = helpers[0]!.ppid;
       expect(readFileSync(`/proc/${puller}/cmdline`).toString()).toContain('pull');
       process.kill(puller, 'SIGKILL');
-      const left = await until(() => processesNaming(store), (ps) => ps.length === 0);
+      const left = await until(
+        () => processesNaming(store),
+        (ps) => ps.length === 0,
+      );
       expect(left).toEqual([]);
       await closed;
       const staged = (await readdir(join(store, 'tmp'))).filter((n) => n.startsWith(`stage-${puller}-`));

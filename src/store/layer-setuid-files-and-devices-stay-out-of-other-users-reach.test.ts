@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ensureSubidRange } from '../sandbox/subid.js';
+import { ensureSubidRange } from '../host/subid.js';
 import { nativeHelper } from '../util/native.js';
 
 const run = promisify(execFile);
@@ -70,7 +70,13 @@ async function reachedByOther(paths: string[]): Promise<string[]> {
 
 beforeAll(async () => {
   if (process.getuid?.() !== 0) throw new Error('this test makes device nodes and users as root');
-  if (!(await run('id', ['-u', OWNER]).then(() => true, () => false))) await run('useradd', ['--no-create-home', '--shell', '/bin/sh', OWNER]);
+  if (
+    !(await run('id', ['-u', OWNER]).then(
+      () => true,
+      () => false,
+    ))
+  )
+    await run('useradd', ['--no-create-home', '--shell', '/bin/sh', OWNER]);
   ownerUid = Number((await run('id', ['-u', OWNER])).stdout.trim());
   await ensureSubidRange({ user: OWNER, start: 500_000, count: 65536 });
   // compiled by root, as bin/setup does, so the unprivileged user finds them
@@ -99,7 +105,7 @@ afterAll(async () => {
 });
 
 describe("a layer's setuid files and device nodes", () => {
-  it('are out of other users reach in root\'s store after pull, run, export and build, and the export has none', async () => {
+  it("are out of other users reach in root's store after pull, run, export and build, and the export has none", async () => {
     const store = join(work, 'root-store');
     expect((await cli(store, ['pull', 'priv/tree'])).code).toBe(0);
     // the layer's kmsg node is no device inside a sandbox (layers are nodev); the runtime's own /dev works

@@ -44,7 +44,11 @@ export async function liveLeases(store: StorePaths): Promise<Lease[]> {
   for (const n of names) {
     if (!n.endsWith('.json')) continue;
     const p = join(store.leasesDir, n);
-    const parsed = LeaseSchema.safeParse(await readFile(p, 'utf8').then((s) => JSON.parse(s) as unknown).catch(() => null));
+    const parsed = LeaseSchema.safeParse(
+      await readFile(p, 'utf8')
+        .then((s) => JSON.parse(s) as unknown)
+        .catch(() => null),
+    );
     if (parsed.success && pidAlive(parsed.data.pid)) out.push(parsed.data);
     else await rm(p, { force: true });
   }

@@ -21,7 +21,7 @@ import { join } from 'node:path';
 import { digestHex } from '../cas/digest.js';
 import { NotFoundError, UnsafePathError } from '../errors.js';
 import type { Entry, FileEntry } from '../layer/manifest.js';
-import { canonicalJson } from '../layer/manifest.js';
+import { canonicalJson } from '../cas/canonical-json.js';
 import { decodePath } from '../layer/path.js';
 import { FsmetaStream } from './fsmeta.js';
 import { ownersFor } from './owners.js';
@@ -70,7 +70,12 @@ export interface MaterializeOptions {
 /** Records pumped to the helper (and a turn given to the event loop) every this many entries. */
 const PUMP_EVERY = 512;
 
-export async function materialize(store: StorePaths, entries: AsyncIterable<Entry>, target: string, opts: MaterializeOptions): Promise<{ files: number; linked: number; copied: number }> {
+export async function materialize(
+  store: StorePaths,
+  entries: AsyncIterable<Entry>,
+  target: string,
+  opts: MaterializeOptions,
+): Promise<{ files: number; linked: number; copied: number }> {
   if (opts.stream !== undefined) return layOut(store, entries, opts.stream, opts);
   await mkdir(target, { mode: 0o700 });
   const fs = await FsmetaStream.start(target, await ownersFor(opts.idShift));
@@ -86,7 +91,12 @@ export async function materialize(store: StorePaths, entries: AsyncIterable<Entr
 
 const ROOT = Buffer.from('.');
 
-async function layOut(store: StorePaths, entries: AsyncIterable<Entry>, fs: FsmetaStream, opts: MaterializeOptions): Promise<{ files: number; linked: number; copied: number }> {
+async function layOut(
+  store: StorePaths,
+  entries: AsyncIterable<Entry>,
+  fs: FsmetaStream,
+  opts: MaterializeOptions,
+): Promise<{ files: number; linked: number; copied: number }> {
   const dirs = new Set<string>(['']);
   const fileLike = new Set<string>();
   const dirMeta: Entry[] = [];
@@ -309,7 +319,8 @@ class LinkPool {
           this.fs.link(rel, variant);
         } else {
           const from = this.anyCopy.get(hex) ?? (pst?.isFile() ? primary : undefined);
-          if (from === undefined) throw new NotFoundError(`object ${e.digest} in the store`, 'pull the environment again: its objects were removed or never fetched');
+          if (from === undefined)
+            throw new NotFoundError(`object ${e.digest} in the store`, 'pull the environment again: its objects were removed or never fetched');
           this.publishCopy(rel, from, m, variant);
         }
       }

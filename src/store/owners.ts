@@ -2,13 +2,13 @@
  * Who may give laid-out files their owners. Root chowns to any id directly. An unprivileged user
  * cannot chown at all, yet a layer laid out for its rootless sandboxes must be owned by its
  * subordinate ids (base + in-sandbox id, see ARCHITECTURE.md): so its lay-out helper, and the removal and
- * reading of such trees, run as root of the user namespace of sandbox/userns.ts, where chown to
+ * reading of such trees, run as root of the user namespace of host/userns.ts, where chown to
  * in-sandbox ids is allowed and the store's own directories stay writable.
  */
 import { spawn } from 'node:child_process';
 import { HostCapabilityError, InvalidInputError } from '../errors.js';
-import { type IdMap, resolveIdMap } from '../sandbox/subid.js';
-import { asSubordinateRoot, removeTreeAs } from '../sandbox/userns.js';
+import { type IdMap, resolveIdMap } from '../host/subid.js';
+import { asSubordinateRoot, removeTreeAs } from '../host/userns.js';
 
 /**
  * direct: chown to the ids given (root). subordinate: through the user namespace described above.

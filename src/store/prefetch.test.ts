@@ -7,7 +7,7 @@ import { LocalRegistry } from '../registry/local.js';
 import type { Registry } from '../registry/registry.js';
 import { StorePaths } from './paths.js';
 import { ByteBudget, prefetch } from './prefetch.js';
-import { pushTree } from './push.js';
+import { pushTree } from '../publish/push.js';
 
 const work = mkdtempSync(join(tmpdir(), 'ms-prefetch-'));
 afterAll(() => rmSync(work, { recursive: true, force: true }));
@@ -60,7 +60,12 @@ describe('prefetch', () => {
     const budget = biggest + 1;
     const store = new StorePaths(join(work, 'store'));
     const results = await prefetch(reg, store, [...refs, 'p/missing'], { idShift: 0, jobs: 4, budgetBytes: budget });
-    expect(results.filter((r) => r.status === 'pulled').map((r) => r.ref).sort()).toEqual(refs);
+    expect(
+      results
+        .filter((r) => r.status === 'pulled')
+        .map((r) => r.ref)
+        .sort(),
+    ).toEqual(refs);
     expect(results.find((r) => r.ref === 'p/missing')).toMatchObject({ status: 'failed' });
     expect(peak).toBeGreaterThan(0);
     expect(peak).toBeLessThanOrEqual(budget);

@@ -10,7 +10,7 @@ import { runPool } from '../util/pool.js';
 import type { Registry } from '../registry/registry.js';
 import type { StorePaths } from './paths.js';
 import { pullEnv } from './pull.js';
-import { resolveEnv } from './push.js';
+import { resolveEnv } from '../registry/resolve-env.js';
 
 /** A counting semaphore over bytes: a request larger than the whole budget waits for all of it. */
 export class ByteBudget {
@@ -79,7 +79,14 @@ export async function prefetch(
       const held = pending === 0 ? 0 : await budget.acquire(pending);
       try {
         const p = await pullEnv(reg, store, ref, { idShift: opts.idShift });
-        r = { ref, status: p.fetchedObjects > 0 ? 'pulled' : 'present', env: p.digest, layers: p.layerDirs, fetchedBytes: p.fetchedBytes, seconds: (performance.now() - t0) / 1000 };
+        r = {
+          ref,
+          status: p.fetchedObjects > 0 ? 'pulled' : 'present',
+          env: p.digest,
+          layers: p.layerDirs,
+          fetchedBytes: p.fetchedBytes,
+          seconds: (performance.now() - t0) / 1000,
+        };
       } finally {
         if (held > 0) budget.release(held);
       }

@@ -18,7 +18,7 @@
 import { chmod, lstat, mkdir, stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { MinisandboxError } from '../errors.js';
-import { resolveIdMap } from '../sandbox/subid.js';
+import { resolveIdMap } from '../host/subid.js';
 import { isErrno } from '../util/fs.js';
 import { FsmetaStream } from './fsmeta.js';
 import type { StorePaths } from './paths.js';
@@ -67,7 +67,11 @@ async function makePrivate(root: string, warn: (message: string) => void): Promi
     // sandbox ids, not ours. Used as it is when private, refused when open.
     const mode = st.mode & 0o777;
     if (mode !== 0o700 && mode !== 0o710 && mode !== 0o711) {
-      throw new StoreNotPrivateError(root, `belongs to uid ${st.uid} and is open to others (mode ${mode.toString(8)})`, `use a store of your own (--store), or have its owner run a minisandbox command on it once (which makes it private), or \`chmod 700 ${root}\``);
+      throw new StoreNotPrivateError(
+        root,
+        `belongs to uid ${st.uid} and is open to others (mode ${mode.toString(8)})`,
+        `use a store of your own (--store), or have its owner run a minisandbox command on it once (which makes it private), or \`chmod 700 ${root}\``,
+      );
     }
     return;
   }
@@ -126,6 +130,8 @@ async function grantSandboxSearch(root: string, warn: (message: string) => void)
   } catch (e) {
     if (!/Operation not supported|EOPNOTSUPP/.test(String(e))) throw e;
     await chmod(root, 0o711);
-    warn(`store ${root}: its file system has no POSIX ACLs, so the root is 0711 (others may pass through to names they know); put the store on ext4, xfs, btrfs or tmpfs to make it private`);
+    warn(
+      `store ${root}: its file system has no POSIX ACLs, so the root is 0711 (others may pass through to names they know); put the store on ext4, xfs, btrfs or tmpfs to make it private`,
+    );
   }
 }

@@ -9,13 +9,13 @@ import { join } from 'node:path';
 import { type Digest, digestHex, verifyDigest } from '../cas/digest.js';
 import { Readable } from 'node:stream';
 import { InvalidInputError, throwIfAborted } from '../errors.js';
-import { readManifest } from '../layer/capture.js';
+import { readManifest } from '../layer/manifest-read.js';
 import type { EnvConfig, LayerRef } from '../layer/env.js';
 import type { FrameRef } from '../pack/frame-extract.js';
 import { DecodePool, fetchObjects, framesOf, privateObjectPath, ReadBuffers, type FrameSink, type ObjectSink } from '../pack/reader.js';
 import type { PackIndexEntry } from '../pack/pack-index.js';
 import type { Registry } from '../registry/registry.js';
-import { canonicalJson } from '../layer/manifest.js';
+import { canonicalJson } from '../cas/canonical-json.js';
 import { exists } from '../util/fs.js';
 import { loadPackIndex } from './catalog.js';
 import { withLock } from './lock.js';
@@ -27,7 +27,7 @@ import { type Owners, ownersFor, removeOwnedTree } from './owners.js';
 import type { StorePaths } from './paths.js';
 import { ensurePrivateStore } from './private.js';
 import { removePullLeftovers } from './leftovers.js';
-import { resolveEnv } from './push.js';
+import { resolveEnv } from '../registry/resolve-env.js';
 import { decompressVerified, MAX_MANIFEST_BYTES } from './zstdfile.js';
 
 /**
@@ -91,7 +91,6 @@ export async function pullEnv(reg: Registry, store: StorePaths, refOrDigest: str
   return { digest, env: config, layerDirs, fetchedObjects, fetchedBytes };
 }
 
-
 const cleaned = new WeakMap<StorePaths, Map<number, Promise<number>>>();
 
 /** The leftovers of killed pulls are removed by the next pull, once per store and shift in a process. */
@@ -103,119 +102,133 @@ function cleanedOnce(store: StorePaths, idShift: number): Promise<number> {
   return p;
 }
 
-export async function ensureLayer(reg: Registry, store: StorePaths, layer: LayerRef, idShift: number, opts: PullOptions = {}): Promise<{ dir: string; fetchedObjects: number; fetchedBytes: number }> {
+export async function ensureLayer(
+  reg: Registry,
+  store: StorePaths,
+  layer: LayerRef,
+  idShift: number,
+  opts: PullOptions = {},
+): Promise<{ dir: string; fetchedObjects: number; fetchedBytes: number }> {
   const dir = store.layer(layer.digest, idShift);
   let fetchedObjects = 0;
   let fetchedBytes = 0;
   await mkdir(store.layersDir, { recursive: true });
-  const result = await withLock(`${dir}.lock`, () => exists(dir), async () => {
-    const tmp = join(store.layersDir, `.tmp-${process.pid}-${randomBytes(6).toString('hex')}`);
-    await mkdir(tmp, { mode: 0o700 });
-    // One helper process does the lay-out's file-system calls and writes the fetched objects. It
-    // starts while the manifest is fetched and scanned: its start was a tenth of a small pull.
-    let owners: Owners;
-    let stream: FsmetaStream;
-    let manifestPath: string;
-    let contents: ManifestContents;
-    let missing: Map<Digest, number>;
-    const starting = ownersFor(idShift).then(async (o) => ({ owners: o, stream: await FsmetaStream.start(tmp, o) }));
-    starting.catch(() => undefined); // a failed start is reported where it is awaited, not as unhandled meanwhile
-    try {
-      manifestPath = await ensureManifest(reg, store, layer, opts);
-      contents = await scanFileDigests(manifestPath);
-      missing = missingObjects(store, contents.unique);
-      ({ owners, stream } = await starting);
-    } catch (e) {
-      await starting.then(({ stream: s }) => s.abort(), () => undefined);
-      await rm(tmp, { recursive: true, force: true });
-      throw e;
-    }
-    const { unique, repeated, plain } = contents;
-    unique.clear();
-    // Fetched objects wait in a directory of this pull's own until lay-out moves them into the pool.
-    const staging = join(store.tmpDir, `stage-${process.pid}-${randomBytes(6).toString('hex')}`);
-    const expected = new Set<string>();
-    for (const d of missing.keys()) expected.add(digestHex(d));
-    let fetching: Promise<void> = Promise.resolve();
-    try {
-      const helperFrames = stream.decodesFrames && opts.decodeIn !== 'node';
-      const helperLaysOut = helperFrames && opts.layOutIn !== 'node' && plain && owners.kind === 'direct';
-      // The helper that lays out the manifest bounds the objects waiting for it itself (the
-      // budget given by spillTo): node then need not count them, and never learns when each is placed.
-      const arrivals = new Arrivals(helperLaysOut ? Infinity : (opts.heldBytes ?? HELD_BYTES));
+  const result = await withLock(
+    `${dir}.lock`,
+    () => exists(dir),
+    async () => {
+      const tmp = join(store.layersDir, `.tmp-${process.pid}-${randomBytes(6).toString('hex')}`);
+      await mkdir(tmp, { mode: 0o700 });
+      // One helper process does the lay-out's file-system calls and writes the fetched objects. It
+      // starts while the manifest is fetched and scanned: its start was a tenth of a small pull.
+      let owners: Owners;
+      let stream: FsmetaStream;
+      let manifestPath: string;
+      let contents: ManifestContents;
+      let missing: Map<Digest, number>;
+      const starting = ownersFor(idShift).then(async (o) => ({ owners: o, stream: await FsmetaStream.start(tmp, o) }));
+      starting.catch(() => undefined); // a failed start is reported where it is awaited, not as unhandled meanwhile
       try {
-        if (missing.size > 0) {
-          opts.onProgress?.({ layer: layer.digest, phase: 'fetch', objects: missing.size });
-          await mkdir(staging, { recursive: true });
-        }
-        opts.onProgress?.({ layer: layer.digest, phase: 'layout' });
-        if (expected.size > 0 && helperFrames) stream.spillTo(staging, opts.heldBytes ?? HELD_BYTES);
-        if (helperLaysOut) {
-          await mkdir(store.linksDir, { recursive: true });
-          await mkdir(store.tmpDir, { recursive: true });
-          stream.layOutManifest({
-            manifest: manifestPath,
-            label: `layer ${layer.digest}`,
-            idShift,
-            whiteouts: WHITEOUTS,
-            overlayXattrNs: 'user',
-            linksDir: store.linksDir,
-            tmpPrefix: join(store.tmpDir, `link-${process.pid}-${randomBytes(6).toString('hex')}-`),
-            expected,
-            repeated,
-          });
-          // it starts on the directories while the pack indexes load here
-          stream.flush();
-        }
-        if (expected.size > 0) {
-          // The lay-out starts at once (while the pack indexes load) and waits per object, so
-          // fetching and laying out overlap.
-          fetching = (async () => {
-            const byPack = await packsInOrderOfUse(reg, store, layer, missing);
-            await fetchForLayOut(reg, byPack, staging, stream, arrivals, helperFrames, opts.concurrency ?? 4, (n, bytes) => {
-              fetchedObjects += n;
-              fetchedBytes += bytes;
-            });
-          })();
-          fetching.then(
-            () => arrivals.fail(new Error(`layer ${layer.digest}: the fetch ended without an object the lay-out needs`)),
-            (e: unknown) => arrivals.fail(e),
-          );
-        }
-        // materialize links a hardlink only to a file it laid out itself: the reader need not check
-        if (!helperLaysOut) await materialize(store, readManifest(manifestPath, `layer ${layer.digest}`, { hardlinkTargets: 'caller' }), tmp, {
-          idShift,
-          share: true,
-          whiteouts: WHITEOUTS,
-          overlayXattrNs: 'user',
-          staging: {
-            path: (hex) => privateObjectPath(staging, hex),
-            hexes: expected,
-            ready: (hex) => arrivals.wait(hex),
-            take: (hex) => arrivals.take(hex),
-            inHelper: (hex) => arrivals.placed(hex),
-          },
-          repeated,
-          stream,
-        });
-        await fetching;
-        await stream.close();
-        await rename(tmp, dir);
+        manifestPath = await ensureManifest(reg, store, layer, opts);
+        contents = await scanFileDigests(manifestPath);
+        missing = missingObjects(store, contents.unique);
+        ({ owners, stream } = await starting);
       } catch (e) {
-        // Stop the helper first: the fetch's next hand-off to it then fails fast instead of
-        // downloading the rest of the packs for a lay-out that already failed.
-        await stream.abort();
-        arrivals.fail(e); // a fetch held back for room goes on, and fails at its next hand-off
-        await fetching.catch(() => undefined);
-        await removeOwnedTree(owners, tmp);
+        await starting.then(
+          ({ stream: s }) => s.abort(),
+          () => undefined,
+        );
+        await rm(tmp, { recursive: true, force: true });
         throw e;
       }
-      return dir;
-    } finally {
-      await fetching.catch(() => undefined);
-      await rm(staging, { recursive: true, force: true });
-    }
-  });
+      const { unique, repeated, plain } = contents;
+      unique.clear();
+      // Fetched objects wait in a directory of this pull's own until lay-out moves them into the pool.
+      const staging = join(store.tmpDir, `stage-${process.pid}-${randomBytes(6).toString('hex')}`);
+      const expected = new Set<string>();
+      for (const d of missing.keys()) expected.add(digestHex(d));
+      let fetching: Promise<void> = Promise.resolve();
+      try {
+        const helperFrames = stream.decodesFrames && opts.decodeIn !== 'node';
+        const helperLaysOut = helperFrames && opts.layOutIn !== 'node' && plain && owners.kind === 'direct';
+        // The helper that lays out the manifest bounds the objects waiting for it itself (the
+        // budget given by spillTo): node then need not count them, and never learns when each is placed.
+        const arrivals = new Arrivals(helperLaysOut ? Infinity : (opts.heldBytes ?? HELD_BYTES));
+        try {
+          if (missing.size > 0) {
+            opts.onProgress?.({ layer: layer.digest, phase: 'fetch', objects: missing.size });
+            await mkdir(staging, { recursive: true });
+          }
+          opts.onProgress?.({ layer: layer.digest, phase: 'layout' });
+          if (expected.size > 0 && helperFrames) stream.spillTo(staging, opts.heldBytes ?? HELD_BYTES);
+          if (helperLaysOut) {
+            await mkdir(store.linksDir, { recursive: true });
+            await mkdir(store.tmpDir, { recursive: true });
+            stream.layOutManifest({
+              manifest: manifestPath,
+              label: `layer ${layer.digest}`,
+              idShift,
+              whiteouts: WHITEOUTS,
+              overlayXattrNs: 'user',
+              linksDir: store.linksDir,
+              tmpPrefix: join(store.tmpDir, `link-${process.pid}-${randomBytes(6).toString('hex')}-`),
+              expected,
+              repeated,
+            });
+            // it starts on the directories while the pack indexes load here
+            stream.flush();
+          }
+          if (expected.size > 0) {
+            // The lay-out starts at once (while the pack indexes load) and waits per object, so
+            // fetching and laying out overlap.
+            fetching = (async () => {
+              const byPack = await packsInOrderOfUse(reg, store, layer, missing);
+              await fetchForLayOut(reg, byPack, staging, stream, arrivals, helperFrames, opts.concurrency ?? 4, (n, bytes) => {
+                fetchedObjects += n;
+                fetchedBytes += bytes;
+              });
+            })();
+            fetching.then(
+              () => arrivals.fail(new Error(`layer ${layer.digest}: the fetch ended without an object the lay-out needs`)),
+              (e: unknown) => arrivals.fail(e),
+            );
+          }
+          // materialize links a hardlink only to a file it laid out itself: the reader need not check
+          if (!helperLaysOut)
+            await materialize(store, readManifest(manifestPath, `layer ${layer.digest}`, { hardlinkTargets: 'caller' }), tmp, {
+              idShift,
+              share: true,
+              whiteouts: WHITEOUTS,
+              overlayXattrNs: 'user',
+              staging: {
+                path: (hex) => privateObjectPath(staging, hex),
+                hexes: expected,
+                ready: (hex) => arrivals.wait(hex),
+                take: (hex) => arrivals.take(hex),
+                inHelper: (hex) => arrivals.placed(hex),
+              },
+              repeated,
+              stream,
+            });
+          await fetching;
+          await stream.close();
+          await rename(tmp, dir);
+        } catch (e) {
+          // Stop the helper first: the fetch's next hand-off to it then fails fast instead of
+          // downloading the rest of the packs for a lay-out that already failed.
+          await stream.abort();
+          arrivals.fail(e); // a fetch held back for room goes on, and fails at its next hand-off
+          await fetching.catch(() => undefined);
+          await removeOwnedTree(owners, tmp);
+          throw e;
+        }
+        return dir;
+      } finally {
+        await fetching.catch(() => undefined);
+        await rm(staging, { recursive: true, force: true });
+      }
+    },
+  );
   if (result === null) opts.onProgress?.({ layer: layer.digest, phase: 'cached' });
   return { dir, fetchedObjects, fetchedBytes };
 }
@@ -239,7 +252,10 @@ async function packsInOrderOfUse(reg: Registry, store: StorePaths, layer: LayerR
   }
   if (missing.size > 0) {
     const first = missing.keys().next().value;
-    throw new InvalidInputError(`layer ${layer.digest} references object ${first} that none of its packs holds (${missing.size} missing)`, 'the environment was pushed incompletely or the registry lost packs; run `minisandbox verify`');
+    throw new InvalidInputError(
+      `layer ${layer.digest} references object ${first} that none of its packs holds (${missing.size} missing)`,
+      'the environment was pushed incompletely or the registry lost packs; run `minisandbox verify`',
+    );
   }
   return new Map(firstUse.sort((a, b) => a[2] - b[2]).map(([pack, wanted]) => [pack, wanted]));
 }
@@ -307,8 +323,14 @@ async function fetchForLayOut(
         handOver(pack, frame, wanted, { file });
         for (const w of wanted) arrivals.arrive(digestHex(w.digest));
       }
-      byPack.set(pack, entries.filter((e) => !large.has(e)));
-      onPack(large.size, [...large].reduce((n, e) => n + e.size, 0));
+      byPack.set(
+        pack,
+        entries.filter((e) => !large.has(e)),
+      );
+      onPack(
+        large.size,
+        [...large].reduce((n, e) => n + e.size, 0),
+      );
     }
   }
   const readBuffers = new ReadBuffers(concurrency + 1);
@@ -324,7 +346,10 @@ async function fetchForLayOut(
         ...(decodePool === undefined ? {} : { decodePool }),
         ...(helperFrames ? { frameSink: frameSink(await fileOf(pack)) } : {}),
       });
-      onPack(entries.length, entries.reduce((n, e) => n + e.size, 0));
+      onPack(
+        entries.length,
+        entries.reduce((n, e) => n + e.size, 0),
+      );
     }
   } finally {
     await decodePool?.close();
@@ -372,4 +397,3 @@ async function writeAtomic(store: StorePaths, path: string, data: string): Promi
   await writeFile(tmp, data);
   await rename(tmp, path);
 }
-

@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ensureSubidRange, resolveIdMap } from '../sandbox/subid.js';
+import { ensureSubidRange, resolveIdMap } from '../host/subid.js';
 import { nativeHelper } from '../util/native.js';
 
 const run = promisify(execFile);
@@ -24,10 +24,27 @@ let uid: number;
 
 async function asUser(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   try {
-    const r = await run('runuser', ['-u', USER, '--', 'env', `HOME=${join(work, 'mine')}`, `PATH=${process.env.PATH ?? '/usr/bin:/bin'}`, CLI, '--registry', join(work, 'reg'), '--store', join(work, 'store'), ...args], {
-      cwd: work,
-      timeout: 120_000,
-    });
+    const r = await run(
+      'runuser',
+      [
+        '-u',
+        USER,
+        '--',
+        'env',
+        `HOME=${join(work, 'mine')}`,
+        `PATH=${process.env.PATH ?? '/usr/bin:/bin'}`,
+        CLI,
+        '--registry',
+        join(work, 'reg'),
+        '--store',
+        join(work, 'store'),
+        ...args,
+      ],
+      {
+        cwd: work,
+        timeout: 120_000,
+      },
+    );
     return { code: 0, stdout: r.stdout, stderr: r.stderr };
   } catch (e) {
     const x = e as { code?: number; stdout?: string; stderr?: string };
@@ -37,7 +54,13 @@ async function asUser(args: string[]): Promise<{ code: number; stdout: string; s
 
 beforeAll(async () => {
   if (process.getuid?.() !== 0) throw new Error('this test sets up its unprivileged user as root');
-  if (!(await run('id', ['-u', USER]).then(() => true, () => false))) await run('useradd', ['--no-create-home', '--shell', '/bin/sh', USER]);
+  if (
+    !(await run('id', ['-u', USER]).then(
+      () => true,
+      () => false,
+    ))
+  )
+    await run('useradd', ['--no-create-home', '--shell', '/bin/sh', USER]);
   uid = Number((await run('id', ['-u', USER])).stdout.trim());
   // useradd may already have allocated a range (SUB_UID_* in login.defs); otherwise add one.
   await ensureSubidRange({ user: USER, start: 400_000, count: 65536 });

@@ -10,7 +10,8 @@ import type { Registry } from '../registry/registry.js';
 import { exportEnv } from './export.js';
 import { StorePaths } from './paths.js';
 import { type PullOptions, pullEnv } from './pull.js';
-import { pushTree, resolveEnv } from './push.js';
+import { pushTree } from '../publish/push.js';
+import { resolveEnv } from '../registry/resolve-env.js';
 
 const work = mkdtempSync(join(tmpdir(), 'ms-roundtrip-'));
 afterAll(() => rmSync(work, { recursive: true, force: true }));
@@ -25,7 +26,6 @@ async function roundTrip(src: string, name: string, preserveSpecial = true): Pro
   await exportEnv(reg, new StorePaths(join(work, name, 'store-pull')), `rt/${name}`, out, { preserveSpecial });
   return out;
 }
-
 
 /**
  * How a pull may decode: in the helper from local pack files (which also lays out plain manifests
@@ -83,7 +83,11 @@ describe('capture -> push -> pull into an empty store -> export reproduces the t
     expect(b['setuid-bin']?.mode).toBe('755');
     expect(b['cap-bin']?.xattrs?.['security.capability']).toBeUndefined();
     expect(b['null-dev']).toBeUndefined();
-    expect(Object.keys(b).sort()).toEqual(Object.keys(a).filter((k) => a[k]?.type !== 'char' && a[k]?.type !== 'block').sort());
+    expect(Object.keys(b).sort()).toEqual(
+      Object.keys(a)
+        .filter((k) => a[k]?.type !== 'char' && a[k]?.type !== 'block')
+        .sort(),
+    );
   });
 
   it.each([1, 2, 3])('on a random tree (seed %i)', async (seed) => {
@@ -125,10 +129,12 @@ describe('layers stack and deduplicate in the registry', () => {
   });
 
   it.each(
-    DECODERS.flatMap(([decoder, opts, remote]): Array<[string, string, PullOptions, boolean]> => [
-      ['in memory', decoder, opts, remote],
-      ['on disk', decoder, { ...opts, heldBytes: 0 }, remote],
-    ]),
+    DECODERS.flatMap(
+      ([decoder, opts, remote]): Array<[string, string, PullOptions, boolean]> => [
+        ['in memory', decoder, opts, remote],
+        ['on disk', decoder, { ...opts, heldBytes: 0 }, remote],
+      ],
+    ),
   )('the pulled layer itself reproduces the tree, xattrs included, when fetched objects wait %s, decoded by %s', async (_how, _decoder, opts, remote) => {
     const local = new LocalRegistry(join(work, 'edge', 'registry'));
     const reg = remote ? asRemote(local) : local;

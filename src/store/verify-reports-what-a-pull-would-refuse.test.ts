@@ -14,11 +14,13 @@ import { compress, decompress } from 'zstd-napi';
 import { makeRandomTree } from '../../test/helpers/trees.js';
 import { sha256 } from '../cas/digest.js';
 import type { EnvConfig } from '../layer/env.js';
-import { MANIFEST_HEADER, canonicalJson } from '../layer/manifest.js';
+import { MANIFEST_HEADER } from '../layer/manifest.js';
+import { canonicalJson } from '../cas/canonical-json.js';
 import { putJsonBlob } from '../registry/blobs.js';
 import { LocalRegistry } from '../registry/local.js';
 import { StorePaths } from './paths.js';
-import { pushTree, resolveEnv } from './push.js';
+import { pushTree } from '../publish/push.js';
+import { resolveEnv } from '../registry/resolve-env.js';
 
 const run = promisify(execFile);
 const CLI = resolve(import.meta.dirname, '..', '..', 'bin/minisandbox');
@@ -67,7 +69,16 @@ async function withManifest(reg: LocalRegistry, env: EnvConfig, edit: (lines: Re
   const files = lines.filter((e) => e.type === 'file');
   return {
     ...env,
-    layers: [{ ...layer, digest: sha256(out), manifest: sha256(blob), entries: lines.length, size: files.reduce((s, e) => s + (e.size as number), 0), objects: new Set(files.map((e) => e.digest)).size }],
+    layers: [
+      {
+        ...layer,
+        digest: sha256(out),
+        manifest: sha256(blob),
+        entries: lines.length,
+        size: files.reduce((s, e) => s + (e.size as number), 0),
+        objects: new Set(files.map((e) => e.digest)).size,
+      },
+    ],
   };
 }
 
@@ -112,7 +123,9 @@ describe('verify', () => {
     await reg.putRef('t/lies', await putJsonBlob(reg, lying));
     const v = await verify(dir);
     expect(v.code).toBe(1);
-    expect(v.problems).toEqual([expect.objectContaining({ kind: 'bad-size', detail: expect.stringMatching(/declares object sha256:\w+ as \d+ bytes, its pack holds \d+/) })]);
+    expect(v.problems).toEqual([
+      expect.objectContaining({ kind: 'bad-size', detail: expect.stringMatching(/declares object sha256:\w+ as \d+ bytes, its pack holds \d+/) }),
+    ]);
   });
 
   it('reports an environment declaring layer sizes and counts its manifest does not have', async () => {
@@ -121,12 +134,19 @@ describe('verify', () => {
     await reg.putRef('t/inflated', await putJsonBlob(reg, { ...env, layers: [{ ...l, size: l.size + 1000, entries: l.entries + 1 }] }));
     const v = await verify(dir);
     expect(v.code).toBe(1);
-    expect(v.problems.map((p) => p.detail).sort()).toEqual([`the environment declares entries ${l.entries + 1}, the manifest has ${l.entries}`, `the environment declares size ${l.size + 1000}, the manifest has ${l.size}`]);
+    expect(v.problems.map((p) => p.detail).sort()).toEqual([
+      `the environment declares entries ${l.entries + 1}, the manifest has ${l.entries}`,
+      `the environment declares size ${l.size + 1000}, the manifest has ${l.size}`,
+    ]);
   });
 
   it('reports a manifest a pull would refuse (an entry escaping the layer)', async () => {
     const { reg, env, dir } = await freshRegistry();
-    const evil = await withManifest(reg, env, (lines) => [...lines, { type: 'symlink', path: 'zz-escape', target: '/etc', mode: 0o777, uid: 0, gid: 0, mtime: '0' }, { type: 'dir', path: 'zz-escape/x', mode: 0o755, uid: 0, gid: 0, mtime: '0' }]);
+    const evil = await withManifest(reg, env, (lines) => [
+      ...lines,
+      { type: 'symlink', path: 'zz-escape', target: '/etc', mode: 0o777, uid: 0, gid: 0, mtime: '0' },
+      { type: 'dir', path: 'zz-escape/x', mode: 0o755, uid: 0, gid: 0, mtime: '0' },
+    ]);
     await reg.putRef('t/evil', await putJsonBlob(reg, evil));
     const v = await verify(dir);
     expect(v.code).toBe(1);

@@ -7,7 +7,7 @@ import { lstat, mkdtemp, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { type Digest, DigestSchema, sha256File } from '../cas/digest.js';
 import { errorMessage } from '../errors.js';
-import { readManifest } from '../layer/capture.js';
+import { readManifest } from '../layer/manifest-read.js';
 import { decodePath } from '../layer/path.js';
 import { fetchObjects } from '../pack/reader.js';
 import { parsePackIndex } from '../pack/pack-index.js';
@@ -20,7 +20,18 @@ import { DIRECT_OWNERS, type Owners, inUserNamespace, sha256FilesAs } from './ow
 import type { StorePaths } from './paths.js';
 
 export interface Problem {
-  kind: 'corrupt-blob' | 'missing-blob' | 'dangling-ref' | 'bad-ref' | 'bad-pack' | 'bad-catalog' | 'corrupt-store' | 'bad-layer' | 'bad-manifest' | 'missing-object' | 'bad-size';
+  kind:
+    | 'corrupt-blob'
+    | 'missing-blob'
+    | 'dangling-ref'
+    | 'bad-ref'
+    | 'bad-pack'
+    | 'bad-catalog'
+    | 'corrupt-store'
+    | 'bad-layer'
+    | 'bad-manifest'
+    | 'missing-object'
+    | 'bad-size';
   subject: string;
   detail: string;
 }
@@ -111,7 +122,13 @@ export async function verifyRegistry(reg: Registry, scratchDir: string, onProgre
  * holds, objects whose size differs from the manifest's, and counts in the environment config
  * (what `inspect` reports) that differ from the manifest's.
  */
-async function checkLayer(reg: Registry, layer: LayerRef, present: Set<Digest>, scratchDir: string, indexes: Map<Digest, Map<Digest, number>>): Promise<Problem[]> {
+async function checkLayer(
+  reg: Registry,
+  layer: LayerRef,
+  present: Set<Digest>,
+  scratchDir: string,
+  indexes: Map<Digest, Map<Digest, number>>,
+): Promise<Problem[]> {
   if (!present.has(layer.manifest)) return []; // reported as a dangling ref
   const problems: Problem[] = [];
   const subject = `layer ${layer.digest}`;
@@ -127,7 +144,12 @@ async function checkLayer(reg: Registry, layer: LayerRef, present: Set<Digest>, 
       counted.size += e.size;
       const known = sizes.get(e.digest);
       if (known === undefined) sizes.set(e.digest, e.size);
-      else if (known !== e.size) problems.push({ kind: 'bad-size', subject: `${subject}/${e.path}`, detail: `object ${e.digest} is declared ${e.size} bytes here and ${known} bytes elsewhere in the manifest` });
+      else if (known !== e.size)
+        problems.push({
+          kind: 'bad-size',
+          subject: `${subject}/${e.path}`,
+          detail: `object ${e.digest} is declared ${e.size} bytes here and ${known} bytes elsewhere in the manifest`,
+        });
     }
   } catch (e) {
     problems.push({ kind: 'bad-manifest', subject, detail: errorMessage(e) });
@@ -153,7 +175,8 @@ async function checkLayer(reg: Registry, layer: LayerRef, present: Set<Digest>, 
   for (const [d, size] of sizes) {
     const got = held.get(d);
     if (got === undefined) {
-      if (missing++ < MAX_PER_LAYER) problems.push({ kind: 'missing-object', subject, detail: `names object ${d}, which none of its ${layer.packs.length} pack(s) holds` });
+      if (missing++ < MAX_PER_LAYER)
+        problems.push({ kind: 'missing-object', subject, detail: `names object ${d}, which none of its ${layer.packs.length} pack(s) holds` });
     } else if (got !== size) {
       problems.push({ kind: 'bad-size', subject, detail: `declares object ${d} as ${size} bytes, its pack holds ${got}` });
     }
@@ -162,14 +185,14 @@ async function checkLayer(reg: Registry, layer: LayerRef, present: Set<Digest>, 
   const declared = { entries: layer.entries, objects: layer.objects, size: layer.size };
   const actual = { entries: counted.entries, objects: sizes.size, size: counted.size };
   for (const k of ['entries', 'objects', 'size'] as const) {
-    if (declared[k] !== actual[k]) problems.push({ kind: 'bad-size', subject, detail: `the environment declares ${k} ${declared[k]}, the manifest has ${actual[k]}` });
+    if (declared[k] !== actual[k])
+      problems.push({ kind: 'bad-size', subject, detail: `the environment declares ${k} ${declared[k]}, the manifest has ${actual[k]}` });
   }
   return problems;
 }
 
 /** Missing objects listed one by one per layer; the rest are counted. */
 const MAX_PER_LAYER = 20;
-
 
 /** Files hashed through the owners' helper at once, at most this many (memory per queued file). */
 const DEFERRED_BATCH = 10_000;
@@ -178,14 +201,21 @@ const DEFERRED_BATCH = 10_000;
  * Every pooled inode and staged object against its name; every laid-out layer against its manifest.
  * `owners`: in a rootless store, files this process may not read are hashed with those rights.
  */
-export async function verifyStore(store: StorePaths, onProgress?: (what: string) => void, owners: Owners = DIRECT_OWNERS): Promise<{ storeFiles: number; problems: Problem[] }> {
+export async function verifyStore(
+  store: StorePaths,
+  onProgress?: (what: string) => void,
+  owners: Owners = DIRECT_OWNERS,
+): Promise<{ storeFiles: number; problems: Problem[] }> {
   const problems: Problem[] = [];
   let storeFiles = 0;
   let deferred: { path: Buffer; check: (digest: Digest | null) => void }[] = [];
   const flush = async (): Promise<void> => {
     const batch = deferred;
     deferred = [];
-    const got = await sha256FilesAs(owners, batch.map((d) => d.path));
+    const got = await sha256FilesAs(
+      owners,
+      batch.map((d) => d.path),
+    );
     batch.forEach((d, i) => d.check(got[i] === null ? null : `sha256:${got[i]}`));
   };
   /** `check` gets the file's digest, or null when it cannot be read. */
@@ -201,7 +231,8 @@ export async function verifyStore(store: StorePaths, onProgress?: (what: string)
   const checkPooled = async (p: string, hex: string): Promise<void> => {
     storeFiles++;
     await hash(p, (digest) => {
-      if (digest !== `sha256:${hex}`) problems.push({ kind: 'corrupt-store', subject: p, detail: digest === null ? 'unreadable' : `content hashes to ${digest}` });
+      if (digest !== `sha256:${hex}`)
+        problems.push({ kind: 'corrupt-store', subject: p, detail: digest === null ? 'unreadable' : `content hashes to ${digest}` });
     });
   };
   for (const name of await list(store.linksDir)) {
@@ -232,7 +263,8 @@ export async function verifyStore(store: StorePaths, onProgress?: (what: string)
         if (e.type !== 'file') continue;
         const p = Buffer.concat([Buffer.from(`${dir}/`), decodePath(e.path)]);
         await hash(p, (got) => {
-          if (got !== e.digest) problems.push({ kind: 'bad-layer', subject: `${name}/${e.path}`, detail: got === null ? 'missing or unreadable' : `content hashes to ${got}` });
+          if (got !== e.digest)
+            problems.push({ kind: 'bad-layer', subject: `${name}/${e.path}`, detail: got === null ? 'missing or unreadable' : `content hashes to ${got}` });
         });
       }
     } catch (e) {

@@ -5,7 +5,8 @@ import { localIncludes } from './native.js';
 
 describe('a native binary is named by its source and the parts it includes', () => {
   it('finds the parts a source includes beside it, not system headers', () => {
-    const source = '#include <stdio.h>\n#include "x-part.c"\n  #include "indented.c"\n#include "../elsewhere.c"\nint main(void) { return 0; }\n#include "y-part.c"\n';
+    const source =
+      '#include <stdio.h>\n#include "x-part.c"\n  #include "indented.c"\n#include "../elsewhere.c"\nint main(void) { return 0; }\n#include "y-part.c"\n';
     // only top-of-line includes of files beside it: what the build hashes with the source
     expect(localIncludes(source)).toEqual(['x-part.c', 'y-part.c']);
   });

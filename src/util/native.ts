@@ -105,7 +105,8 @@ async function build(name: string, feature: NativeFeature | undefined): Promise<
   if (feature !== undefined) {
     for (const binary of binaries) {
       const failed = await stat(`${binary}.failed`).catch(() => undefined);
-      if (failed !== undefined && Date.now() - failed.mtimeMs < FEATURE_RETRY_MS) throw new CompileError(`cannot compile ${what} (failed at ${failed.mtime.toISOString()})`, hint);
+      if (failed !== undefined && Date.now() - failed.mtimeMs < FEATURE_RETRY_MS)
+        throw new CompileError(`cannot compile ${what} (failed at ${failed.mtime.toISOString()})`, hint);
     }
   }
   let failure: unknown;

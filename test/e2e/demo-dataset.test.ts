@@ -35,43 +35,63 @@ describe('demo dataset: build -> run -> score', { timeout: 900_000 }, () => {
 
   it('builds one base, two envs, the shared history on each and four instances, and a rebuild is fully cached', async () => {
     await run(join(demo, 'make-repo.sh'), [join(repos, 'demo/pycalc')]);
-    const first = JSON.parse((await ms(['build', join(demo, 'dataset.jsonl'), '--specs', join(demo, 'specs.yaml'), '--repos', repos, '--jobs', '2'])).stdout) as {
+    const first = JSON.parse(
+      (await ms(['build', join(demo, 'dataset.jsonl'), '--specs', join(demo, 'specs.yaml'), '--repos', repos, '--jobs', '2'])).stdout,
+    ) as {
       summary: Record<string, number>;
       counts: Record<string, number>;
     };
     // one history layer per env (the demo has two versions): the same bytes, kept once
     expect(first.counts).toEqual({ base: 1, env: 2, history: 2, instance: 4 });
     expect(first.summary).toMatchObject({ built: 9, failed: 0 });
-    const again = JSON.parse((await ms(['build', join(demo, 'dataset.jsonl'), '--specs', join(demo, 'specs.yaml'), '--repos', repos])).stdout) as { summary: Record<string, number> };
+    const again = JSON.parse((await ms(['build', join(demo, 'dataset.jsonl'), '--specs', join(demo, 'specs.yaml'), '--repos', repos])).stdout) as {
+      summary: Record<string, number>;
+    };
     expect(again.summary).toMatchObject({ built: 0, cached: 9 });
   });
 
   it('runs a task: the repository at its base commit, without the fix in its history, network off', async () => {
-    const log = JSON.parse((await ms(['run', 'demo/demo__pycalc-1', '--', 'git', 'log', '--all', '--format=%s'])).stdout) as { stdout: string; exitCode: number };
+    const log = JSON.parse((await ms(['run', 'demo/demo__pycalc-1', '--', 'git', 'log', '--all', '--format=%s'])).stdout) as {
+      stdout: string;
+      exitCode: number;
+    };
     expect(log.exitCode).toBe(0);
     expect(log.stdout).toContain('Initial version');
     expect(log.stdout).not.toContain('Fix #1');
     // the tests that exist at the base commit pass; the failing ones arrive with the test patch
-    const tests = JSON.parse((await ms(['run', 'demo/demo__pycalc-1', '--', 'python3', '-m', 'pytest', '-q', '-p', 'no:cacheprovider'])).stdout) as { stdout: string };
+    const tests = JSON.parse((await ms(['run', 'demo/demo__pycalc-1', '--', 'python3', '-m', 'pytest', '-q', '-p', 'no:cacheprovider'])).stdout) as {
+      stdout: string;
+    };
     expect(tests.stdout).toMatch(/\d+ passed/);
     // no network inside: the build had it, a task does not
-    const net = await ms(['run', 'demo/demo__pycalc-1', '--', 'python3', '-c', 'import socket; socket.create_connection(("deb.debian.org", 80), timeout=5)'], [1]);
+    const net = await ms(
+      ['run', 'demo/demo__pycalc-1', '--', 'python3', '-c', 'import socket; socket.create_connection(("deb.debian.org", 80), timeout=5)'],
+      [1],
+    );
     expect(net.code).toBe(1);
   });
 
   it('scores the gold patches as resolved and validates gold vs empty', async () => {
     const reports = join(work, 'reports');
-    const r = JSON.parse((await ms(['score', join(demo, 'dataset.jsonl'), '--predictions', 'gold', '--specs', join(demo, 'specs.yaml'), '--report-dir', reports, '--jobs', '2'])).stdout) as {
+    const r = JSON.parse(
+      (await ms(['score', join(demo, 'dataset.jsonl'), '--predictions', 'gold', '--specs', join(demo, 'specs.yaml'), '--report-dir', reports, '--jobs', '2']))
+        .stdout,
+    ) as {
       summary: { resolved_instances: number; total_instances: number; error_instances: number };
       summaryPath: string;
     };
     expect(r.summary.total_instances).toBe(4);
     expect(r.summary.resolved_instances).toBe(4);
     expect(existsSync(join(reports, 'minisandbox', 'gold', 'demo__pycalc-1', 'test_output.txt'))).toBe(true);
-    const report = JSON.parse(readFileSync(join(reports, 'minisandbox', 'gold', 'demo__pycalc-1', 'report.json'), 'utf8')) as Record<string, { resolved: boolean; tests_status: unknown }>;
+    const report = JSON.parse(readFileSync(join(reports, 'minisandbox', 'gold', 'demo__pycalc-1', 'report.json'), 'utf8')) as Record<
+      string,
+      { resolved: boolean; tests_status: unknown }
+    >;
     expect(report['demo__pycalc-1']?.resolved).toBe(true);
 
-    const v = JSON.parse((await ms(['validate', join(demo, 'dataset.jsonl'), '--specs', join(demo, 'specs.yaml'), '--jobs', '2'])).stdout) as { ok_ids: string[] };
+    const v = JSON.parse((await ms(['validate', join(demo, 'dataset.jsonl'), '--specs', join(demo, 'specs.yaml'), '--jobs', '2'])).stdout) as {
+      ok_ids: string[];
+    };
     expect(v.ok_ids.sort()).toEqual(['demo__pycalc-1', 'demo__pycalc-2', 'demo__pycalc-3', 'demo__pycalc-4']);
   });
 

@@ -13,7 +13,12 @@ import { createServer as netServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 
 function run(cmd: string, args: string[], opts: { input?: string } = {}): string {
-  return execFileSync(cmd, args, { encoding: 'utf8', stdio: ['pipe', 'pipe', 'pipe'], ...(opts.input === undefined ? {} : { input: opts.input }), maxBuffer: 64 << 20 });
+  return execFileSync(cmd, args, {
+    encoding: 'utf8',
+    stdio: ['pipe', 'pipe', 'pipe'],
+    ...(opts.input === undefined ? {} : { input: opts.input }),
+    maxBuffer: 64 << 20,
+  });
 }
 
 export interface TestImages {
@@ -71,7 +76,24 @@ export function makeTestImages(dir: string): TestImages {
   run('mkfifo', [join(m1, 'data/fifo')]);
   run('mknod', [join(m1, 'data/null'), 'c', '1', '3']);
   b('umount', c1);
-  b('config', '--env', 'FOO=bar', '--env', 'PATH=/bin', '--workingdir', '/data', '--user', 'app', '--entrypoint', '["/bin/sh","-c"]', '--cmd', 'echo hi', '--label', 'org.test=yes', c1);
+  b(
+    'config',
+    '--env',
+    'FOO=bar',
+    '--env',
+    'PATH=/bin',
+    '--workingdir',
+    '/data',
+    '--user',
+    'app',
+    '--entrypoint',
+    '["/bin/sh","-c"]',
+    '--cmd',
+    'echo hi',
+    '--label',
+    'org.test=yes',
+    c1,
+  );
   b('commit', '--quiet', c1, names.app1);
   b('rm', c1);
 
@@ -105,10 +127,15 @@ export function umociUnpack(layoutDir: string, tag: string, bundle: string): str
 
 /** `podman export` of a container created (not run) from the image, extracted with every attribute. */
 export function podmanExport(img: TestImages, name: string, dest: string): string {
-  const id = run('podman', [...img.storage, 'create', '--runtime', 'runc', name, '/bin/sh']).trim().split('\n').at(-1)!;
+  const id = run('podman', [...img.storage, 'create', '--runtime', 'runc', name, '/bin/sh'])
+    .trim()
+    .split('\n')
+    .at(-1)!;
   try {
     mkdirSync(dest, { recursive: true });
-    execFileSync('sh', ['-c', `podman ${img.storage.join(' ')} export ${id} | tar -C ${dest} --numeric-owner -xpf - --xattrs --xattrs-include='*'`], { stdio: ['ignore', 'ignore', 'pipe'] });
+    execFileSync('sh', ['-c', `podman ${img.storage.join(' ')} export ${id} | tar -C ${dest} --numeric-owner -xpf - --xattrs --xattrs-include='*'`], {
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
   } finally {
     run('podman', [...img.storage, 'rm', id]);
   }
@@ -123,13 +150,30 @@ export function pushImage(img: TestImages, name: string, dest: string, creds?: s
  * Pushes `image` to `host/repo:member`, then an OCI index `host/repo:tag` holding only that
  * image, annotated with `platform` (a list without the platform an import asks for).
  */
-export async function pushManifestList(img: TestImages, image: string, host: string, repo: string, tag: string, platform: { os: string; architecture: string }): Promise<void> {
+export async function pushManifestList(
+  img: TestImages,
+  image: string,
+  host: string,
+  repo: string,
+  tag: string,
+  platform: { os: string; architecture: string },
+): Promise<void> {
   pushImage(img, image, `docker://${host}/${repo}:member`);
-  const res = await fetch(`http://${host}/v2/${repo}/manifests/member`, { headers: { accept: 'application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json' } });
+  const res = await fetch(`http://${host}/v2/${repo}/manifests/member`, {
+    headers: { accept: 'application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json' },
+  });
   const bytes = Buffer.from(await res.arrayBuffer());
   const mediaType = res.headers.get('content-type') ?? 'application/vnd.oci.image.manifest.v1+json';
-  const index = { schemaVersion: 2, mediaType: 'application/vnd.oci.image.index.v1+json', manifests: [{ mediaType, digest: `sha256:${createHash('sha256').update(bytes).digest('hex')}`, size: bytes.length, platform }] };
-  const put = await fetch(`http://${host}/v2/${repo}/manifests/${tag}`, { method: 'PUT', headers: { 'content-type': 'application/vnd.oci.image.index.v1+json' }, body: JSON.stringify(index) });
+  const index = {
+    schemaVersion: 2,
+    mediaType: 'application/vnd.oci.image.index.v1+json',
+    manifests: [{ mediaType, digest: `sha256:${createHash('sha256').update(bytes).digest('hex')}`, size: bytes.length, platform }],
+  };
+  const put = await fetch(`http://${host}/v2/${repo}/manifests/${tag}`, {
+    method: 'PUT',
+    headers: { 'content-type': 'application/vnd.oci.image.index.v1+json' },
+    body: JSON.stringify(index),
+  });
   if (!put.ok) throw new Error(`pushing the index: HTTP ${put.status} ${await put.text()}`);
 }
 
@@ -160,7 +204,10 @@ export async function startRegistry(dir: string, htpasswd?: { user: string; pass
     auth = `auth:\n  htpasswd:\n    realm: test\n    path: ${file}\n`;
   }
   const config = join(dir, 'config.yml');
-  writeFileSync(config, `version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: ${join(dir, 'data')}\n  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:${port}\n${auth}`);
+  writeFileSync(
+    config,
+    `version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: ${join(dir, 'data')}\n  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:${port}\n${auth}`,
+  );
   const child: ChildProcess = spawn('docker-registry', ['serve', config], { stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
   child.stderr?.on('data', (d: Buffer) => (stderr += d.toString()));
@@ -225,7 +272,10 @@ export async function startTokenFront(upstream: string, creds: { user: string; p
     }
     if (req.headers.authorization !== `Bearer ${token}`) {
       const repo = /^\/v2\/(.+)\/(?:manifests|blobs)\//.exec(url.pathname)?.[1] ?? '';
-      res.writeHead(401, { 'www-authenticate': `Bearer realm="http://${host}/token",service="test-registry",scope="repository:${repo}:pull"`, 'content-type': 'application/json' });
+      res.writeHead(401, {
+        'www-authenticate': `Bearer realm="http://${host}/token",service="test-registry",scope="repository:${repo}:pull"`,
+        'content-type': 'application/json',
+      });
       res.end('{"errors":[{"code":"UNAUTHORIZED"}]}');
       return;
     }

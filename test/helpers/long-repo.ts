@@ -13,7 +13,11 @@ import { promisify } from 'node:util';
 
 export async function longRepo(): Promise<string> {
   const here = resolve(import.meta.dirname, '../../recipes/long');
-  const hash = createHash('sha256').update(readFileSync(join(here, 'make-repo.ts'))).update(readFileSync(join(here, 'make-repo.sh'))).digest('hex').slice(0, 16);
+  const hash = createHash('sha256')
+    .update(readFileSync(join(here, 'make-repo.ts')))
+    .update(readFileSync(join(here, 'make-repo.sh')))
+    .digest('hex')
+    .slice(0, 16);
   const final = join(tmpdir(), `minisandbox-test-longlib-${hash}`);
   if (existsSync(join(final, '.git'))) return final;
   const tmp = mkdtempSync(join(tmpdir(), `minisandbox-test-longlib-${hash}.tmp-`));

@@ -4,7 +4,15 @@ import { join } from 'node:path';
 import tar from 'tar-stream';
 import { sha256 } from '../../src/cas/digest.js';
 
-export type TarItem = { name: string; type?: 'file' | 'directory' | 'link' | 'symlink'; data?: string; linkname?: string; mode?: number; pax?: Record<string, string>; mtime?: Date };
+export type TarItem = {
+  name: string;
+  type?: 'file' | 'directory' | 'link' | 'symlink';
+  data?: string;
+  linkname?: string;
+  mode?: number;
+  pax?: Record<string, string>;
+  mtime?: Date;
+};
 
 export async function makeTar(items: TarItem[]): Promise<Buffer> {
   const p = tar.pack();
@@ -13,7 +21,16 @@ export async function makeTar(items: TarItem[]): Promise<Buffer> {
   const done = new Promise<void>((r) => p.on('end', () => r()));
   for (const it of items) {
     const type = it.type ?? 'file';
-    const header = { name: it.name, type, mode: it.mode ?? (type === 'directory' ? 0o755 : 0o644), uid: 0, gid: 0, mtime: it.mtime ?? new Date(1_700_000_000_000), ...(it.linkname === undefined ? {} : { linkname: it.linkname }), ...(it.pax === undefined ? {} : { pax: it.pax }) };
+    const header = {
+      name: it.name,
+      type,
+      mode: it.mode ?? (type === 'directory' ? 0o755 : 0o644),
+      uid: 0,
+      gid: 0,
+      mtime: it.mtime ?? new Date(1_700_000_000_000),
+      ...(it.linkname === undefined ? {} : { linkname: it.linkname }),
+      ...(it.pax === undefined ? {} : { pax: it.pax }),
+    };
     await new Promise<void>((res, rej) => {
       const cb = (e?: Error | null): void => (e ? rej(e) : res());
       if (type === 'file') p.entry(header, it.data ?? '', cb);
@@ -42,7 +59,14 @@ export function writeLayout(dir: string, images: LayoutImage[]): void {
     return d;
   };
   const manifests = images.map((img) => {
-    const config = Buffer.from(JSON.stringify({ architecture: 'amd64', os: 'linux', config: img.config ?? {}, rootfs: { type: 'layers', diff_ids: img.layers.map((l) => sha256(l.tar)) } }));
+    const config = Buffer.from(
+      JSON.stringify({
+        architecture: 'amd64',
+        os: 'linux',
+        config: img.config ?? {},
+        rootfs: { type: 'layers', diff_ids: img.layers.map((l) => sha256(l.tar)) },
+      }),
+    );
     const manifest = Buffer.from(
       JSON.stringify({
         schemaVersion: 2,
@@ -51,7 +75,12 @@ export function writeLayout(dir: string, images: LayoutImage[]): void {
         layers: img.layers.map((l) => ({ mediaType: 'application/vnd.oci.image.layer.v1.tar', digest: put(l.blob), size: l.blob.length })),
       }),
     );
-    return { mediaType: 'application/vnd.oci.image.manifest.v1+json', digest: put(manifest), size: manifest.length, ...(img.tag === undefined ? {} : { annotations: { 'org.opencontainers.image.ref.name': img.tag } }) };
+    return {
+      mediaType: 'application/vnd.oci.image.manifest.v1+json',
+      digest: put(manifest),
+      size: manifest.length,
+      ...(img.tag === undefined ? {} : { annotations: { 'org.opencontainers.image.ref.name': img.tag } }),
+    };
   });
   writeFileSync(join(dir, 'oci-layout'), '{"imageLayoutVersion":"1.0.0"}');
   writeFileSync(join(dir, 'index.json'), JSON.stringify({ schemaVersion: 2, manifests }));

@@ -33,7 +33,10 @@ function typeOf(st: import('node:fs').BigIntStats): string {
 function xattrsOf(path: Buffer): Record<string, string> | undefined {
   let out: string;
   try {
-    out = execFileSync('getfattr', ['-h', '-d', '-m', '-', '-e', 'hex', '--absolute-names', path.toString('latin1')], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
+    out = execFileSync('getfattr', ['-h', '-d', '-m', '-', '-e', 'hex', '--absolute-names', path.toString('latin1')], {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'ignore'],
+    });
   } catch {
     return undefined;
   }
@@ -54,7 +57,13 @@ export function snapshotTree(root: string, opts: { xattrs?: boolean; idShift?: n
       const a = Buffer.concat([abs, Buffer.from('/'), name]);
       const r = rel === '' ? name.toString('latin1') : `${rel}/${name.toString('latin1')}`;
       const st = lstatSync(a, { bigint: true });
-      const info: NodeInfo = { type: typeOf(st), mode: (Number(st.mode) & 0o7777).toString(8), uid: Number(st.uid) - shift, gid: Number(st.gid) - shift, mtimeNs: st.mtimeNs.toString() };
+      const info: NodeInfo = {
+        type: typeOf(st),
+        mode: (Number(st.mode) & 0o7777).toString(8),
+        uid: Number(st.uid) - shift,
+        gid: Number(st.gid) - shift,
+        mtimeNs: st.mtimeNs.toString(),
+      };
       if (info.type === 'file') {
         info.size = Number(st.size);
         info.sha = createHash('sha256').update(readFileSync(a)).digest('hex');

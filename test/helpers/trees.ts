@@ -65,7 +65,6 @@ export function makeEdgeCaseTree(root: string): void {
   setMtime(join(root, 'sub'), 1_400_000_000, 1);
 }
 
-
 export function makeRandomTree(root: string, seed: number, files = 300): void {
   const r = rng(seed);
   const pick = <T>(xs: T[]): T => xs[Math.floor(r() * xs.length)]!;

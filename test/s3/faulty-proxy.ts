@@ -69,7 +69,6 @@ export interface FaultyProxy {
   stop(): Promise<void>;
 }
 
-
 class Plan {
   private eligible = 0;
   private injected = 0;

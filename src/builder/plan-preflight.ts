@@ -32,7 +32,8 @@ export async function preflightRepos(plan: BuildPlan): Promise<PreflightProblem[
       () => true,
     );
     if (missingRepo) {
-      for (const i of items) problems.push({ id: i.id, message: `${i.where}: repository ${repo} does not exist (make a mirror: git clone --mirror <url> ${repo})` });
+      for (const i of items)
+        problems.push({ id: i.id, message: `${i.where}: repository ${repo} does not exist (make a mirror: git clone --mirror <url> ${repo})` });
       continue;
     }
     const r = await runGit(['-C', repo, 'cat-file', '--batch-check'], { input: items.map((i) => `${i.commit}^{commit}`).join('\n') + '\n' });
@@ -42,7 +43,8 @@ export async function preflightRepos(plan: BuildPlan): Promise<PreflightProblem[
     }
     const answers = r.stdout.split('\n');
     items.forEach((i, k) => {
-      if (!/ commit \d+$/.test(answers[k] ?? '')) problems.push({ id: i.id, message: `${i.where}: commit ${i.commit} not found in ${repo} (update the mirror with git fetch, or fix base_commit)` });
+      if (!/ commit \d+$/.test(answers[k] ?? ''))
+        problems.push({ id: i.id, message: `${i.where}: commit ${i.commit} not found in ${repo} (update the mirror with git fetch, or fix base_commit)` });
     });
   }
   return problems;

@@ -19,7 +19,10 @@ export function parseShard(s: string): Shard {
   const index = m ? Number(m[1]) : NaN;
   const count = m ? Number(m[2]) : NaN;
   if (!m || count < 1 || index >= count) {
-    throw new InvalidInputError(`invalid shard ${JSON.stringify(s)}`, 'use --shard I/N with 0 <= I < N, e.g. --shard 0/4 (I is 0-based, like JOB_COMPLETION_INDEX)');
+    throw new InvalidInputError(
+      `invalid shard ${JSON.stringify(s)}`,
+      'use --shard I/N with 0 <= I < N, e.g. --shard 0/4 (I is 0-based, like JOB_COMPLETION_INDEX)',
+    );
   }
   return { index, count };
 }

@@ -19,7 +19,8 @@ import type { Readable } from 'node:stream';
 import { InvalidInputError, UnsafePathError } from '../errors.js';
 import { DigestSet } from './capture-digestset.js';
 import { fastEntryLine } from './capture-line.js';
-import { canonicalJson, MANIFEST_HEADER, parseEntryLine, type Entry } from './manifest.js';
+import { MANIFEST_HEADER, parseEntryLine, type Entry } from './manifest.js';
+import { canonicalJson } from '../cas/canonical-json.js';
 import { decodePath } from './path.js';
 
 const HEADER_LINE = canonicalJson(MANIFEST_HEADER);
@@ -45,7 +46,8 @@ export async function* readManifest(source: Readable | string, label: string, op
   } finally {
     if (typeof source === 'string') stream.destroy();
   }
-  if (rest !== undefined) throw new InvalidInputError(`${label}: truncated manifest: line ${lineNo + 1} has no final newline`, 'the manifest blob is incomplete; re-push the layer');
+  if (rest !== undefined)
+    throw new InvalidInputError(`${label}: truncated manifest: line ${lineNo + 1} has no final newline`, 'the manifest blob is incomplete; re-push the layer');
   if (lineNo === 0) throw new InvalidInputError(`${label}: empty manifest (no header line)`, 'the manifest blob is incomplete; re-push the layer');
 }
 
@@ -73,12 +75,17 @@ export class ManifestChecker {
 
   line(line: string, lineNo: number): Entry | undefined {
     if (!this.headerSeen) {
-      if (line !== HEADER_LINE) throw new InvalidInputError(`${this.label}: line 1 is not the layer manifest header ${HEADER_LINE}`, 'this is not a minisandbox layer manifest, or it is truncated at the start');
+      if (line !== HEADER_LINE)
+        throw new InvalidInputError(
+          `${this.label}: line 1 is not the layer manifest header ${HEADER_LINE}`,
+          'this is not a minisandbox layer manifest, or it is truncated at the start',
+        );
       this.headerSeen = true;
       return undefined;
     }
     const e = parseEntryLine(line, lineNo, this.prev, this.label);
-    if (fastEntryLine(e) !== `${line}\n`) throw new InvalidInputError(`${this.label}: line ${lineNo}: entry ${JSON.stringify(e.path)} is not in canonical form`);
+    if (fastEntryLine(e) !== `${line}\n`)
+      throw new InvalidInputError(`${this.label}: line ${lineNo}: entry ${JSON.stringify(e.path)} is not in canonical form`);
     this.prev = e.path;
     const raw = decodePath(e.path);
     this.checkParents(e, raw);
@@ -110,7 +117,8 @@ export class ManifestChecker {
       this.open.pop();
     }
     for (const o of this.open) {
-      if (isBelow(raw, o.raw)) throw new UnsafePathError(e.path, `its parent ${JSON.stringify(o.path)} is not a directory in this layer (a path through a symlink or file)`);
+      if (isBelow(raw, o.raw))
+        throw new UnsafePathError(e.path, `its parent ${JSON.stringify(o.path)} is not a directory in this layer (a path through a symlink or file)`);
     }
   }
 }

@@ -12,7 +12,7 @@ import type { RuntimeConfig } from '../layer/env.js';
 import { cacheRefName } from '../recipe/key.js';
 import type { Registry } from '../registry/registry.js';
 import type { StorePaths } from '../store/paths.js';
-import { resolveEnv } from '../store/push.js';
+import { resolveEnv } from '../registry/resolve-env.js';
 import { BuildCommandError, type Parent, buildBase, buildEnv, buildHistory, buildInstance } from './build-node.js';
 import { type BuildPlan, type PlanNode, nodeKey } from './plan.js';
 import { type NodeOutcome, runGraph, scheduleNodes } from './plan-schedule.js';
@@ -112,7 +112,17 @@ export async function executePlan(plan: BuildPlan, opts: BuildOptions): Promise<
     let env: Digest;
     if (cached !== null) env = cached;
     else {
-      const ctx = { registry: opts.registry, store: opts.store, logPath: log, timeoutMs: opts.timeoutMs, signal, clock, discard, catalog, ramUpperBytes: ramUpper };
+      const ctx = {
+        registry: opts.registry,
+        store: opts.store,
+        logPath: log,
+        timeoutMs: opts.timeoutMs,
+        signal,
+        clock,
+        discard,
+        catalog,
+        ramUpperBytes: ramUpper,
+      };
       const r = n.recipe;
       if (r.kind === 'base') env = await buildBase(r, ctx, cacheRef, runtimeConfig(n));
       else if (parent === null) throw new Error(`internal: ${n.id} has no parent`);
@@ -164,7 +174,14 @@ function toRow(n: PlanNode, o: NodeOutcome<Built>, log: string): SummaryRow {
   const base = { id: n.id, kind: n.kind, label: n.label, ...(n.tag !== null ? { tag: n.tag } : {}) };
   switch (o.status) {
     case 'ok':
-      return { ...base, status: o.value.cached ? 'cached' : 'built', seconds: o.ms / 1000, env: o.value.env, ...(o.value.cached ? {} : { log }), phases: o.value.phases };
+      return {
+        ...base,
+        status: o.value.cached ? 'cached' : 'built',
+        seconds: o.ms / 1000,
+        env: o.value.env,
+        ...(o.value.cached ? {} : { log }),
+        phases: o.value.phases,
+      };
     case 'failed':
       return { ...base, status: 'failed', seconds: o.ms / 1000, log, error: errorMessage(o.error) };
     case 'skipped':

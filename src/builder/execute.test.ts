@@ -40,7 +40,12 @@ function leftovers(): string[] {
 const opts = { registry: reg, store, logDir: join(work, 'logs'), jobs: 2, keepGoing: true, force: false, timeoutMs: 120_000 };
 
 async function datasetPlan() {
-  return planDataset({ dataset: 'test', rows: await loadDataset(join(recipes, 'dataset.jsonl')), specs: await loadSpecs(join(recipes, 'specs.yaml')), repoSource: defaultRepoSource(repos) });
+  return planDataset({
+    dataset: 'test',
+    rows: await loadDataset(join(recipes, 'dataset.jsonl')),
+    specs: await loadSpecs(join(recipes, 'specs.yaml')),
+    repoSource: defaultRepoSource(repos),
+  });
 }
 
 describe('building a dataset', () => {
@@ -55,7 +60,8 @@ describe('building a dataset', () => {
     expect(await reg.getRef('test/test__shlib-1')).not.toBeNull();
     // each built node says where its time went; the env ran commands in a sandbox and pushed
     const env = first.find((r) => r.kind === 'env')!;
-    for (const phase of ['parent-layout', 'sandbox-create', 'commands', 'push-capture', 'push-upload', 'sandbox-destroy']) expect(env.phases?.[phase]).toBeGreaterThanOrEqual(0);
+    for (const phase of ['parent-layout', 'sandbox-create', 'commands', 'push-capture', 'push-upload', 'sandbox-destroy'])
+      expect(env.phases?.[phase]).toBeGreaterThanOrEqual(0);
     expect(readFileSync(env.log!, 'utf8')).toMatch(/^phases: .*commands \d+\.\d\ds/m);
     // scratch is gone when executePlan returns: no sandbox, no upper dir moved aside
     expect(leftovers()).toEqual([]);
@@ -77,7 +83,10 @@ describe('building a dataset', () => {
       // one ref, main, at the base commit: loose or packed, nothing else names a later commit
       const refs = await sb.exec(['/bin/sh', '-c', 'find .git/refs -type f; grep -v "^#" .git/packed-refs 2>/dev/null; true']);
       const base = JSON.parse(readFileSync(join(recipes, 'dataset.jsonl'), 'utf8').split('\n')[0]!) as { base_commit: string };
-      const lines = refs.stdout.trim().split('\n').filter((l) => l !== '');
+      const lines = refs.stdout
+        .trim()
+        .split('\n')
+        .filter((l) => l !== '');
       expect(lines.length).toBe(1);
       expect(lines[0]).toMatch(/refs\/heads\/main$/);
       if (lines[0]!.includes(' ')) expect(lines[0]).toBe(`${base.base_commit} refs/heads/main`);

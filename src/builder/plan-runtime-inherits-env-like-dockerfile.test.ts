@@ -13,7 +13,13 @@ describe('runtimeConfigFor', () => {
     const rows = await loadDataset(resolve(DEMO, 'dataset.jsonl'));
     const plan = planDataset({ dataset: 'demo', rows, specs, repoSource: defaultRepoSource('/repos') });
     const index = indexPlan(plan);
-    const rc = runtimeConfigFor(index, 'instance:demo__pycalc-3', { workdir: '/', env: { PATH: '/usr/bin:/bin', DEBIAN_FRONTEND: 'x' }, user: { uid: 0, gid: 0 }, hostname: 'sandbox', labels: {} });
+    const rc = runtimeConfigFor(index, 'instance:demo__pycalc-3', {
+      workdir: '/',
+      env: { PATH: '/usr/bin:/bin', DEBIAN_FRONTEND: 'x' },
+      user: { uid: 0, gid: 0 },
+      hostname: 'sandbox',
+      labels: {},
+    });
     expect(rc.workdir).toBe('/testbed');
     expect(rc.testCmd).toBe('python3 -m pytest -rA -p no:cacheprovider');
     // env-0.1 sets DEBIAN_FRONTEND and PYTHONDONTWRITEBYTECODE, env-0.2 (above it) PYTHONHASHSEED.

@@ -57,7 +57,11 @@ export function historySegments(base: string, commits: readonly string[], graph:
     segmentOf.set(c, { commit: c, after: nearest.length > 0 ? nearest : [base] });
   }
   const out = new Map<string, HistorySegment[]>([[base, []]]);
-  for (const c of order) out.set(c, [...members(strict.get(c)!), c].map((x) => segmentOf.get(x)!));
+  for (const c of order)
+    out.set(
+      c,
+      [...members(strict.get(c)!), c].map((x) => segmentOf.get(x)!),
+    );
   return out;
 }
 

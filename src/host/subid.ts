@@ -42,9 +42,7 @@ export function parseSubidFile(text: string): SubidEntry[] {
 
 /** The first range owned by the user (by name or numeric id) that holds at least `minCount` ids. */
 export function findSubidRange(entries: SubidEntry[], user: { name: string; uid: number }, minCount: number): SubidEntry | undefined {
-  return entries.find(
-    (e) => (e.owner === user.name || e.owner === String(user.uid)) && e.count >= minCount && !rangeHolds(e, user.uid),
-  );
+  return entries.find((e) => (e.owner === user.name || e.owner === String(user.uid)) && e.count >= minCount && !rangeHolds(e, user.uid));
 }
 
 function rangeHolds(e: SubidEntry, id: number): boolean {
@@ -104,7 +102,10 @@ export async function ensureSubidRange(
 ): Promise<string[]> {
   const me = currentUser();
   if (me.uid !== 0) {
-    throw new HostCapabilityError('only root can add subordinate id ranges', 'run `sudo bin/setup`, or ask an administrator to add a range for you to /etc/subuid and /etc/subgid');
+    throw new HostCapabilityError(
+      'only root can add subordinate id ranges',
+      'run `sudo bin/setup`, or ask an administrator to add a range for you to /etc/subuid and /etc/subgid',
+    );
   }
   const name = opts.user ?? me.name;
   if (!/^[a-z_][a-z0-9_.-]*\$?$/i.test(name)) throw new InvalidInputError(`invalid user name ${JSON.stringify(name)}`);
@@ -127,13 +128,14 @@ export async function ensureSubidRange(
  * /etc/subgid. Anything else would give a layer's files owners no sandbox maps (or host ids of
  * real users: -3 became uid 4294967293).
  */
-export async function checkIdShift(
-  text: string,
-  opts: { count?: number; subuidFile?: string; subgidFile?: string } = {},
-): Promise<number> {
+export async function checkIdShift(text: string, opts: { count?: number; subuidFile?: string; subgidFile?: string } = {}): Promise<number> {
   const count = opts.count ?? DEFAULT_ID_COUNT;
   const shift = /^\d{1,10}$/.test(text.trim()) ? Number(text.trim()) : Number.NaN;
-  if (!Number.isSafeInteger(shift)) throw new InvalidInputError(`invalid --id-shift ${JSON.stringify(text)}`, 'give `auto`, 0, or the start of a subordinate id range of /etc/subuid and /etc/subgid');
+  if (!Number.isSafeInteger(shift))
+    throw new InvalidInputError(
+      `invalid --id-shift ${JSON.stringify(text)}`,
+      'give `auto`, 0, or the start of a subordinate id range of /etc/subuid and /etc/subgid',
+    );
   if (shift === 0) return 0;
   const inside = (entries: SubidEntry[]): boolean => entries.some((e) => shift >= e.start && shift + count <= e.start + e.count);
   const uids = parseSubidFile(await readText(opts.subuidFile ?? SUBUID_FILE));
@@ -141,8 +143,19 @@ export async function checkIdShift(
   if (!inside(uids) || !inside(gids)) {
     throw new InvalidInputError(
       `--id-shift ${shift}: ids ${shift}..${shift + count - 1} are not inside one subordinate range of ${opts.subuidFile ?? SUBUID_FILE} and one of ${opts.subgidFile ?? SUBGID_FILE}`,
-      'give `auto` (what this host\'s sandboxes use), 0, or the start of a range listed there',
+      "give `auto` (what this host's sandboxes use), 0, or the start of a range listed there",
     );
   }
   return shift;
+}
+
+/** Layers are laid out with one shift for owners and groups, so the two ranges must start together. */
+export function idShiftOf(idMap: { uidStart: number; gidStart: number }): number {
+  if (idMap.uidStart !== idMap.gidStart) {
+    throw new HostCapabilityError(
+      `the subordinate uid range starts at ${idMap.uidStart} but the gid range at ${idMap.gidStart}`,
+      'give this user ranges with the same start in /etc/subuid and /etc/subgid',
+    );
+  }
+  return idMap.uidStart;
 }

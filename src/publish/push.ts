@@ -6,19 +6,19 @@
 import { randomBytes } from 'node:crypto';
 import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import { type Digest, parseDigest } from '../cas/digest.js';
+import type { Digest } from '../cas/digest.js';
+import { parseRefName } from '../cas/ref-name.js';
 
 import { captureLayer } from '../layer/capture.js';
-import { ENV_MEDIA_TYPE, type EnvConfig, EnvConfigSchema, type LayerRef, type PackRef, type RuntimeConfig, RuntimeConfigSchema } from '../layer/env.js';
+import { ENV_MEDIA_TYPE, type EnvConfig, type LayerRef, type PackRef, type RuntimeConfig, RuntimeConfigSchema } from '../layer/env.js';
 import { publishPacks } from '../pack/publish.js';
 import { PackWriter } from '../pack/writer.js';
-import { putJsonBlob, readJsonBlob } from '../registry/blobs.js';
+import { putJsonBlob } from '../registry/blobs.js';
 import type { Registry } from '../registry/registry.js';
-import { parseRefName } from '../registry/registry.js';
 import { NotFoundError } from '../errors.js';
-import { loadCatalog, type ObjectCatalog } from './catalog.js';
-import type { StorePaths } from './paths.js';
-import { compressFile } from './zstdfile.js';
+import { loadCatalog, type ObjectCatalog } from '../store/catalog.js';
+import type { StorePaths } from '../store/paths.js';
+import { compressFile } from '../store/zstdfile.js';
 
 export interface PushOptions {
   /** Environment to stack the new layer on. */
@@ -42,13 +42,6 @@ export interface PushResult {
   newBytes: number;
   reusedObjects: number;
   packs: number;
-}
-
-export async function resolveEnv(reg: Registry, refOrDigest: string): Promise<{ digest: Digest; config: EnvConfig }> {
-  const digest = refOrDigest.startsWith('sha256:') ? parseDigest(refOrDigest) : await reg.getRef(parseRefName(refOrDigest));
-  if (digest === null) throw new NotFoundError(`ref ${refOrDigest} in registry ${reg.url}`, 'list the refs with `minisandbox ls`');
-  const config = await readJsonBlob(reg, digest, EnvConfigSchema, 'environment config');
-  return { digest, config };
 }
 
 export async function pushTree(reg: Registry, store: StorePaths, dir: string, opts: PushOptions = {}): Promise<PushResult> {
@@ -123,4 +116,3 @@ export async function pushTree(reg: Registry, store: StorePaths, dir: string, op
     await rm(work, { recursive: true, force: true });
   }
 }
-

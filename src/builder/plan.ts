@@ -30,7 +30,7 @@ import { parentSource } from '../recipe/catalog.js';
 import { cacheKey } from '../recipe/key.js';
 import { type NormalizedRecipe, normalizeHistory, normalizeInstance, recipeDigest } from '../recipe/normalize.js';
 import type { HistoryRecipe, InstanceRecipe, Recipe, RecipeKind, RepoSource } from '../recipe/schema.js';
-import { parseRefName } from '../registry/registry.js';
+import { parseRefName } from '../cas/ref-name.js';
 import type { LocatedRow } from '../dataset/row.js';
 import { lookupSpec, type Specs } from '../dataset/specs.js';
 import { type Shard, WHOLE, selectShard } from './plan-shard.js';
@@ -180,7 +180,15 @@ export function planRecipe(catalog: RecipeCatalog, source: string, tag: string |
 function addHistoryNode(envId: string, envSource: string, repo: string, source: RepoSource, base: string, nodes: Map<string, PlanNode>): string {
   const id = `history:${digestHex(sha256(`${envId}\n${repo}\n${base}`)).slice(0, 16)}`;
   if (nodes.has(id)) return id;
-  const recipe: HistoryRecipe = { kind: 'history', name: `history of ${repo}`, parent: { recipe: envSource }, repoName: repo, repo: source, base, path: historyPath(repo) };
+  const recipe: HistoryRecipe = {
+    kind: 'history',
+    name: `history of ${repo}`,
+    parent: { recipe: envSource },
+    repoName: repo,
+    repo: source,
+    base,
+    path: historyPath(repo),
+  };
   const normalized = normalizeHistory(recipe);
   nodes.set(id, {
     id,
@@ -226,7 +234,11 @@ export function planDataset(input: DatasetPlanInput): BuildPlan {
     let parent = envId;
     if (historyBase !== undefined) {
       const segments = repoHistory?.segments.get(row.base_commit);
-      recipe.history = { base: historyBase, path: historyPath(row.repo), ...(segments !== undefined && segments.length > 0 ? { segments: segments.map((x) => ({ commit: x.commit, after: [...x.after] })) } : {}) };
+      recipe.history = {
+        base: historyBase,
+        path: historyPath(row.repo),
+        ...(segments !== undefined && segments.length > 0 ? { segments: segments.map((x) => ({ commit: x.commit, after: [...x.after] })) } : {}),
+      };
       parent = addHistoryNode(envId, spec.env, row.repo, recipe.repo, historyBase, nodes);
     }
     const normalized = normalizeInstance(recipe);
@@ -236,7 +248,10 @@ export function planDataset(input: DatasetPlanInput): BuildPlan {
     try {
       tag = parseRefName(`${dataset}/${row.instance_id}`);
     } catch {
-      throw new InvalidInputError(`${where}: instance_id ${JSON.stringify(row.instance_id)} cannot be part of a tag`, 'instance ids are letters, digits and . _ + @ = -');
+      throw new InvalidInputError(
+        `${where}: instance_id ${JSON.stringify(row.instance_id)} cannot be part of a tag`,
+        'instance ids are letters, digits and . _ + @ = -',
+      );
     }
     nodes.set(id, {
       id,

@@ -3,8 +3,9 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { captureLayer, readManifest, type CaptureOptions, type CaptureResult, type CapturedObject } from './capture.js';
-import type { Entry } from './manifest.js';
+import { captureLayer, type CaptureOptions, type CaptureResult, type CapturedObject } from '../../src/layer/capture.js';
+import { readManifest } from '../../src/layer/manifest-read.js';
+import type { Entry } from '../../src/layer/manifest.js';
 
 export function sh(script: string, cwd?: string): string {
   return execFileSync('bash', ['-euo', 'pipefail', '-c', script], { cwd, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });

@@ -5,7 +5,17 @@ import { type NodeOutcome, type ScheduleNode, runGraph } from './plan-schedule.j
 const node = (id: string, ...deps: string[]): ScheduleNode => ({ id, deps });
 
 /** base -> envA -> i1, i2 ; base -> envB -> i3, i4 ; plus an independent chain x -> y */
-const GRAPH = [node('base'), node('envA', 'base'), node('envB', 'base'), node('i1', 'envA'), node('i2', 'envA'), node('i3', 'envB'), node('i4', 'envB'), node('x'), node('y', 'x')];
+const GRAPH = [
+  node('base'),
+  node('envA', 'base'),
+  node('envB', 'base'),
+  node('i1', 'envA'),
+  node('i2', 'envA'),
+  node('i3', 'envB'),
+  node('i4', 'envB'),
+  node('x'),
+  node('y', 'x'),
+];
 
 function statuses(m: Map<string, NodeOutcome<unknown>>): Record<string, string> {
   return Object.fromEntries([...m].map(([id, o]) => [id, o.status === 'skipped' ? `skipped(${o.cause})` : o.status]));
@@ -44,7 +54,15 @@ describe('runGraph', () => {
       { jobs: 2, keepGoing: true },
     );
     expect(statuses(out)).toEqual({
-      base: 'ok', envA: 'failed', envB: 'ok', i1: 'skipped(envA)', i2: 'skipped(envA)', i3: 'ok', i4: 'ok', x: 'ok', y: 'ok',
+      base: 'ok',
+      envA: 'failed',
+      envB: 'ok',
+      i1: 'skipped(envA)',
+      i2: 'skipped(envA)',
+      i3: 'ok',
+      i4: 'ok',
+      x: 'ok',
+      y: 'ok',
     });
     const f = out.get('envA');
     expect(f?.status === 'failed' && (f.error as Error).message).toBe('apt-get failed');

@@ -21,7 +21,17 @@ describe('history segments (pure)', () => {
     const s = historySegments('B', ['a1', 'a2', 'b1', 'm'], graph);
     expect(s.get('b1')).toEqual([{ commit: 'b1', after: ['B'] }]);
     expect(s.get('a2')!.map((x) => x.commit)).toEqual(['a1', 'a2']);
-    expect(s.get('m')!.find((x) => x.commit === 'm')!.after.sort()).toEqual(['a2', 'b1']);
-    expect(s.get('m')!.map((x) => x.commit).sort()).toEqual(['a1', 'a2', 'b1', 'm']);
+    expect(
+      s
+        .get('m')!
+        .find((x) => x.commit === 'm')!
+        .after.sort(),
+    ).toEqual(['a2', 'b1']);
+    expect(
+      s
+        .get('m')!
+        .map((x) => x.commit)
+        .sort(),
+    ).toEqual(['a1', 'a2', 'b1', 'm']);
   });
 });

@@ -9,10 +9,10 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { probeHost, type HostInfo } from './host.js';
-import { ensureDebianRootfs, makeBusyboxRootfs, shiftCopyTree } from './rootfs.js';
-import type { Sandbox } from './sandbox.js';
-import type { IdMap } from './subid.js';
+import { probeHost, type HostInfo } from '../../src/sandbox/host.js';
+import { ensureDebianRootfs, makeBusyboxRootfs, shiftCopyTree } from '../../src/sandbox/rootfs.js';
+import type { Sandbox } from '../../src/sandbox/sandbox.js';
+import type { IdMap } from '../../src/host/subid.js';
 
 export const run = promisify(execFile);
 export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
@@ -92,7 +92,13 @@ export async function leftovers(fp: Awaited<ReturnType<typeof sandboxFootprint>>
     }
   }
   for (const d of [fp.dir, ...fp.cgroups]) {
-    if (await stat(d).then(() => true, () => false)) found.push(`path ${d}`);
+    if (
+      await stat(d).then(
+        () => true,
+        () => false,
+      )
+    )
+      found.push(`path ${d}`);
   }
   const mounts = await run('cat', ['/proc/self/mountinfo']);
   if (mounts.stdout.includes(fp.dir)) found.push('mount under the sandbox dir');

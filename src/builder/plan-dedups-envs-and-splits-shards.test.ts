@@ -82,7 +82,9 @@ describe('planDataset', () => {
     const specs = await bigSpecs();
     const N = 7;
     const all = rows(INSTANCES);
-    const shards = Array.from({ length: N }, (_, i) => planDataset({ dataset: 'big', rows: all, specs, repoSource: defaultRepoSource(), shard: parseShard(`${i}/${N}`) }));
+    const shards = Array.from({ length: N }, (_, i) =>
+      planDataset({ dataset: 'big', rows: all, specs, repoSource: defaultRepoSource(), shard: parseShard(`${i}/${N}`) }),
+    );
     const ids = shards.map((s) => s.nodes.filter((n) => n.kind === 'instance').map((n) => n.id));
     const flat = ids.flat();
     expect(new Set(flat).size).toBe(INSTANCES);
@@ -102,7 +104,9 @@ describe('planDataset', () => {
     const specs = await bigSpecs();
     const bad = rows(3);
     bad[2] = { where: 'd.jsonl:3', row: { ...bad[2]!.row, version: '9.9' } };
-    expect(() => planDataset({ dataset: 'big', rows: bad, specs, repoSource: defaultRepoSource() })).toThrow(/^d\.jsonl:3: no spec for repo org\/repo2 version "9\.9"/);
+    expect(() => planDataset({ dataset: 'big', rows: bad, specs, repoSource: defaultRepoSource() })).toThrow(
+      /^d\.jsonl:3: no spec for repo org\/repo2 version "9\.9"/,
+    );
   });
 
   it('plans a single recipe with its parent chain and names datasets from files', async () => {

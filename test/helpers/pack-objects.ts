@@ -5,18 +5,61 @@
 import { createHash } from 'node:crypto';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { digestHex, type Digest } from '../cas/digest.js';
-import { LocalRegistry } from '../registry/local.js';
-import { parsePackIndex, type PackIndex } from './pack-index.js';
-import { publishPacks } from './publish.js';
-import { PackWriter, type PackSource } from './writer.js';
+import { digestHex, type Digest } from '../../src/cas/digest.js';
+import { LocalRegistry } from '../../src/registry/local.js';
+import { parsePackIndex, type PackIndex } from '../../src/pack/pack-index.js';
+import { publishPacks } from '../../src/pack/publish.js';
+import { PackWriter, type PackSource } from '../../src/pack/writer.js';
 
-export { rng as prng } from '../../test/helpers/rng.js';
+export { rng as prng } from './rng.js';
 
-
-const WORDS = ['const', 'return', 'function', 'import', 'export', 'if', 'else', 'for', 'while', 'self', 'def', 'class',
-  'value', 'result', 'error', 'options', 'module', 'data', 'index', 'length', 'string', 'number', 'await', 'async',
-  '=', '(', ')', '{', '}', '[', ']', ';', ':', ',', '.', '+', '-', '*', '/', '==', '!=', '=>', 'null', 'None', 'True'];
+const WORDS = [
+  'const',
+  'return',
+  'function',
+  'import',
+  'export',
+  'if',
+  'else',
+  'for',
+  'while',
+  'self',
+  'def',
+  'class',
+  'value',
+  'result',
+  'error',
+  'options',
+  'module',
+  'data',
+  'index',
+  'length',
+  'string',
+  'number',
+  'await',
+  'async',
+  '=',
+  '(',
+  ')',
+  '{',
+  '}',
+  '[',
+  ']',
+  ';',
+  ':',
+  ',',
+  '.',
+  '+',
+  '-',
+  '*',
+  '/',
+  '==',
+  '!=',
+  '=>',
+  'null',
+  'None',
+  'True',
+];
 
 /** Source-like text: words from a small vocabulary, indented lines (compresses about 4-6x, like code). */
 export function sourceText(size: number, rand: () => number): Buffer {

@@ -9,7 +9,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { sha256 } from '../cas/digest.js';
 import { LocalRegistry } from '../registry/local.js';
 import { StorePaths } from '../store/paths.js';
-import { pushTree } from '../store/push.js';
+import { pushTree } from '../publish/push.js';
 import { CatalogCache } from './catalog-cache.js';
 
 const work = mkdtempSync(join(tmpdir(), 'ms-catalog-cache-'));

@@ -44,7 +44,16 @@ describe('a build that outgrows its RAM upper', () => {
     cpSync(resolve('recipes/test/base.yaml'), join(work, 'base.yaml'));
     writeFileSync(
       join(work, 'big.yaml'),
-      ['kind: env', 'name: big-env', 'parent: base.yaml', 'network: false', 'commands:', '  - dd if=/dev/zero of=/big bs=1048576 count=12', '  - echo done > /done', ''].join('\n'),
+      [
+        'kind: env',
+        'name: big-env',
+        'parent: base.yaml',
+        'network: false',
+        'commands:',
+        '  - dd if=/dev/zero of=/big bs=1048576 count=12',
+        '  - echo done > /done',
+        '',
+      ].join('\n'),
     );
     const { catalog, root } = await loadRecipeCatalog(join(work, 'big.yaml'));
     // 4 MiB of RAM cannot hold the 12 MiB file: the first run fails on ENOSPC, the second is on disk

@@ -2,8 +2,9 @@ import { Readable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { sha256 } from '../cas/digest.js';
 import { MinisandboxError } from '../errors.js';
-import { readManifest } from './capture.js';
-import { canonicalJson, MANIFEST_HEADER, type Entry } from './manifest.js';
+import { readManifest } from './manifest-read.js';
+import { MANIFEST_HEADER, type Entry } from './manifest.js';
+import { canonicalJson } from '../cas/canonical-json.js';
 
 const HEADER = `${canonicalJson(MANIFEST_HEADER)}\n`;
 const meta = { mode: 0o644, uid: 0, gid: 0, mtime: '0' };
@@ -94,7 +95,9 @@ describe('readManifest rejects hostile or broken manifests, naming the entry', (
   });
 
   it('non-canonical JSON, unknown fields and invalid UTF-8', async () => {
-    expect(await rejection(`${HEADER}{"type":"file","path":"a","mode":420,"uid":0,"gid":0,"mtime":"0","size":1,"digest":"${sha256('x')}"}\n`)).toMatch(/"a" is not in canonical form/);
+    expect(await rejection(`${HEADER}{"type":"file","path":"a","mode":420,"uid":0,"gid":0,"mtime":"0","size":1,"digest":"${sha256('x')}"}\n`)).toMatch(
+      /"a" is not in canonical form/,
+    );
     expect(await rejection(`${HEADER}${canonicalJson({ ...file('a'), extra: 1 })}\n`)).toMatch(/line 2/);
     expect(await rejection(Buffer.concat([Buffer.from(HEADER), Buffer.from([0x7b, 0xff, 0x7d, 0x0a])]))).toMatch(/line 2: not valid UTF-8/);
   });

@@ -54,7 +54,8 @@ async function build(n: number) {
 const git = (...args: string[]): string => execFileSync('git', ['-C', source, ...args], { encoding: 'utf8', env: GIT_ENV, maxBuffer: 1 << 28 });
 const registryBytes = (): number => Number(execFileSync('du', ['-sb', '--apparent-size', join(work, 'registry')], { encoding: 'utf8' }).split('\t')[0]);
 /** Bytes of a pack of the objects after `from` up to `to`: an instance's own new history. */
-const historyBytes = (from: string, to: string): number => execFileSync('git', ['-C', source, 'pack-objects', '--stdout', '--revs'], { input: `${to}\n^${from}\n`, env: GIT_ENV, maxBuffer: 1 << 28 }).length;
+const historyBytes = (from: string, to: string): number =>
+  execFileSync('git', ['-C', source, 'pack-objects', '--stdout', '--revs'], { input: `${to}\n^${from}\n`, env: GIT_ENV, maxBuffer: 1 << 28 }).length;
 /** Bytes of the files that differ between two commits' trees (at `to`). */
 const changedBytes = (from: string, to: string): number =>
   git('diff', '--name-only', '--no-renames', '--diff-filter=AM', from, to)
@@ -73,8 +74,13 @@ const fullImageBytes = (commit: string): number => {
 
 /** `git` in an instance layer's checkout with the history layer's /opt/minisandbox where the sandbox sees it. */
 function gitInLayers(history: string, instance: string, ...args: string[]): { status: number | null; stdout: string; stderr: string } {
-  const script = 'mount -t tmpfs tmpfs /opt && mkdir -p /opt/minisandbox && mount --bind "$1/opt/minisandbox" /opt/minisandbox && shift && exec git -C "$0/testbed" "$@"';
-  const r = spawnSync(UNSHARE[0]!, [...UNSHARE.slice(1), 'sh', '-c', script, instance, history, ...args], { encoding: 'utf8', env: GIT_ENV, maxBuffer: 1 << 26 });
+  const script =
+    'mount -t tmpfs tmpfs /opt && mkdir -p /opt/minisandbox && mount --bind "$1/opt/minisandbox" /opt/minisandbox && shift && exec git -C "$0/testbed" "$@"';
+  const r = spawnSync(UNSHARE[0]!, [...UNSHARE.slice(1), 'sh', '-c', script, instance, history, ...args], {
+    encoding: 'utf8',
+    env: GIT_ENV,
+    maxBuffer: 1 << 26,
+  });
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
@@ -131,7 +137,18 @@ describe('a dataset with a long history', () => {
     expect(await hasObject(join(history, historyPath('test/longlib')), git('rev-parse', 'main').trim())).toBe(false);
     // what scoring does: status, diff, apply
     expect(gitInLayers(history, instance, 'status', '--porcelain').stdout).toBe('');
-    const apply = spawnSync(UNSHARE[0]!, [...UNSHARE.slice(1), 'sh', '-c', 'mount -t tmpfs tmpfs /opt && mkdir -p /opt/minisandbox && mount --bind "$1/opt/minisandbox" /opt/minisandbox && exec git -C "$0/testbed" apply --check -', instance, history], { input: row['patch'] as string, encoding: 'utf8', env: GIT_ENV });
+    const apply = spawnSync(
+      UNSHARE[0]!,
+      [
+        ...UNSHARE.slice(1),
+        'sh',
+        '-c',
+        'mount -t tmpfs tmpfs /opt && mkdir -p /opt/minisandbox && mount --bind "$1/opt/minisandbox" /opt/minisandbox && exec git -C "$0/testbed" apply --check -',
+        instance,
+        history,
+      ],
+      { input: row['patch'] as string, encoding: 'utf8', env: GIT_ENV },
+    );
     expect(apply.status).toBe(0);
     expect(gitInLayers(history, instance, 'fsck', '--no-dangling', '--connectivity-only').status).toBe(0);
   }, 300_000);

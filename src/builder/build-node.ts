@@ -19,12 +19,14 @@ import { checkoutInstance, makeHistoryLayer } from '../recipe/checkout.js';
 import type { EnvRecipe, HistoryRecipe, InstanceRecipe, Recipe } from '../recipe/schema.js';
 import type { NormalizedRecipe } from '../recipe/normalize.js';
 import type { Registry } from '../registry/registry.js';
-import { idShiftOf, layerIdShift, layerMapping } from '../runtime/open.js';
+import { layerIdShift, layerMapping } from '../runtime/open.js';
+import { idShiftOf } from '../host/subid.js';
 import { type Sandbox, createSandbox, probeHost } from '../sandbox/index.js';
 import { acquireLease, releaseLease } from '../store/leases.js';
 import type { StorePaths } from '../store/paths.js';
 import { ensureLayer, pullEnv } from '../store/pull.js';
-import { type PushOptions, type PushResult, pushTree, resolveEnv } from '../store/push.js';
+import { type PushOptions, type PushResult, pushTree } from '../publish/push.js';
+import { resolveEnv } from '../registry/resolve-env.js';
 import type { CatalogCache } from './catalog-cache.js';
 import type { Discarder } from './discard.js';
 import { prestartHashWorkers } from '../layer/capture-hash.js';
@@ -43,7 +45,8 @@ export class BuildCommandError extends MinisandboxError {
   }
 }
 
-const TRANSIENT = /Temporary failure (in name )?resolving|Could not resolve|Connection (timed out|reset|refused)|Failed to fetch .* (5\d\d|Hash Sum mismatch)|Network is unreachable|TLS handshake|Read timed out/i;
+const TRANSIENT =
+  /Temporary failure (in name )?resolving|Could not resolve|Connection (timed out|reset|refused)|Failed to fetch .* (5\d\d|Hash Sum mismatch)|Network is unreachable|TLS handshake|Read timed out/i;
 
 export interface BuildEnvContext {
   registry: Registry;
@@ -189,13 +192,19 @@ async function buildInSandboxOn(parent: Parent, script: string, ctx: BuildEnvCon
   let destroying: Promise<void> | null = null;
   try {
     if (opts.stage !== undefined) await clock.time('stage', () => opts.stage!(sb));
-    await log(ctx.logPath, `--- ${opts.label}: build script${inRam ? ` (upper in RAM, up to ${Math.round(ramBytes / (1 << 20))} MiB)` : ''} ---\n${script}--- output ---`);
+    await log(
+      ctx.logPath,
+      `--- ${opts.label}: build script${inRam ? ` (upper in RAM, up to ${Math.round(ramBytes / (1 << 20))} MiB)` : ''} ---\n${script}--- output ---`,
+    );
     // parse the registry's pack indexes while the commands run; the push then reads only newer ones
     ctx.catalog.warm();
     // and start the capture's hashing threads, so it hashes off the main thread from its first file
     prestartHashWorkers(Math.min(4, availableParallelism()));
     const o = await clock.time('commands', () => sb.exec(['/bin/sh', '-c', script]));
-    await log(ctx.logPath, `${o.stdout}${o.stderr}${o.stdoutTruncated || o.stderrTruncated ? '\n[output truncated]' : ''}\n--- ${o.status}, exit ${o.exitCode ?? o.signal}, ${(o.durationMs / 1000).toFixed(1)} s ---`);
+    await log(
+      ctx.logPath,
+      `${o.stdout}${o.stderr}${o.stdoutTruncated || o.stderrTruncated ? '\n[output truncated]' : ''}\n--- ${o.status}, exit ${o.exitCode ?? o.signal}, ${(o.durationMs / 1000).toFixed(1)} s ---`,
+    );
     if (ctx.signal.aborted) throw new MinisandboxError('BUILD_CANCELLED', `${opts.label}: cancelled`);
     if (o.status !== 'ok' || o.exitCode !== 0) {
       if (inRam && o.status === 'ok' && (await upperFull(ramUpper, o.stdout + o.stderr))) throw new UpperFullError(ramBytes);
@@ -205,10 +214,15 @@ async function buildInSandboxOn(parent: Parent, script: string, ctx: BuildEnvCon
     if (inRam) {
       // Nothing the commands started is left running (each command's pid namespace ends with it),
       // so the upper is still while it is captured; the sandbox ends while the layer uploads.
-      const r = await pushTimed(ctx, `${ramUpper}/u`, { parent, overlayUpper: true, idShift: shift, keepRootPath: true, tag: opts.tag, config: opts.config }, () => {
-        destroying = sb.destroy();
-        destroying.catch(() => undefined); // awaited below
-      });
+      const r = await pushTimed(
+        ctx,
+        `${ramUpper}/u`,
+        { parent, overlayUpper: true, idShift: shift, keepRootPath: true, tag: opts.tag, config: opts.config },
+        () => {
+          destroying = sb.destroy();
+          destroying.catch(() => undefined); // awaited below
+        },
+      );
       return r.env;
     }
     // The upper dir on disk holds exactly what the commands wrote (with overlayfs whiteouts),
@@ -249,7 +263,8 @@ export async function buildEnv(recipe: EnvRecipe, normalized: NormalizedRecipe, 
         if (st.isDirectory()) {
           const tar = await promisify(execFile)('tar', ['-C', f.src, '-cf', '-', '.'], { encoding: 'buffer', maxBuffer: 1 << 30 });
           const o = await sb.exec(['/bin/sh', '-c', 'mkdir -p "$1" && tar -xf - -C "$1"', 'stage', dest], { stdin: tar.stdout });
-          if (o.status !== 'ok' || o.exitCode !== 0) throw new BuildCommandError(recipe.name ?? 'env', ctx.logPath, `cannot stage ${f.src}: ${o.stderr.trim()}`, false);
+          if (o.status !== 'ok' || o.exitCode !== 0)
+            throw new BuildCommandError(recipe.name ?? 'env', ctx.logPath, `cannot stage ${f.src}: ${o.stderr.trim()}`, false);
         } else {
           await sb.writeFile(dest, await readFile(f.src), { mode: st.mode & 0o7777 });
         }
@@ -283,11 +298,21 @@ export async function buildHistory(recipe: HistoryRecipe, parent: Parent, ctx: B
 async function historyObjectsOf(recipe: InstanceRecipe, parent: Parent, ctx: BuildEnvContext): Promise<string | undefined> {
   if (recipe.history === undefined) return undefined;
   const top = parent.config.layers.at(-1);
-  if (top === undefined) throw new MinisandboxError('BUILD_FAILED', `instance ${recipe.name ?? recipe.commit}: no history layer below it`, { hint: 'plan the dataset with planDataset, which puts a history node under its instances' });
+  if (top === undefined)
+    throw new MinisandboxError('BUILD_FAILED', `instance ${recipe.name ?? recipe.commit}: no history layer below it`, {
+      hint: 'plan the dataset with planDataset, which puts a history node under its instances',
+    });
   const { dir } = await ensureLayer(ctx.registry, ctx.store, top, 0);
   const objects = join(dir, recipe.history.path, 'objects');
-  if (!(await stat(objects).then((s) => s.isDirectory(), () => false))) {
-    throw new MinisandboxError('BUILD_FAILED', `instance ${recipe.name ?? recipe.commit}: the layer below it has no history store at ${recipe.history.path}`, { hint: 'rebuild with --force; the history layer and the instance recipe disagree' });
+  if (
+    !(await stat(objects).then(
+      (s) => s.isDirectory(),
+      () => false,
+    ))
+  ) {
+    throw new MinisandboxError('BUILD_FAILED', `instance ${recipe.name ?? recipe.commit}: the layer below it has no history store at ${recipe.history.path}`, {
+      hint: 'rebuild with --force; the history layer and the instance recipe disagree',
+    });
   }
   return objects;
 }
@@ -297,14 +322,25 @@ async function historyObjectsOf(recipe: InstanceRecipe, parent: Parent, ctx: Bui
  * if the recipe has post-checkout commands, their writes as one more layer. With a shared history
  * the checkout holds only the objects after the history's base.
  */
-export async function buildInstance(recipe: InstanceRecipe, parent: Parent, ctx: BuildEnvContext, tag: string, config: Partial<RuntimeConfig>): Promise<Digest> {
+export async function buildInstance(
+  recipe: InstanceRecipe,
+  parent: Parent,
+  ctx: BuildEnvContext,
+  tag: string,
+  config: Partial<RuntimeConfig>,
+): Promise<Digest> {
   const root = join(ctx.store.tmpDir, `checkout-${randomBytes(6).toString('hex')}`);
   try {
     const target = join(root, recipe.workdir);
     await mkdir(dirname(target), { recursive: true });
     const historyObjects = await ctx.clock.time('history-layout', () => historyObjectsOf(recipe, parent, ctx));
-    await log(ctx.logPath, `checkout ${JSON.stringify(recipe.repo)} at ${recipe.commit} into ${recipe.workdir}${recipe.history ? ` borrowing history up to ${recipe.history.base} from ${recipe.history.path}` : ''}`);
-    await ctx.clock.time('checkout', () => checkoutInstance(recipe, root, historyObjects === undefined ? {} : { historyObjects, historyCache: join(ctx.store.root, 'history-cache') }));
+    await log(
+      ctx.logPath,
+      `checkout ${JSON.stringify(recipe.repo)} at ${recipe.commit} into ${recipe.workdir}${recipe.history ? ` borrowing history up to ${recipe.history.base} from ${recipe.history.path}` : ''}`,
+    );
+    await ctx.clock.time('checkout', () =>
+      checkoutInstance(recipe, root, historyObjects === undefined ? {} : { historyObjects, historyCache: join(ctx.store.root, 'history-cache') }),
+    );
     const hasCommands = recipe.commands.length > 0;
     const checkout = await pushTimed(ctx, root, { parent, config, ...(hasCommands ? {} : { tag }) });
     if (!hasCommands) return checkout.env;

@@ -10,7 +10,10 @@ import { historyPath } from './plan-history.js';
 
 const DEMO = resolve(import.meta.dirname, '../../recipes/demo');
 const GIT_ENV = { ...process.env, GIT_CONFIG_GLOBAL: '/dev/null', GIT_CONFIG_NOSYSTEM: '1' };
-const UNSHARE = process.getuid?.() === 0 ? ['unshare', '--mount', '--propagation', 'private'] : ['unshare', '--user', '--map-root-user', '--mount', '--propagation', 'private'];
+const UNSHARE =
+  process.getuid?.() === 0
+    ? ['unshare', '--mount', '--propagation', 'private']
+    : ['unshare', '--user', '--map-root-user', '--mount', '--propagation', 'private'];
 let work: string;
 
 /**
@@ -18,7 +21,8 @@ let work: string;
  * (private mount namespace), the instance layer's /testbed where it is.
  */
 function gitInLayer(history: string, root: string, ...args: string[]): { status: number | null; stdout: string } {
-  const script = 'mount -t tmpfs tmpfs /opt && mkdir -p /opt/minisandbox && mount --bind "$1/opt/minisandbox" /opt/minisandbox && shift && exec git -C "$0/testbed" "$@"';
+  const script =
+    'mount -t tmpfs tmpfs /opt && mkdir -p /opt/minisandbox && mount --bind "$1/opt/minisandbox" /opt/minisandbox && shift && exec git -C "$0/testbed" "$@"';
   const r = spawnSync(UNSHARE[0]!, [...UNSHARE.slice(1), 'sh', '-c', script, root, history, ...args], { encoding: 'utf8', env: GIT_ENV });
   return { status: r.status, stdout: r.stdout };
 }
@@ -41,7 +45,12 @@ describe('shared history in instance layers', () => {
     const first = instances[0]!;
     expect(first.history).toEqual({ base: first.commit, path: historyPath('demo/pycalc') }); // the oldest base is the merge base
     expect(new Set(instances.map((r) => r.history?.base)).size).toBe(1);
-    const unshared = await loadDatasetPlan({ dataset: join(DEMO, 'dataset.jsonl'), specs: join(DEMO, 'specs.yaml'), repos: join(work, 'repos'), sharedHistory: false });
+    const unshared = await loadDatasetPlan({
+      dataset: join(DEMO, 'dataset.jsonl'),
+      specs: join(DEMO, 'specs.yaml'),
+      repos: join(work, 'repos'),
+      sharedHistory: false,
+    });
     expect(unshared.nodes.some((n) => n.recipe.kind === 'instance' && n.recipe.history !== undefined)).toBe(false);
 
     // Instances stack on a history node of their repository, itself on their env: one per env
@@ -51,7 +60,12 @@ describe('shared history in instance layers', () => {
     expect(histories.map((h) => h.parent).sort()).toEqual(envs.map((e) => e.id).sort());
     expect(new Set(histories.map((h) => h.recipeDigest)).size).toBe(1);
     for (const n of plan.nodes.filter((m) => m.kind === 'instance')) expect(histories.map((h) => h.id)).toContain(n.parent);
-    expect(histories.flatMap((h) => h.instanceIds).sort()).toEqual(plan.nodes.filter((m) => m.kind === 'instance').map((m) => m.label).sort());
+    expect(histories.flatMap((h) => h.instanceIds).sort()).toEqual(
+      plan.nodes
+        .filter((m) => m.kind === 'instance')
+        .map((m) => m.label)
+        .sort(),
+    );
     const history = histories[0]!;
     const hr = history.recipe as HistoryRecipe;
 
@@ -77,7 +91,10 @@ describe('shared history in instance layers', () => {
       expect(log.stdout.trim().split('\n')[0]).toBe(r.commit);
       expect(gitInLayer(hl, root, 'fsck', '--no-dangling').status).toBe(0);
       expect(gitInLayer(hl, root, 'status', '--porcelain').stdout).toBe('');
-      const fix = execFileSync('git', ['-C', join(work, 'repos/demo/pycalc'), 'rev-list', '--reverse', '--ancestry-path', `${r.commit}..main`], { encoding: 'utf8', env: GIT_ENV }).split('\n')[0]!;
+      const fix = execFileSync('git', ['-C', join(work, 'repos/demo/pycalc'), 'rev-list', '--reverse', '--ancestry-path', `${r.commit}..main`], {
+        encoding: 'utf8',
+        env: GIT_ENV,
+      }).split('\n')[0]!;
       expect(await hasObject(join(hl, 'opt/minisandbox/history/demo/pycalc.git'), fix)).toBe(false);
       expect(await hasObject(join(root, 'testbed'), fix)).toBe(false);
     }
@@ -95,6 +112,8 @@ describe('shared history in instance layers', () => {
     const bad: InstanceRecipe = { ...a!, history: { base: d!.commit, path: historyPath('demo/pycalc') } };
     const hl = await mkdtemp(join(work, 'bad-history-'));
     await makeHistoryLayer({ kind: 'history', parent: { recipe: 'x' }, repo: a!.repo, base: d!.commit, path: historyPath('demo/pycalc') }, hl);
-    await expect(checkoutInstance(bad, await mkdtemp(join(work, 'bad-')), { historyObjects: join(hl, historyPath('demo/pycalc'), 'objects') })).rejects.toThrow(/is not an ancestor/);
+    await expect(checkoutInstance(bad, await mkdtemp(join(work, 'bad-')), { historyObjects: join(hl, historyPath('demo/pycalc'), 'objects') })).rejects.toThrow(
+      /is not an ancestor/,
+    );
   });
 });

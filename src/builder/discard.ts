@@ -14,14 +14,14 @@ import { randomBytes } from 'node:crypto';
 import { mkdir, rename } from 'node:fs/promises';
 import { join } from 'node:path';
 import { removeTree } from '../sandbox/state.js';
-import type { IdMap } from '../sandbox/subid.js';
-import { asSubordinateRoot } from '../sandbox/userns.js';
+import type { IdMap } from '../host/subid.js';
+import { asSubordinateRoot } from '../host/userns.js';
 
 export type DiscardMode = 'wait' | 'detach';
 
 /**
  * Removes `$1`; where this user cannot (files owned by subordinate ids, rootless), runs the rest
- * of the arguments: the same removal through the user namespace of sandbox/userns.ts.
+ * of the arguments: the same removal through the user namespace of host/userns.ts.
  */
 const DETACHED_RM = 'rm -rf -- "$1" 2>/dev/null || { shift; exec "$@"; }';
 
@@ -54,11 +54,14 @@ export class Discarder {
   remove(trash: string, idMap: IdMap): void {
     if (this.mode === 'detach') {
       // a failed spawn leaves the dir for gc, which sweeps old tmp/ entries
-      void asSubordinateRoot(idMap, ['rm', '-rf', '--', trash]).then((fallback) => {
-        const child = spawn('/bin/sh', ['-c', DETACHED_RM, 'msb-discard', trash, ...fallback], { detached: true, stdio: 'ignore' });
-        child.on('error', () => undefined);
-        child.unref();
-      }, () => undefined);
+      void asSubordinateRoot(idMap, ['rm', '-rf', '--', trash]).then(
+        (fallback) => {
+          const child = spawn('/bin/sh', ['-c', DETACHED_RM, 'msb-discard', trash, ...fallback], { detached: true, stdio: 'ignore' });
+          child.on('error', () => undefined);
+          child.unref();
+        },
+        () => undefined,
+      );
       return;
     }
     const p: Promise<void> = removeTree(trash, idMap)
