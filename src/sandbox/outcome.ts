@@ -23,6 +23,21 @@ export type CommandOutcome = z.infer<typeof CommandOutcomeSchema>;
 
 export const DEFAULT_MAX_OUTPUT_BYTES = 1 << 20;
 
+/** The outcome of a command the runtime could not run (no output, no exit status), since `started`. */
+export function infraErrorOutcome(started: number, error: string): CommandOutcome {
+  return {
+    status: 'infra_error',
+    exitCode: null,
+    signal: null,
+    durationMs: performance.now() - started,
+    stdout: '',
+    stderr: '',
+    stdoutTruncated: false,
+    stderrTruncated: false,
+    error,
+  };
+}
+
 /** Keeps the first `cap` bytes of a stream and counts the rest. */
 export class CappedBuffer {
   private readonly chunks: Buffer[] = [];

@@ -7,7 +7,7 @@ import { WORKDIR_FAILURE, type EnterSpec } from './commands.js';
 import { enterServed } from './launcher-server.js';
 import { oomKills } from './cgroup.js';
 import { sameProcessAlive, trySignal } from './proc.js';
-import { CappedBuffer, signalFromExitCode, type CommandOutcome } from './outcome.js';
+import { CappedBuffer, infraErrorOutcome, signalFromExitCode, type CommandOutcome } from './outcome.js';
 
 export interface RunOptions {
   timeoutMs: number;
@@ -137,18 +137,5 @@ async function killNestedInit(status: string, sandboxInit: number): Promise<void
 }
 
 function infra(started: number, error: string): RawOutcome {
-  return {
-    outcome: {
-      status: 'infra_error',
-      exitCode: null,
-      signal: null,
-      durationMs: performance.now() - started,
-      stdout: '',
-      stderr: '',
-      stdoutTruncated: false,
-      stderrTruncated: false,
-      error,
-    },
-    stdout: Buffer.alloc(0),
-  };
+  return { outcome: infraErrorOutcome(started, error), stdout: Buffer.alloc(0) };
 }

@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import type { EnterSpec } from './commands.js';
 import { enterServed, type ServedProcess } from './launcher-server.js';
 import { oomKills } from './cgroup.js';
-import { DEFAULT_MAX_OUTPUT_BYTES, SentinelScanner, signalFromExitCode, type CommandOutcome } from './outcome.js';
+import { DEFAULT_MAX_OUTPUT_BYTES, infraErrorOutcome, SentinelScanner, signalFromExitCode, type CommandOutcome } from './outcome.js';
 import { descendantsOf, sameProcessAlive, trySignal } from './proc.js';
 import { MinisandboxError } from '../errors.js';
 
@@ -136,7 +136,7 @@ export class Session {
       try {
         child = this.start();
       } catch (e) {
-        return infra(started, `cannot start the session shell: ${String(e)}`);
+        return infraErrorOutcome(started, `cannot start the session shell: ${String(e)}`);
       }
     }
     let wake: () => void = () => undefined;
@@ -254,16 +254,3 @@ export class Session {
   }
 }
 
-function infra(started: number, error: string): CommandOutcome {
-  return {
-    status: 'infra_error',
-    exitCode: null,
-    signal: null,
-    durationMs: performance.now() - started,
-    stdout: '',
-    stderr: '',
-    stdoutTruncated: false,
-    stderrTruncated: false,
-    error,
-  };
-}
