@@ -12,6 +12,8 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+// seeded, so every run makes the same repository
+import { rng } from '../../test/helpers/rng.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const out = process.argv[2] ?? join(here, 'repos', 'test', 'longlib');
@@ -19,17 +21,6 @@ const COMMITS = Number(process.env['LONG_COMMITS'] ?? 3000);
 const FIXES = 24;
 const GIT_ENV = { ...process.env, GIT_CONFIG_GLOBAL: '/dev/null', GIT_CONFIG_NOSYSTEM: '1', LC_ALL: 'C', TZ: 'UTC' };
 
-/** mulberry32: a small seeded PRNG, so every run makes the same repository. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const RUN_TESTS = `#!/bin/sh
 # Runs every test_* function of the given test files (default: tests/*.sh).
