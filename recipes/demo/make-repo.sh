@@ -9,25 +9,8 @@
 # is that commit's parent. The fix touches pycalc/ (the gold patch) and tests/ (the test patch).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-out="${1:-$here/repos/demo/pycalc}"
-if [ -e "$out" ]; then echo "make-repo.sh: $out exists; remove it first" >&2; exit 1; fi
-mkdir -p "$out"
-cd "$out"
-
-export GIT_CONFIG_GLOBAL=/dev/null GIT_CONFIG_NOSYSTEM=1 LC_ALL=C TZ=UTC
-export GIT_AUTHOR_NAME="Demo Author" GIT_AUTHOR_EMAIL="demo@example.invalid"
-export GIT_COMMITTER_NAME="Demo Author" GIT_COMMITTER_EMAIL="demo@example.invalid"
-umask 022
-git init -q -b main .
-
-day=0
-commit() {
-  day=$((day + 1))
-  export GIT_AUTHOR_DATE="2024-01-$(printf %02d "$day")T10:00:00+0000"
-  export GIT_COMMITTER_DATE="$GIT_AUTHOR_DATE"
-  git add -A
-  git commit -q -m "$1"
-}
+. "$here/../lib/new-repo.sh"
+new_repo "${1:-$here/repos/demo/pycalc}" "Demo Author" demo@example.invalid 01
 
 mkdir -p pycalc tests
 cat > README.md <<'EOF'

@@ -8,25 +8,8 @@
 #   recipes/pyunit/make-repo.sh [OUT]     default OUT: recipes/pyunit/repos/test/mathx
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-out="${1:-$here/repos/test/mathx}"
-if [ -e "$out" ]; then echo "make-repo.sh: $out exists; remove it first" >&2; exit 1; fi
-mkdir -p "$out"
-cd "$out"
-
-export GIT_CONFIG_GLOBAL=/dev/null GIT_CONFIG_NOSYSTEM=1 LC_ALL=C TZ=UTC
-export GIT_AUTHOR_NAME="Test Author" GIT_AUTHOR_EMAIL="test@example.invalid"
-export GIT_COMMITTER_NAME="Test Author" GIT_COMMITTER_EMAIL="test@example.invalid"
-umask 022
-git init -q -b main .
-
-day=0
-commit() {
-  day=$((day + 1))
-  export GIT_AUTHOR_DATE="2024-03-$(printf %02d "$day")T10:00:00+0000"
-  export GIT_COMMITTER_DATE="$GIT_AUTHOR_DATE"
-  git add -A
-  git commit -q -m "$1"
-}
+. "$here/../lib/new-repo.sh"
+new_repo "${1:-$here/repos/test/mathx}" "Test Author" test@example.invalid 03
 
 mkdir -p tests
 echo 1.0 > VERSION
