@@ -21,7 +21,6 @@ const COMMITS = Number(process.env['LONG_COMMITS'] ?? 3000);
 const FIXES = 24;
 const GIT_ENV = { ...process.env, GIT_CONFIG_GLOBAL: '/dev/null', GIT_CONFIG_NOSYSTEM: '1', LC_ALL: 'C', TZ: 'UTC' };
 
-
 const RUN_TESTS = `#!/bin/sh
 # Runs every test_* function of the given test files (default: tests/*.sh).
 cd "$(dirname "$0")" || exit 2

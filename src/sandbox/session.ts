@@ -253,4 +253,3 @@ export class Session {
     if (this.child !== undefined) this.kill(this.child);
   }
 }
-
