@@ -14,6 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { digestHex } from '../cas/digest.js';
 import { LocalRegistry } from '../registry/local.js';
 import { resolveEnv } from '../registry/resolve-env.js';
+import { eventually } from '../../test/helpers/eventually.js';
 
 const run = promisify(execFile);
 const CLI = resolve(import.meta.dirname, '..', '..', 'bin/minisandbox');
@@ -50,17 +51,6 @@ function processesNaming(needle: string): Array<{ pid: number; ppid: number; cmd
   return out;
 }
 
-/** Polls until `f` holds; the timeout is a safety net, the assertion is the caller's. */
-async function until<T>(f: () => T, ok: (v: T) => boolean, ms = 60_000): Promise<T> {
-  const end = Date.now() + ms;
-  let v = f();
-  while (!ok(v) && Date.now() < end) {
-    await new Promise((r) => setTimeout(r, 50));
-    v = f();
-  }
-  return v;
-}
-
 /** A pid no process has now (a child that ran and was reaped). */
 async function deadPid(): Promise<number> {
   const child = spawn('true');
@@ -95,19 +85,15 @@ describe('a pull killed with SIGKILL', () => {
     const pull = spawn(CLI, cliArgs(store, ['pull', 'o/tree']), { cwd: work, stdio: 'ignore' });
     const closed = new Promise((r) => pull.on('close', r));
     try {
-      const helpers = await until(
-        () => processesNaming(store).filter((p) => p.cmd.includes('fsmeta') && p.cmd.includes('/layers/.tmp-')),
-        (h) => h.length > 0,
-      );
+      const layOutHelpers = () => processesNaming(store).filter((p) => p.cmd.includes('fsmeta') && p.cmd.includes('/layers/.tmp-'));
+      await eventually(() => layOutHelpers().length > 0);
+      const helpers = layOutHelpers();
       expect(helpers.length, 'the pull started its lay-out helper').toBeGreaterThan(0);
       const puller = helpers[0]!.ppid;
       expect(readFileSync(`/proc/${puller}/cmdline`).toString()).toContain('pull');
       process.kill(puller, 'SIGKILL');
-      const left = await until(
-        () => processesNaming(store),
-        (ps) => ps.length === 0,
-      );
-      expect(left).toEqual([]);
+      await eventually(() => processesNaming(store).length === 0);
+      expect(processesNaming(store)).toEqual([]);
       await closed;
       const staged = (await readdir(join(store, 'tmp'))).filter((n) => n.startsWith(`stage-${puller}-`));
       const halfTrees = (await readdir(join(store, 'layers'))).filter((n) => n.startsWith(`.tmp-${puller}-`));
