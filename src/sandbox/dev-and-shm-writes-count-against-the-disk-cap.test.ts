@@ -11,8 +11,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { nativeHelper } from '../util/native.js';
-import { ensureSubidRange } from '../host/subid.js';
+import { ensureTestUser } from '../../test/helpers/test-user.js';
 
 const run = promisify(execFile);
 const CLI = resolve(import.meta.dirname, '..', '..', 'bin/minisandbox');
@@ -38,18 +37,7 @@ const FILL =
   'dd if=/dev/zero of=/dev/shm/big bs=1M count=1024 2>/dev/null; echo shm=$?; dd if=/dev/zero of=/dev/big bs=1M count=8 2>/dev/null; echo dev=$?; du -sm /dev/shm | cut -f1';
 
 beforeAll(async () => {
-  if (process.getuid?.() !== 0) throw new Error('this test sets up its unprivileged user as root');
-  if (
-    !(await run('id', ['-u', USER]).then(
-      () => true,
-      () => false,
-    ))
-  )
-    await run('useradd', ['--no-create-home', '--shell', '/bin/sh', USER]);
-  const uid = Number((await run('id', ['-u', USER])).stdout.trim());
-  await ensureSubidRange({ user: USER, start: 600_000, count: 65536 });
-  await nativeHelper('fsmeta');
-  await nativeHelper('sandbox-launch');
+  const { uid } = await ensureTestUser(USER, 600_000, { compileHelpers: true });
   work = await mkdtemp(join(tmpdir(), 'msb-shm-'));
   chmodSync(work, 0o755);
   const tree = join(work, 'tree');

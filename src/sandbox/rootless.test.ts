@@ -6,8 +6,9 @@ import { chown, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { ensureSubidRange, resolveIdMap, type IdMap } from './index.js';
+import { resolveIdMap, type IdMap } from './index.js';
 import { busyboxLower, REPO_ROOT, run } from '../../test/helpers/sandbox-testkit.js';
+import { ensureTestUser } from '../../test/helpers/test-user.js';
 
 const USER = 'msbtest';
 let RANGE: IdMap;
@@ -15,16 +16,7 @@ let uid: number;
 let gid: number;
 
 beforeAll(async () => {
-  if (process.getuid?.() !== 0) throw new Error('the rootless test sets up its user as root');
-  const exists = await run('id', ['-u', USER]).then(
-    () => true,
-    () => false,
-  );
-  if (!exists) await run('useradd', ['--no-create-home', '--shell', '/bin/sh', USER]);
-  uid = Number((await run('id', ['-u', USER])).stdout.trim());
-  gid = Number((await run('id', ['-g', USER])).stdout.trim());
-  // useradd may already have allocated a range (SUB_UID_* in login.defs); otherwise add one.
-  await ensureSubidRange({ user: USER, start: 300000, count: 65536 });
+  ({ uid, gid } = await ensureTestUser(USER, 300_000));
   RANGE = await resolveIdMap({ user: { name: USER, uid } });
 });
 

@@ -12,8 +12,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ensureSubidRange } from '../host/subid.js';
-import { nativeHelper } from '../util/native.js';
+import { ensureTestUser } from '../../test/helpers/test-user.js';
 
 const run = promisify(execFile);
 const REPO = resolve(import.meta.dirname, '..', '..');
@@ -70,18 +69,8 @@ async function reachedByOther(paths: string[]): Promise<string[]> {
 
 beforeAll(async () => {
   if (process.getuid?.() !== 0) throw new Error('this test makes device nodes and users as root');
-  if (
-    !(await run('id', ['-u', OWNER]).then(
-      () => true,
-      () => false,
-    ))
-  )
-    await run('useradd', ['--no-create-home', '--shell', '/bin/sh', OWNER]);
-  ownerUid = Number((await run('id', ['-u', OWNER])).stdout.trim());
-  await ensureSubidRange({ user: OWNER, start: 500_000, count: 65536 });
-  // compiled by root, as bin/setup does, so the unprivileged user finds them
-  await nativeHelper('fsmeta');
-  await nativeHelper('sandbox-launch');
+  // helpers compiled by root, as bin/setup does, so the unprivileged user finds them
+  ({ uid: ownerUid } = await ensureTestUser(OWNER, 500_000, { compileHelpers: true }));
   work = await mkdtemp(join(tmpdir(), 'msb-private-'));
   chmodSync(work, 0o755);
   const tree = join(work, 'tree');

@@ -12,8 +12,8 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ensureSubidRange, resolveIdMap } from '../host/subid.js';
-import { nativeHelper } from '../util/native.js';
+import { resolveIdMap } from '../host/subid.js';
+import { ensureTestUser } from '../../test/helpers/test-user.js';
 
 const run = promisify(execFile);
 const CLI = resolve('bin/minisandbox');
@@ -53,21 +53,9 @@ async function asUser(args: string[]): Promise<{ code: number; stdout: string; s
 }
 
 beforeAll(async () => {
-  if (process.getuid?.() !== 0) throw new Error('this test sets up its unprivileged user as root');
-  if (
-    !(await run('id', ['-u', USER]).then(
-      () => true,
-      () => false,
-    ))
-  )
-    await run('useradd', ['--no-create-home', '--shell', '/bin/sh', USER]);
-  uid = Number((await run('id', ['-u', USER])).stdout.trim());
-  // useradd may already have allocated a range (SUB_UID_* in login.defs); otherwise add one.
-  await ensureSubidRange({ user: USER, start: 400_000, count: 65536 });
-  START = (await resolveIdMap({ user: { name: USER, uid } })).uidStart;
   // compiled by root, as bin/setup does (`minisandbox check`), so the user finds them
-  await nativeHelper('fsmeta');
-  await nativeHelper('sandbox-launch');
+  ({ uid } = await ensureTestUser(USER, 400_000, { compileHelpers: true }));
+  START = (await resolveIdMap({ user: { name: USER, uid } })).uidStart;
   work = await mkdtemp(join(tmpdir(), 'msb-rootless-store-'));
   chmodSync(work, 0o755);
   const tree = join(work, 'tree');
