@@ -28,7 +28,8 @@ afterAll(() => rmSync(work, { recursive: true, force: true }));
 
 beforeAll(async () => {
   cpSync(resolve('recipes/test'), recipes, { recursive: true, filter: (src) => !src.includes('/repos') });
-  await promisify(execFile)(join(recipes, 'make-repo.sh'), [join(repos, 'test/shlib')]);
+  // from its place in the checkout: it sources recipes/lib/, which the copy does not hold
+  await promisify(execFile)(resolve('recipes/test/make-repo.sh'), [join(repos, 'test/shlib')]);
 });
 
 /** Sandboxes and moved-aside upper dirs still in the store. */
