@@ -37,6 +37,16 @@ export function registerServeCommand(program: Command, globals: () => GlobalOpti
       option('--ttl <duration>', 'the longest a sandbox lives (a create may ask for less)', opt.duration({ min: 1000 }), { value: 6 * 3_600_000, shown: '6h' }),
     )
     .action(async (o: ServeOpts) => {
+      // Signals are taken from the start: one that arrives while the server starts (reaping, listening)
+      // shuts it down once it is up, instead of killing the process with sandboxes half made.
+      let stopRequested = false;
+      let onStop: (() => void) | undefined;
+      const request = (): void => {
+        stopRequested = true;
+        onStop?.();
+      };
+      process.on('SIGTERM', request);
+      process.on('SIGINT', request);
       const ctx = await makeContext(globals());
       const { parseListen, startServer } = await import('../server/serve.js');
       const srv = await startServer(ctx.registry, ctx.store, {
@@ -49,17 +59,17 @@ export function registerServeCommand(program: Command, globals: () => GlobalOpti
       // one JSON line on stdout: where to connect and where the token is (never the token itself)
       process.stdout.write(`${JSON.stringify({ listening: srv.url, token_file: srv.tokenFile })}\n`);
       await new Promise<void>((resolve) => {
-        const stop = (): void => {
-          process.off('SIGTERM', stop);
-          process.off('SIGINT', stop);
+        onStop = (): void => {
+          onStop = undefined;
+          process.off('SIGTERM', request);
+          process.off('SIGINT', request);
           void srv.close().then(resolve, (e: unknown) => {
             process.stderr.write(`serve: shutdown failed: ${String(e)}\n`);
             setExit(1);
             resolve();
           });
         };
-        process.on('SIGTERM', stop);
-        process.on('SIGINT', stop);
+        if (stopRequested) onStop();
       });
     });
 }
