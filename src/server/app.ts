@@ -5,23 +5,14 @@
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
-import type { z } from 'zod';
-import { InvalidInputError, MinisandboxError, type ErrorCode } from '../errors.js';
-import type { OpenOptions } from '../runtime/open.js';
-import type { CommandOutcome } from '../sandbox/outcome.js';
-import type { Session } from '../sandbox/session.js';
+import { MinisandboxError, type ErrorCode } from '../errors.js';
+import type { Registry } from '../registry/registry.js';
+import type { StorePaths } from '../store/paths.js';
+import { FieldError, type RouteContext } from './http.js';
 import { CapacityError, type SandboxManager } from './manager.js';
-import {
-  CreateSandboxBodySchema,
-  CreateSessionBodySchema,
-  DiffQuerySchema,
-  ExecBodySchema,
-  FileQuerySchema,
-  ForkBodySchema,
-  IdParamsSchema,
-  SessionParamsSchema,
-  SessionRunBodySchema,
-} from './schemas.js';
+import { execRoutes } from './routes-exec.js';
+import { fileRoutes } from './routes-files.js';
+import { sandboxRoutes } from './routes-sandboxes.js';
 
 export interface AppOptions {
   token: string;
@@ -31,6 +22,9 @@ export interface AppOptions {
   fileLimit?: number;
   /** Where the JSON-lines request log goes (one line per request); default stderr. */
   log?: (line: string) => void;
+  /** The node's registry and store, for the routes that pull, snapshot or grade. */
+  reg?: Registry;
+  store?: StorePaths;
 }
 
 const STATUS: Partial<Record<ErrorCode, number>> = {
@@ -48,50 +42,8 @@ const STATUS: Partial<Record<ErrorCode, number>> = {
   SANDBOX_FILE: 404,
 };
 
-/** A request field that failed its schema: answered 422 with the field's dotted path. */
-class FieldError extends InvalidInputError {
-  constructor(
-    readonly field: string,
-    message: string,
-  ) {
-    super(message, 'see the API reference in README.md (section "Sandbox server")');
-  }
-}
-
-/** A schema failure names the field: `body field limits.memory: a size: ...`. */
-function parse<S extends z.ZodType>(schema: S, value: unknown, where: string): z.output<S> {
-  const r = schema.safeParse(value ?? {});
-  if (r.success) return r.data;
-  const issue = r.error.issues[0]!;
-  const field = issue.path.map(String).join('.');
-  throw new FieldError(field, `${where}${field === '' ? '' : ` field ${field}`}: ${issue.message}`);
-}
-
 function tokenDigest(t: string): Buffer {
   return createHash('sha256').update(t).digest();
-}
-
-function outcomeBody(o: CommandOutcome): Record<string, unknown> {
-  return {
-    stdout: o.stdout,
-    stderr: o.stderr,
-    exit_code: o.exitCode,
-    outcome: o.status,
-    signal: o.signal,
-    stdout_truncated: o.stdoutTruncated,
-    stderr_truncated: o.stderrTruncated,
-    duration_ms: Math.round(o.durationMs * 1000) / 1000,
-    ...(o.error === undefined ? {} : { error: o.error }),
-  };
-}
-
-/** Aborts when the client goes away before its answer was sent: a disconnect kills the command. */
-function disconnectSignal(reply: FastifyReply): AbortSignal {
-  const ac = new AbortController();
-  reply.raw.on('close', () => {
-    if (!reply.raw.writableFinished) ac.abort(new Error('the client disconnected'));
-  });
-  return ac.signal;
 }
 
 export function buildApp(mgr: SandboxManager, opts: AppOptions): FastifyInstance {
@@ -186,162 +138,16 @@ export function buildApp(mgr: SandboxManager, opts: AppOptions): FastifyInstance
   app.get('/v1/capacity', async () => ({ live: mgr.live, max: mgr.max }));
   app.get('/metrics', async (_req, reply) => reply.type('text/plain; version=0.0.4').send(mgr.metrics.render(mgr.live, mgr.max)));
 
-  app.post('/v1/sandboxes', async (req, reply) => {
-    const b = parse(CreateSandboxBodySchema, req.body, 'body');
-    const limits: NonNullable<OpenOptions['limits']> = {};
-    if (b.limits?.cpus !== undefined) limits.cpus = b.limits.cpus;
-    if (b.limits?.memory !== undefined) limits.memoryBytes = b.limits.memory;
-    if (b.limits?.pids !== undefined) limits.pids = b.limits.pids;
-    if (b.limits?.disk !== undefined) limits.diskBytes = b.limits.disk;
-    const config: NonNullable<OpenOptions['config']> = {};
-    if (b.env !== undefined) config.env = b.env;
-    if (b.workdir !== undefined) config.workdir = b.workdir;
-    const e = await mgr.create(
-      b.ref,
-      {
-        limits,
-        config,
-        network: b.network ?? 'none',
-        signal: disconnectSignal(reply),
-        warn: (message) => log(JSON.stringify({ time: new Date().toISOString(), req: req.id, event: 'warning', message })),
-      },
-      b.ttl,
-    );
-    return reply.code(201).send(mgr.info(e));
-  });
-
-  app.get('/v1/sandboxes', async () => ({ sandboxes: mgr.list() }));
-  app.get('/v1/sandboxes/:id', async (req) => mgr.info(mgr.get(parse(IdParamsSchema, req.params, 'path').id)));
-  app.delete('/v1/sandboxes/:id', async (req, reply) => {
-    await mgr.destroy(parse(IdParamsSchema, req.params, 'path').id);
-    return reply.code(204).send();
-  });
-
-  app.post('/v1/sandboxes/:id/exec', async (req, reply) => {
-    const { id } = parse(IdParamsSchema, req.params, 'path');
-    const b = parse(ExecBodySchema, req.body, 'body');
-    const signal = disconnectSignal(reply);
-    const o = await mgr.use(id, (e) =>
-      e.sb.exec(b.argv ?? b.command!, {
-        signal,
-        ...(b.cwd === undefined ? {} : { workdir: b.cwd }),
-        ...(b.env === undefined ? {} : { env: b.env }),
-        ...(b.timeout === undefined ? {} : { timeoutMs: b.timeout }),
-        ...(b.max_output === undefined ? {} : { maxOutputBytes: b.max_output }),
-      }),
-    );
-    mgr.metrics.execLatency(o.durationMs / 1000);
-    return outcomeBody(o);
-  });
-
-  app.post('/v1/sandboxes/:id/sessions', async (req, reply) => {
-    const { id } = parse(IdParamsSchema, req.params, 'path');
-    const b = parse(CreateSessionBodySchema, req.body, 'body');
-    return mgr.use(id, async (e) => {
-      const s = e.sb.newSession();
-      for (const cmd of b.startup) {
-        const o = await s.run(cmd);
-        if (o.status !== 'ok' || o.exitCode !== 0) {
-          s.close();
-          return reply.code(422).send({
-            error: {
-              code: 'INVALID_INPUT',
-              message: `startup command failed (${o.status}, exit ${o.exitCode}): ${cmd}`,
-              hint: 'fix the startup command; its output is in `outcome`',
-            },
-            outcome: outcomeBody(o),
-          });
-        }
-      }
-      const sid = mgr.newSessionId();
-      e.sessions.set(sid, s);
-      return reply.code(201).send({ session: sid });
-    });
-  });
-
-  const sessionOf = (sessions: Map<string, Session>, sid: string, id: string): Session => {
-    const s = sessions.get(sid);
-    if (s === undefined)
-      throw new MinisandboxError('NOT_FOUND', `session ${sid} not found in sandbox ${id}`, { hint: 'create one with POST /v1/sandboxes/:id/sessions' });
-    return s;
+  const ctx: RouteContext = {
+    mgr,
+    log,
+    fileLimit,
+    ...(opts.reg === undefined ? {} : { reg: opts.reg }),
+    ...(opts.store === undefined ? {} : { store: opts.store }),
   };
-
-  app.post('/v1/sandboxes/:id/sessions/:sid/run', async (req, reply) => {
-    const { id, sid } = parse(SessionParamsSchema, req.params, 'path');
-    const b = parse(SessionRunBodySchema, req.body, 'body');
-    const signal = disconnectSignal(reply);
-    const o = await mgr.use(id, (e) =>
-      sessionOf(e.sessions, sid, id).run(b.command, {
-        signal,
-        ...(b.timeout === undefined ? {} : { timeoutMs: b.timeout }),
-        ...(b.max_output === undefined ? {} : { maxOutputBytes: b.max_output }),
-      }),
-    );
-    mgr.metrics.execLatency(o.durationMs / 1000);
-    return outcomeBody(o);
-  });
-
-  // Ctrl-C for the session's running command (if any): it ends with its own status, the shell stays.
-  app.post('/v1/sandboxes/:id/sessions/:sid/interrupt', async (req, reply) => {
-    const { id, sid } = parse(SessionParamsSchema, req.params, 'path');
-    await mgr.use(id, (e) => sessionOf(e.sessions, sid, id).interruptCurrent('SIGINT'));
-    return reply.code(204).send();
-  });
-
-  app.delete('/v1/sandboxes/:id/sessions/:sid', async (req, reply) => {
-    const { id, sid } = parse(SessionParamsSchema, req.params, 'path');
-    await mgr.use(id, async (e) => {
-      sessionOf(e.sessions, sid, id).close();
-      e.sessions.delete(sid);
-    });
-    return reply.code(204).send();
-  });
-
-  app.get('/v1/sandboxes/:id/files', async (req, reply) => {
-    const { id } = parse(IdParamsSchema, req.params, 'path');
-    const q = parse(FileQuerySchema, req.query, 'query');
-    // read and stat inside the sandbox: a planted symlink resolves in the sandbox's own root
-    const [data, mode] = await mgr.use(id, async (e) => {
-      const bytes = await e.sb.readFile(q.path, { maxBytes: fileLimit });
-      const st = await e.sb.exec(['/bin/sh', '-c', 'exec stat -L -c %a -- "$1"', 'msb-stat', q.path], { timeoutMs: 30_000 });
-      return [bytes, st.status === 'ok' && st.exitCode === 0 ? st.stdout.trim() : undefined] as const;
-    });
-    if (mode !== undefined) void reply.header('x-file-mode', mode);
-    return reply.type('application/octet-stream').send(data);
-  });
-
-  app.put('/v1/sandboxes/:id/files', async (req, reply) => {
-    const { id } = parse(IdParamsSchema, req.params, 'path');
-    const q = parse(FileQuerySchema, req.query, 'query');
-    if (!Buffer.isBuffer(req.body))
-      throw new InvalidInputError('body: send the file bytes as application/octet-stream', 'set Content-Type: application/octet-stream');
-    const body = req.body;
-    await mgr.use(id, async (e) => {
-      try {
-        await e.sb.writeFile(q.path, body, q.mode === undefined ? {} : { mode: q.mode });
-      } catch (err) {
-        // a failed write is not a missing file (SANDBOX_FILE answers 404 for reads): say 422
-        if (err instanceof MinisandboxError && err.code === 'SANDBOX_FILE') throw new InvalidInputError(err.message, err.hint);
-        throw err;
-      }
-    });
-    return reply.code(204).send();
-  });
-
-  app.get('/v1/sandboxes/:id/diff', async (req, reply) => {
-    const { id } = parse(IdParamsSchema, req.params, 'path');
-    const q = parse(DiffQuerySchema, req.query, 'query');
-    const patch = await mgr.use(id, (e) =>
-      e.sb.diff({ ...(q.workdir === undefined ? {} : { workdir: q.workdir }), ...(q.base === undefined ? {} : { base: q.base }) }),
-    );
-    return reply.type('text/x-diff; charset=utf-8').send(patch);
-  });
-
-  app.post('/v1/sandboxes/:id/fork', async (req) => {
-    const { id } = parse(IdParamsSchema, req.params, 'path');
-    const b = parse(ForkBodySchema, req.body, 'body');
-    return { children: await mgr.fork(id, b.count) };
-  });
+  sandboxRoutes(app, ctx);
+  execRoutes(app, ctx);
+  fileRoutes(app, ctx);
 
   return app;
 }

@@ -92,7 +92,7 @@ export async function startServer(reg: Registry, store: StorePaths, o: ServeOpti
     idleMs: o.idleTimeoutMs,
     onReaped: (id, why) => write(JSON.stringify({ time: new Date().toISOString(), event: 'reaped', sandbox: id, why })),
   });
-  const app = buildApp(manager, { token, log: write });
+  const app = buildApp(manager, { token, log: write, reg, store });
   await app.listen({ host: o.listen.host, port: o.listen.port });
   const addr = app.server.address();
   const port = typeof addr === 'object' && addr !== null ? addr.port : o.listen.port;

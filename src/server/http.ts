@@ -1,0 +1,65 @@
+/**
+ * What every route module shares: request parsing that names the failing field, the command
+ * outcome's JSON shape, the abort signal of a client that went away, and the context routes get.
+ */
+import type { FastifyReply } from 'fastify';
+import type { z } from 'zod';
+import { InvalidInputError } from '../errors.js';
+import type { Registry } from '../registry/registry.js';
+import type { CommandOutcome } from '../sandbox/outcome.js';
+import type { StorePaths } from '../store/paths.js';
+import type { SandboxManager } from './manager.js';
+
+/** What a route module is given: the sandboxes, and the node's store and registry where it has them. */
+export interface RouteContext {
+  mgr: SandboxManager;
+  /** Largest file written or read through the files routes, in bytes (413 beyond). */
+  fileLimit: number;
+  /** One JSON-lines log line (the request log's sink). */
+  log: (line: string) => void;
+  /** Absent in tests that serve sandboxes without a store (routes that need one answer 501). */
+  reg?: Registry;
+  store?: StorePaths;
+}
+
+/** A request field that failed its schema: answered 422 with the field's dotted path. */
+export class FieldError extends InvalidInputError {
+  constructor(
+    readonly field: string,
+    message: string,
+  ) {
+    super(message, 'see the API reference in README.md (section "Sandbox server")');
+  }
+}
+
+/** A schema failure names the field: `body field limits.memory: a size: ...`. */
+export function parse<S extends z.ZodType>(schema: S, value: unknown, where: string): z.output<S> {
+  const r = schema.safeParse(value ?? {});
+  if (r.success) return r.data;
+  const issue = r.error.issues[0]!;
+  const field = issue.path.map(String).join('.');
+  throw new FieldError(field, `${where}${field === '' ? '' : ` field ${field}`}: ${issue.message}`);
+}
+
+export function outcomeBody(o: CommandOutcome): Record<string, unknown> {
+  return {
+    stdout: o.stdout,
+    stderr: o.stderr,
+    exit_code: o.exitCode,
+    outcome: o.status,
+    signal: o.signal,
+    stdout_truncated: o.stdoutTruncated,
+    stderr_truncated: o.stderrTruncated,
+    duration_ms: Math.round(o.durationMs * 1000) / 1000,
+    ...(o.error === undefined ? {} : { error: o.error }),
+  };
+}
+
+/** Aborts when the client goes away before its answer was sent: a disconnect kills the command. */
+export function disconnectSignal(reply: FastifyReply): AbortSignal {
+  const ac = new AbortController();
+  reply.raw.on('close', () => {
+    if (!reply.raw.writableFinished) ac.abort(new Error('the client disconnected'));
+  });
+  return ac.signal;
+}

@@ -1,0 +1,47 @@
+/**
+ * Sandboxes: create (pulled on demand), list, look up, destroy, fork.
+ */
+import type { FastifyInstance } from 'fastify';
+import type { OpenOptions } from '../runtime/open.js';
+import { type RouteContext, disconnectSignal, parse } from './http.js';
+import { CreateSandboxBodySchema, ForkBodySchema, IdParamsSchema } from './schemas.js';
+
+export function sandboxRoutes(app: FastifyInstance, ctx: RouteContext): void {
+  const { mgr, log } = ctx;
+  app.post('/v1/sandboxes', async (req, reply) => {
+    const b = parse(CreateSandboxBodySchema, req.body, 'body');
+    const limits: NonNullable<OpenOptions['limits']> = {};
+    if (b.limits?.cpus !== undefined) limits.cpus = b.limits.cpus;
+    if (b.limits?.memory !== undefined) limits.memoryBytes = b.limits.memory;
+    if (b.limits?.pids !== undefined) limits.pids = b.limits.pids;
+    if (b.limits?.disk !== undefined) limits.diskBytes = b.limits.disk;
+    const config: NonNullable<OpenOptions['config']> = {};
+    if (b.env !== undefined) config.env = b.env;
+    if (b.workdir !== undefined) config.workdir = b.workdir;
+    const e = await mgr.create(
+      b.ref,
+      {
+        limits,
+        config,
+        network: b.network ?? 'none',
+        signal: disconnectSignal(reply),
+        warn: (message) => log(JSON.stringify({ time: new Date().toISOString(), req: req.id, event: 'warning', message })),
+      },
+      b.ttl,
+    );
+    return reply.code(201).send(mgr.info(e));
+  });
+
+  app.get('/v1/sandboxes', async () => ({ sandboxes: mgr.list() }));
+  app.get('/v1/sandboxes/:id', async (req) => mgr.info(mgr.get(parse(IdParamsSchema, req.params, 'path').id)));
+  app.delete('/v1/sandboxes/:id', async (req, reply) => {
+    await mgr.destroy(parse(IdParamsSchema, req.params, 'path').id);
+    return reply.code(204).send();
+  });
+
+  app.post('/v1/sandboxes/:id/fork', async (req) => {
+    const { id } = parse(IdParamsSchema, req.params, 'path');
+    const b = parse(ForkBodySchema, req.body, 'body');
+    return { children: await mgr.fork(id, b.count) };
+  });
+}
