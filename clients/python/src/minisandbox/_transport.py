@@ -1,0 +1,247 @@
+"""HTTP over keep-alive connections (http.client), shared safely between threads.
+
+Connections are pooled per client: a request takes an idle one (or opens one) and gives it back
+once the response is read to its end, so sequential calls reuse one TCP connection and the asyncio
+client's worker threads each get their own. A reused connection the server closed while idle fails
+on its first use; that request is sent again once on a fresh connection.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import socket
+import threading
+import time
+import urllib.parse
+from typing import IO, Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
+
+from .errors import CapacityError, MinisandboxError, TransportError, error_from_response
+
+DEFAULT_BASE_URL = "http://127.0.0.1:7000"
+USER_AGENT = "minisandbox-python/0.1.0"
+
+Body = Union[None, bytes, IO[bytes]]
+
+# errors of a connection the server had already closed (idle keep-alive timeout)
+_STALE = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError, ConnectionAbortedError, http.client.CannotSendRequest)
+
+
+def resolve_token(token: Optional[str], token_file: Optional[str]) -> Optional[str]:
+    """The token: the argument, else $MINISANDBOX_TOKEN, else the file (argument or $MINISANDBOX_TOKEN_FILE)."""
+    if token:
+        return token
+    env = os.environ.get("MINISANDBOX_TOKEN")
+    if env:
+        return env.strip()
+    path = token_file or os.environ.get("MINISANDBOX_TOKEN_FILE")
+    if path:
+        with open(path, encoding="utf-8") as f:
+            return f.read().strip()
+    return None
+
+
+class Response:
+    """A fully read response: status, headers (lower-case names) and body bytes."""
+
+    def __init__(self, status: int, headers: Dict[str, str], body: bytes) -> None:
+        self.status = status
+        self.headers = headers
+        self.body = body
+        # what a ``stream`` reader returned for a streamed response
+        self.streamed: Any = None
+
+    def json(self) -> Any:
+        return json.loads(self.body.decode("utf-8")) if self.body else None
+
+    @property
+    def text(self) -> str:
+        return self.body.decode("utf-8", errors="replace")
+
+
+class Transport:
+    def __init__(
+        self,
+        base_url: Optional[str] = None,
+        token: Optional[str] = None,
+        token_file: Optional[str] = None,
+        timeout: float = 600.0,
+        retry_on_capacity: float = 0.0,
+        max_idle_connections: int = 64,
+    ) -> None:
+        url = base_url or os.environ.get("MINISANDBOX_URL") or DEFAULT_BASE_URL
+        u = urllib.parse.urlsplit(url)
+        if u.scheme not in ("http", "https") or not u.hostname:
+            raise ValueError(f"base_url must be http(s)://host[:port][/prefix], got {url!r}")
+        self.base_url = url.rstrip("/")
+        self._https = u.scheme == "https"
+        self._host = u.hostname
+        self._port = u.port or (443 if self._https else 80)
+        self._prefix = u.path.rstrip("/")
+        self.token = resolve_token(token, token_file)
+        self.timeout = timeout
+        self.retry_on_capacity = retry_on_capacity
+        self._idle: List[http.client.HTTPConnection] = []
+        self._lock = threading.Lock()
+        self._max_idle = max_idle_connections
+        self._closed = False
+
+    # -- connections ---------------------------------------------------------------------------
+
+    def _new_conn(self, timeout: Optional[float]) -> http.client.HTTPConnection:
+        cls = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
+        c = cls(self._host, self._port, timeout=timeout)
+        return c
+
+    def _take(self, timeout: Optional[float]) -> Tuple[http.client.HTTPConnection, bool]:
+        with self._lock:
+            conn = self._idle.pop() if self._idle else None
+        if conn is None:
+            return self._new_conn(timeout), False
+        conn.timeout = timeout
+        if conn.sock is not None:
+            conn.sock.settimeout(timeout)
+        return conn, True
+
+    def _give_back(self, conn: http.client.HTTPConnection) -> None:
+        with self._lock:
+            if not self._closed and len(self._idle) < self._max_idle:
+                self._idle.append(conn)
+                return
+        conn.close()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for c in idle:
+            c.close()
+
+    # -- requests ------------------------------------------------------------------------------
+
+    def url(self, path: str, query: Optional[Mapping[str, Any]] = None) -> str:
+        q = {k: _query_value(v) for k, v in (query or {}).items() if v is not None}
+        return self._prefix + path + (("?" + urllib.parse.urlencode(q)) if q else "")
+
+    def headers(self, extra: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
+        h = {"User-Agent": USER_AGENT, "Accept": "application/json"}
+        if self.token:
+            h["Authorization"] = f"Bearer {self.token}"
+        h.update(extra or {})
+        return h
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Optional[Mapping[str, Any]] = None,
+        json_body: Any = None,
+        body: Body = None,
+        content_type: Optional[str] = None,
+        timeout: Optional[float] = None,
+        retry_capacity: Optional[bool] = None,
+        stream: Optional[Callable[[http.client.HTTPResponse], Any]] = None,
+    ) -> Response:
+        """Sends one request and returns the response read to its end; any status >= 400 raises its
+        typed error. With ``stream``, a 2xx response is handed to it unread and its return value is
+        the (body-less) Response's ``streamed``. A 429 is retried after its Retry-After for up to
+        ``retry_on_capacity`` seconds (unless ``retry_capacity`` is False)."""
+        deadline = time.monotonic() + (self.retry_on_capacity if retry_capacity is not False else 0.0)
+        while True:
+            try:
+                return self._once(method, path, query, json_body, body, content_type, timeout, stream)
+            except CapacityError as e:
+                wait = e.retry_after if e.retry_after is not None else 1.0
+                if retry_capacity is False or time.monotonic() + wait > deadline:
+                    raise
+                time.sleep(wait)
+
+    def _once(
+        self,
+        method: str,
+        path: str,
+        query: Optional[Mapping[str, Any]],
+        json_body: Any,
+        body: Body,
+        content_type: Optional[str],
+        timeout: Optional[float],
+        stream: Optional[Callable[[http.client.HTTPResponse], Any]],
+    ) -> Response:
+        extra: Dict[str, str] = {}
+        payload: Body = body
+        if json_body is not None:
+            payload = json.dumps(json_body).encode("utf-8")
+            extra["Content-Type"] = "application/json"
+        elif content_type is not None:
+            extra["Content-Type"] = content_type
+        if payload is not None and not isinstance(payload, bytes):
+            # a file body: http.client sends it in blocks; the server wants its length up front
+            pos = payload.tell()
+            payload.seek(0, os.SEEK_END)
+            extra["Content-Length"] = str(payload.tell() - pos)
+            payload.seek(pos)
+        start = payload.tell() if payload is not None and not isinstance(payload, bytes) else 0
+        target = self.url(path, query)
+        sock_timeout = timeout if timeout is not None else self.timeout
+        for attempt in (0, 1):
+            conn, reused = self._take(sock_timeout)
+            try:
+                if attempt == 1 and payload is not None and not isinstance(payload, bytes):
+                    payload.seek(start)
+                conn.request(method, target, body=payload, headers=self.headers(extra))
+                resp = conn.getresponse()
+            except _STALE as e:
+                conn.close()
+                if reused and attempt == 0:
+                    continue
+                raise TransportError(f"{method} {target}: connection failed: {e}", code="TRANSPORT") from e
+            except (OSError, http.client.HTTPException) as e:
+                conn.close()
+                if isinstance(e, socket.timeout):
+                    raise TransportError(f"{method} {target}: no answer within {sock_timeout}s", code="TIMEOUT") from e
+                raise TransportError(f"{method} {self.base_url}{target}: {e}", code="TRANSPORT") from e
+            break
+        try:
+            headers = {k.lower(): v for k, v in resp.getheaders()}
+            if resp.status < 400 and stream is not None:
+                out = Response(resp.status, headers, b"")
+                out.streamed = stream(resp)
+                resp.read()  # what the reader left (tar padding): the connection must end clean
+            else:
+                out = Response(resp.status, headers, resp.read())
+        except (OSError, http.client.HTTPException) as e:
+            conn.close()
+            if isinstance(e, socket.timeout):
+                raise TransportError(f"{method} {target}: no answer within {sock_timeout}s", code="TIMEOUT") from e
+            raise TransportError(f"{method} {target}: {e}", code="TRANSPORT") from e
+        except BaseException:
+            conn.close()
+            raise
+        if resp.will_close:
+            conn.close()
+        else:
+            self._give_back(conn)
+        if out.status >= 400:
+            raise self._error(out)
+        return out
+
+    @staticmethod
+    def _error(r: Response) -> MinisandboxError:
+        try:
+            body = r.json()
+        except ValueError:
+            body = None
+        ra = r.headers.get("retry-after")
+        try:
+            retry_after = float(ra) if ra is not None else None
+        except ValueError:
+            retry_after = None
+        return error_from_response(r.status, body if isinstance(body, dict) else None, retry_after, r.text[:500])
+
+
+def _query_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v)
