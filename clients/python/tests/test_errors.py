@@ -54,7 +54,9 @@ def small_server(server: Server) -> Iterator[str]:
     work = server.work
     proc = subprocess.Popen(
         [str(BIN), "--registry", str(work / "registry"), "--store", str(work / "store-small"), "serve",
-         "--listen", "127.0.0.1:0", "--token-file", server.token_file, "--max-sandboxes", "1"],
+         "--listen", "127.0.0.1:0", "--token-file", server.token_file, "--max-sandboxes", "1",
+         # Retry-After is the time until a sandbox may idle out: short here, so the retry is quick
+         "--idle-timeout", "5s"],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
     )
