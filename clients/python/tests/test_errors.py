@@ -23,6 +23,12 @@ def test_422_names_the_field(client: Client) -> None:
     assert e.value.hint and "limits.memory" in str(e.value)
 
 
+def test_a_create_without_a_source_names_ref(client: Client) -> None:
+    with pytest.raises(InvalidInputError) as e:
+        client.create()
+    assert e.value.field == "ref"
+
+
 def test_404_for_a_missing_sandbox_and_ref(client: Client) -> None:
     with pytest.raises(NotFoundError) as e:
         client.sandbox("sb-nope").exec("true")

@@ -28,8 +28,11 @@ def test_async_jobs_wait_list_and_kill(sandbox: RemoteSandbox, need) -> None:  #
     assert info.done and info.result is not None and info.result.outcome != "ok"
 
 
-def test_capacity_reports_memory(client: Client, need) -> None:  # type: ignore[no-untyped-def]
-    need("GET", "/v1/openapi.json")
+def test_capacity_reports_memory(client: Client) -> None:
+    try:
+        client.openapi()
+    except NotFoundError:
+        pytest.skip("the server has no /v1/openapi.json yet (capacity's memory lands with it)")
     cap = client.capacity()
     assert cap.memory is not None and cap.memory.total_bytes > 0
 
@@ -42,9 +45,9 @@ def test_prewarm(client: Client, need) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_create_needs_exactly_one_source(client: Client, need) -> None:  # type: ignore[no-untyped-def]
-    need("POST", "/v1/sandboxes/{id}/snapshot")
+    need("GET", "/v1/sandboxes/{id}/jobs")  # the create sources land with the jobs routes ([C])
     with pytest.raises(InvalidInputError) as e:
-        client.create()
+        client.create(REF, snapshot="snap-0000")
     assert e.value.field == "ref"
 
 

@@ -149,7 +149,10 @@ class Transport:
         the (body-less) Response's ``streamed``. A 429 is retried after its Retry-After for up to
         ``retry_on_capacity`` seconds (unless ``retry_capacity`` is False)."""
         deadline = time.monotonic() + (self.retry_on_capacity if retry_capacity is not False else 0.0)
+        start = body.tell() if body is not None and not isinstance(body, bytes) else 0
         while True:
+            if body is not None and not isinstance(body, bytes):
+                body.seek(start)  # a retried request sends its file body from the same place
             try:
                 return self._once(method, path, query, json_body, body, content_type, timeout, stream)
             except CapacityError as e:

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Union
 
 from ..client import Client, RemoteSandbox
+from ..errors import MinisandboxError
 from ..types import Limits
 
 SUBMIT_MARKER = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
@@ -110,13 +111,24 @@ class MinisandboxEnvironment:
         assert self.sandbox is not None, "the sandbox is closed"
         limit = timeout or self.config.timeout
         env = self._env()
-        r = self.sandbox.exec(
-            ["/bin/sh", "-c", _MERGE, "sh", *self.config.interpreter, cmd],
-            cwd=(cwd or self.config.cwd) or None,
-            env=env or None,
-            timeout=limit,
-            max_output=self.config.max_output,
-        )
+        try:
+            r = self.sandbox.exec(
+                ["/bin/sh", "-c", _MERGE, "sh", *self.config.interpreter, cmd],
+                cwd=(cwd or self.config.cwd) or None,
+                env=env or None,
+                timeout=limit,
+                max_output=self.config.max_output,
+            )
+        except MinisandboxError as e:
+            if not v2:
+                raise
+            # v2 environments report a failed execution as an output the agent shows the model
+            return {
+                "output": "",
+                "returncode": -1,
+                "exception_info": f"An error occurred while executing the command: {e}",
+                "extra": {"exception_type": type(e).__name__, "exception": str(e)},
+            }
         output = r.stdout + r.stderr
         if r.outcome == "ok":
             result: Dict[str, Any] = {"output": output, "returncode": int(r.exit_code if r.exit_code is not None else -1)}
