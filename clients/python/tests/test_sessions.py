@@ -3,6 +3,8 @@ interrupt ends the command and keeps the shell."""
 
 from __future__ import annotations
 
+import os
+import random
 import threading
 import time
 
@@ -26,19 +28,31 @@ def test_session_keeps_cwd_and_exported_variables(sandbox: RemoteSandbox) -> Non
     assert s.id not in sandbox.info().sessions
 
 
+def sleep_runs(marker: str) -> bool:
+    """The sandbox's processes are host processes: find the sleep by its unique command line."""
+    for p in os.listdir("/proc"):
+        if p.isdigit():
+            try:
+                with open(f"/proc/{p}/cmdline", "rb") as f:
+                    if f.read() == f"sleep\0{marker}\0".encode():
+                        return True
+            except OSError:
+                pass
+    return False
+
+
 def test_interrupt_ends_the_running_command_and_keeps_the_shell(sandbox: RemoteSandbox) -> None:
     s = sandbox.session()
     s.run("export KEEP=1")
-    marker = "/tmp/sleep-started"
+    marker = str(600_000 + random.randrange(99_999))
     out: list = []
-    t = threading.Thread(target=lambda: out.append(s.run(f"touch {marker}; sleep 600")))
+    t = threading.Thread(target=lambda: out.append(s.run(f"sleep {marker}")))
     t.start()
-    # interrupt once the sleep runs (before, the shell itself would get it)
+    # interrupt once the sleep runs: before, the shell itself would be the one to get it
     deadline = time.monotonic() + 120
-    while sandbox.exec(["test", "-e", marker]).exit_code != 0:
-        assert time.monotonic() < deadline
+    while not sleep_runs(marker):
+        assert time.monotonic() < deadline, "the sleep never started"
         time.sleep(0.05)
-    time.sleep(0.2)
     s.interrupt()
     t.join(timeout=120)
     assert out and out[0].outcome == "ok" and out[0].exit_code == 130
