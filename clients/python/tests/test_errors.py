@@ -90,3 +90,10 @@ def test_429_carries_retry_after_and_retry_on_capacity_waits_for_a_slot(server: 
     finally:
         timer.join()
     assert c.list() == []
+
+
+def test_a_failed_diff_is_typed_with_the_servers_hint(sandbox) -> None:  # type: ignore[no-untyped-def]
+    # the busybox environment has no git: the server says so, and the client keeps code and hint
+    with pytest.raises(InvalidInputError) as e:
+        sandbox.diff()
+    assert e.value.code == "DIFF_FAILED" and e.value.hint and "git" in e.value.hint
