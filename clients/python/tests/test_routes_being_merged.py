@@ -47,7 +47,7 @@ def test_prewarm(client: Client, need) -> None:  # type: ignore[no-untyped-def]
 def test_create_needs_exactly_one_source(client: Client, need) -> None:  # type: ignore[no-untyped-def]
     need("GET", "/v1/sandboxes/{id}/jobs")  # the create sources land with the jobs routes ([C])
     with pytest.raises(InvalidInputError) as e:
-        client.create(REF, snapshot="snap-0000")
+        client.create(REF, dataset="py", instance_id="busybox")
     assert e.value.field == "ref"
 
 
