@@ -14,6 +14,7 @@ import { importDatasetImages } from '../image/dataset-images.js';
 import { LocalRegistry } from '../registry/local.js';
 import { ReportFileSchema, RunSummarySchema } from '../score/report.js';
 import { StorePaths } from '../store/paths.js';
+import { buildApp } from './app.js';
 import { type RunningServer, startServer } from './serve.js';
 
 const work = mkdtempSync(join(tmpdir(), 'ms-serve-eval-'));
@@ -151,5 +152,22 @@ describe('POST /v1/evaluate', () => {
     const noDataset = await evaluate({ dataset: 'nope', instance_id: 'test__shlib-1', patch: 'x' });
     expect(noDataset.status).toBe(404);
     expect(JSON.stringify(noDataset.json)).toContain('data');
+  });
+
+  it('an app without a store answers 501 UNSUPPORTED', async () => {
+    const t = 'a-token-long-enough-0123';
+    const bare = buildApp(srv.manager, { token: t, log: () => undefined });
+    try {
+      const r = await bare.inject({
+        method: 'POST',
+        url: '/v1/evaluate',
+        headers: { authorization: `Bearer ${t}` },
+        payload: { dataset: 'data', instance_id: 'test__shlib-1', patch: 'x' },
+      });
+      expect(r.statusCode).toBe(501);
+      expect((r.json() as { error: { code: string } }).error.code).toBe('UNSUPPORTED');
+    } finally {
+      await bare.close();
+    }
   });
 });
