@@ -147,7 +147,9 @@ async function main(): Promise<void> {
     );
   } finally {
     await registry.stop();
-    removeWorkDir(work);
+    // BENCH_KEEP=1 leaves the registries and stores for a look at where the bytes are
+    if (process.env['BENCH_KEEP'] === '1') console.log(`kept ${work}`);
+    else removeWorkDir(work);
   }
 }
 

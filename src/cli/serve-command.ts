@@ -4,7 +4,7 @@
  */
 import type { Command } from 'commander';
 import { z } from 'zod';
-import { type GlobalOptions, makeContext } from './context.js';
+import { type GlobalOptions, checkDirOption, makeContext } from './context.js';
 import { fromSchema, opt, option } from './options.js';
 
 interface ServeOpts {
@@ -13,6 +13,8 @@ interface ServeOpts {
   maxSandboxes: number;
   idleTimeout: number;
   ttl: number;
+  evalDataset: string[];
+  reportsDir: string;
 }
 
 export function registerServeCommand(program: Command, globals: () => GlobalOptions, setExit: (code: number) => void): void {
@@ -36,7 +38,15 @@ export function registerServeCommand(program: Command, globals: () => GlobalOpti
     .addOption(
       option('--ttl <duration>', 'the longest a sandbox lives (a create may ask for less)', opt.duration({ min: 1000 }), { value: 6 * 3_600_000, shown: '6h' }),
     )
+    .option(
+      '--eval-dataset <spec>',
+      '[NAME=]ROWS,SPECS: a dataset POST /v1/evaluate grades against, its rows and specs files (NAME: from the rows file, as build and score); repeatable',
+      (v: string, prev: string[]) => [...prev, v],
+      [] as string[],
+    )
+    .option('--reports-dir <dir>', 'where evaluate calls with a run_id record their run (as score --report-dir)', 'logs/run_evaluation')
     .action(async (o: ServeOpts) => {
+      checkDirOption('--reports-dir', o.reportsDir);
       // Signals are taken from the start: one that arrives while the server starts (reaping, listening)
       // shuts it down once it is up, instead of killing the process with sandboxes half made.
       let stopRequested = false;
@@ -48,12 +58,18 @@ export function registerServeCommand(program: Command, globals: () => GlobalOpti
       process.on('SIGTERM', request);
       process.on('SIGINT', request);
       const ctx = await makeContext(globals());
-      const { parseListen, startServer } = await import('../server/serve.js');
+      const [{ parseListen, startServer }, { parseEvalDatasetOption }] = await Promise.all([
+        import('../server/serve.js'),
+        import('../server/eval-datasets.js'),
+      ]);
+      const evalDatasets = o.evalDataset.map(parseEvalDatasetOption);
       const srv = await startServer(ctx.registry, ctx.store, {
         listen: parseListen(o.listen),
         maxSandboxes: o.maxSandboxes,
         idleTimeoutMs: o.idleTimeout,
         ttlMs: o.ttl,
+        evalDatasets,
+        reportsDir: o.reportsDir,
         ...(o.tokenFile === undefined ? {} : { tokenFile: o.tokenFile }),
       });
       // one JSON line on stdout: where to connect and where the token is (never the token itself)

@@ -87,7 +87,7 @@ const sorted = (xs: Iterable<string>) => [...xs].sort();
 export function makeRunSummary(input: {
   datasetIds: readonly string[];
   predictions: ReadonlyMap<string, { model_patch: string | null }>;
-  results: ReadonlyMap<string, ScoreResult>;
+  results: ReadonlyMap<string, Pick<ScoreResult, 'status' | 'resolved'>>;
 }): RunSummary {
   const dataset = new Set(input.datasetIds);
   const ids = {

@@ -15,7 +15,7 @@ import { parseScoreInstance, type ScoreInstance } from './instance.js';
 import type { Prediction } from './predictions.js';
 import { makeRunSummary, ScoreResultSchema, type RunSummary, type ScoreResult } from './report.js';
 import type { EvalRunner } from './runner.js';
-import { scoreInstance } from './score-instance.js';
+import { scoreInstance, type ScoreOutcome } from './score-instance.js';
 import type { EvalSpecInput } from './spec.js';
 import { runPool } from '../util/pool.js';
 import { type Failure, failingTests, failureReason } from './diagnose.js';
@@ -73,7 +73,26 @@ export function modelDirName(model: string): string {
   return safeComponent(model.replaceAll('/', '__'), 'model name');
 }
 
-async function writeAtomic(path: string, content: string): Promise<void> {
+/** The instance's report directory under a run, as the harness lays it out. */
+export function instanceReportDir(reportDir: string, runId: string, model: string, instanceId: string): string {
+  return join(reportDir, safeComponent(runId, 'run id'), modelDirName(model), safeComponent(instanceId, 'instance id'));
+}
+
+/** The run summary's path: `<reportDir>/<model>.<runId>.json`. */
+export function runSummaryPath(reportDir: string, runId: string, model: string): string {
+  return join(reportDir, `${modelDirName(model)}.${safeComponent(runId, 'run id')}.json`);
+}
+
+/** What a graded instance leaves in its report directory (patch.diff is written before grading). */
+export async function writeInstanceFiles(dir: string, outcome: Pick<ScoreOutcome, 'result' | 'log' | 'script'>): Promise<void> {
+  const { result, log, script } = outcome;
+  await writeAtomic(join(dir, 'eval.sh'), script);
+  await writeAtomic(join(dir, 'test_output.txt'), log);
+  await writeAtomic(join(dir, 'report.json'), JSON.stringify({ [result.instance_id]: result.report }, null, 4) + '\n');
+  await writeAtomic(join(dir, 'result.json'), JSON.stringify(result, null, 2) + '\n');
+}
+
+export async function writeAtomic(path: string, content: string): Promise<void> {
   const tmp = `${path}.tmp-${process.pid}-${Math.random().toString(36).slice(2)}`;
   await writeFile(tmp, content);
   await rename(tmp, path);
@@ -122,7 +141,7 @@ export async function scoreRun(
 
   const summary = makeRunSummary({ datasetIds: instances.map((x) => x.instance_id), predictions: preds, results });
   await mkdir(opts.reportDir, { recursive: true });
-  const summaryPath = join(opts.reportDir, `${modelDirName(model)}.${opts.runId}.json`);
+  const summaryPath = runSummaryPath(opts.reportDir, opts.runId, model);
   await writeAtomic(summaryPath, JSON.stringify(summary, null, 4) + '\n');
   const ordered = todo.flatMap((p) => results.get(p.instance_id) ?? []);
   const failures: Failure[] = ordered
@@ -157,24 +176,21 @@ async function scoreOne(
   const modelName = pred.model_name_or_path;
   let dir: string | null = null;
   try {
-    dir = join(opts.reportDir, opts.runId, modelDirName(modelName), safeComponent(instance.instance_id, 'instance id'));
+    dir = instanceReportDir(opts.reportDir, opts.runId, modelName, instance.instance_id);
     const logPath = join(dir, 'test_output.txt');
     const earlier = opts.force === true ? null : await previousResult(dir);
     if (earlier !== null) return { result: earlier, earlier: true, log: (await exists(logPath)) ? logPath : null };
     await mkdir(dir, { recursive: true });
     await writeAtomic(join(dir, 'patch.diff'), pred.model_patch ?? '');
     const runner = await runnerFactory(instance);
-    const { result, log, script } = await scoreInstance(instance, specs(instance), pred.model_patch, runner, {
+    const outcome = await scoreInstance(instance, specs(instance), pred.model_patch, runner, {
       timeoutMs: opts.timeoutS * 1000,
       modelName,
       ...filesDirFor(opts.filesDir, instance),
       ...(opts.signal ? { signal: opts.signal } : {}),
     });
-    await writeAtomic(join(dir, 'eval.sh'), script);
-    await writeAtomic(logPath, log);
-    await writeAtomic(join(dir, 'report.json'), JSON.stringify({ [instance.instance_id]: result.report }, null, 4) + '\n');
-    await writeAtomic(join(dir, 'result.json'), JSON.stringify(result, null, 2) + '\n');
-    return { result, earlier: false, log: logPath };
+    await writeInstanceFiles(dir, outcome);
+    return { result: outcome.result, earlier: false, log: logPath };
   } catch (e) {
     // cancelled: no result at all, so that a rerun grades this instance
     if (e instanceof AbortedError) throw e;

@@ -4,6 +4,7 @@
  * `{"error": {"code", "message", "hint", "field"?}}`, whose code is one of errors.ts' ErrorCode.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
+import { resolve } from 'node:path';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { MinisandboxError, type ErrorCode } from '../errors.js';
 import type { Registry } from '../registry/registry.js';
@@ -12,6 +13,7 @@ import { FieldError, type RouteContext } from './http.js';
 import { CapacityError, type SandboxManager } from './manager.js';
 import { execRoutes } from './routes-exec.js';
 import { fileRoutes } from './routes-files.js';
+import { type EvaluateConfig, evaluateRoutes } from './routes-evaluate.js';
 import { sandboxRoutes } from './routes-sandboxes.js';
 
 export interface AppOptions {
@@ -25,6 +27,8 @@ export interface AppOptions {
   /** The node's registry and store, for the routes that pull, snapshot or grade. */
   reg?: Registry;
   store?: StorePaths;
+  /** Datasets and reports dir of POST /v1/evaluate (without: every dataset is unknown, reports go to ./logs/run_evaluation). */
+  evaluate?: EvaluateConfig;
 }
 
 const STATUS: Partial<Record<ErrorCode, number>> = {
@@ -40,6 +44,7 @@ const STATUS: Partial<Record<ErrorCode, number>> = {
   SESSION_CLOSED: 410,
   ABORTED: 499,
   SANDBOX_FILE: 404,
+  UNSUPPORTED: 501,
 };
 
 function tokenDigest(t: string): Buffer {
@@ -148,6 +153,7 @@ export function buildApp(mgr: SandboxManager, opts: AppOptions): FastifyInstance
   sandboxRoutes(app, ctx);
   execRoutes(app, ctx);
   fileRoutes(app, ctx);
+  evaluateRoutes(app, ctx, opts.evaluate ?? { datasets: new Map(), reportsDir: resolve('logs/run_evaluation') });
 
   return app;
 }

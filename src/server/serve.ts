@@ -5,7 +5,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { isIP } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { InvalidInputError, MinisandboxError } from '../errors.js';
@@ -13,6 +13,7 @@ import type { Registry } from '../registry/registry.js';
 import { forkLeased, openSandbox, reapStale } from '../runtime/open.js';
 import type { StorePaths } from '../store/paths.js';
 import { buildApp } from './app.js';
+import { type EvalDatasetSource, loadEvalDatasets } from './eval-datasets.js';
 import { type SandboxProvider, SandboxManager } from './manager.js';
 
 export interface ServeOptions {
@@ -21,6 +22,10 @@ export interface ServeOptions {
   maxSandboxes: number;
   idleTimeoutMs: number;
   ttlMs: number;
+  /** Datasets POST /v1/evaluate grades against (loaded at start: a bad file stops the start). */
+  evalDatasets?: EvalDatasetSource[];
+  /** Where evaluate records runs (`score`'s --report-dir); default logs/run_evaluation under the cwd, as `score`. */
+  reportsDir?: string;
 }
 
 /** `host:port`, `[::1]:port` or `:port` (loopback). */
@@ -83,6 +88,7 @@ export async function startServer(reg: Registry, store: StorePaths, o: ServeOpti
       hint: 'pass --token-file with a token every client knows, or listen on 127.0.0.1',
     });
   }
+  const datasets = await loadEvalDatasets(o.evalDatasets ?? []);
   const { token, file } = loadToken(o.tokenFile, store);
   await reapStale(store);
   const write = log ?? ((l: string) => void process.stderr.write(`${l}\n`));
@@ -92,7 +98,7 @@ export async function startServer(reg: Registry, store: StorePaths, o: ServeOpti
     idleMs: o.idleTimeoutMs,
     onReaped: (id, why) => write(JSON.stringify({ time: new Date().toISOString(), event: 'reaped', sandbox: id, why })),
   });
-  const app = buildApp(manager, { token, log: write, reg, store });
+  const app = buildApp(manager, { token, log: write, reg, store, evaluate: { datasets, reportsDir: resolve(o.reportsDir ?? 'logs/run_evaluation') } });
   await app.listen({ host: o.listen.host, port: o.listen.port });
   const addr = app.server.address();
   const port = typeof addr === 'object' && addr !== null ? addr.port : o.listen.port;
