@@ -59,6 +59,11 @@ export const ErrorCode = {
   BODY_TOO_LARGE: 'BODY_TOO_LARGE',
   /** `serve`: the request body is not valid JSON (HTTP 400). */
   MALFORMED_BODY: 'MALFORMED_BODY',
+  /**
+   * `serve`, SWE-ReX face: an exception of SWE-ReX's runtime (a command timed out, a session that does
+   * not exist, a missing file), answered as HTTP 511 with its Python class path for the client to raise.
+   */
+  SWEREX_EXCEPTION: 'SWEREX_EXCEPTION',
   /** `serve`: an error the server did not expect (HTTP 500): a bug; the message says where. */
   INTERNAL: 'INTERNAL',
 } as const;

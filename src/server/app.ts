@@ -13,6 +13,7 @@ import { CapacityError, type SandboxManager } from './manager.js';
 import { execRoutes } from './routes-exec.js';
 import { fileRoutes } from './routes-files.js';
 import { sandboxRoutes } from './routes-sandboxes.js';
+import { swerexRoutes } from './swerex-routes.js';
 
 export interface AppOptions {
   token: string;
@@ -148,6 +149,7 @@ export function buildApp(mgr: SandboxManager, opts: AppOptions): FastifyInstance
   sandboxRoutes(app, ctx);
   execRoutes(app, ctx);
   fileRoutes(app, ctx);
+  void app.register(swerexRoutes, { prefix: '/swerex/:key', ctx });
 
   return app;
 }
