@@ -21,8 +21,12 @@ export class ReplayCache {
   private readonly byKey = new Map<string, Map<string, Promise<Outcome>>>();
   constructor(private readonly limits: ReplayLimits = { perKey: 64, keys: 4096 }) {}
 
-  /** Runs `fn` once per (key, request id); later calls with the same pair get its answer or error. */
-  async once<T>(key: string, rid: string, fn: () => Promise<T>): Promise<T> {
+  /**
+   * Runs `fn` once per (key, request id); later calls with the same pair get its answer, or its
+   * error where `keepError` says the error is the answer (an error of the server's own, such as a
+   * full server, is not: a retry runs again).
+   */
+  async once<T>(key: string, rid: string, fn: () => Promise<T>, keepError: (e: unknown) => boolean = () => true): Promise<T> {
     let ids = this.byKey.get(key);
     if (ids === undefined) {
       ids = new Map();
@@ -39,7 +43,10 @@ export class ReplayCache {
       if (ids.size > this.limits.perKey) ids.delete(ids.keys().next().value!);
     }
     const o = await run;
-    if (!o.ok) throw o.error;
+    if (!o.ok) {
+      if (!keepError(o.error) && ids.get(rid) === run) ids.delete(rid);
+      throw o.error;
+    }
     return o.value as T;
   }
 }

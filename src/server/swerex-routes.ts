@@ -49,6 +49,9 @@ export function targetOf(key: unknown): Target {
   throw new FieldError('key', `path field key: ${String(key)} is neither a sandbox id nor inst:<dataset>:<instance_id>`);
 }
 
+/** SWE-ReX's exceptions are answers, replayed to a retry; the server's own errors (full, sandbox gone) are not. */
+const isSwerexAnswer = (e: unknown): boolean => e instanceof SwerexError;
+
 export const swerexRoutes: FastifyPluginAsync<SwerexPluginOptions> = async (app, { ctx }) => {
   const { mgr, fileLimit, log } = ctx;
   const replay = new ReplayCache();
@@ -95,7 +98,7 @@ export const swerexRoutes: FastifyPluginAsync<SwerexPluginOptions> = async (app,
       const t = targetOf((req.params as { key?: unknown }).key);
       const rid = requestIdOf(req);
       if (rid === undefined) return handler(req, t, disconnectSignal(reply));
-      return replay.once(t.key, rid, () => handler(req, t, undefined));
+      return replay.once(t.key, rid, () => handler(req, t, undefined), isSwerexAnswer);
     });
   };
 
@@ -187,7 +190,7 @@ export const swerexRoutes: FastifyPluginAsync<SwerexPluginOptions> = async (app,
       return {};
     };
     const rid = requestIdOf(req);
-    return rid === undefined ? run() : replay.once(t.key, rid, run);
+    return rid === undefined ? run() : replay.once(t.key, rid, run, isSwerexAnswer);
   });
 
   post('/close', async (_req, t) => {
