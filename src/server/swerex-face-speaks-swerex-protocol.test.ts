@@ -237,23 +237,29 @@ describe('the SWE-ReX face', () => {
       exit_code: 0,
     });
 
-    // a zip whose entries leave the target is refused, and nothing of it is written
-    const hostile = join(work, 'hostile.zip');
-    execFileSync('python3', [
-      '-c',
-      'import zipfile,sys\nwith zipfile.ZipFile(sys.argv[1], "w") as z:\n  z.writestr("ok.txt", "fine")\n  z.writestr("../escape.txt", "bad")',
-      hostile,
-    ]);
-    const bad = new FormData();
-    bad.append('file', new Blob([readFileSync(hostile)]), 'zipped_transfer.zip');
-    bad.append('target_path', '/opt/hostile/inner');
-    bad.append('unzip', 'true');
-    const refused = await rex(key, 'upload', undefined, { form: bad });
-    expect(refused.status, refused.text).toBe(511);
-    expect(refused.body.swerexception).toMatchObject({ class_path: 'builtins.ValueError', message: expect.stringContaining('../escape.txt') });
-    expect(await ok(key, 'execute', { command: 'ls -A /opt/hostile /opt/hostile/inner 2>&1; test -e /opt/hostile/escape.txt', shell: true })).toMatchObject({
-      exit_code: 1,
-    });
+    // a zip with an entry that would leave the target is refused, and nothing of it is written
+    for (const [i, evil] of ['../escape.txt', '/abs.txt'].entries()) {
+      const hostile = join(work, `hostile-${i}.zip`);
+      execFileSync('python3', [
+        '-c',
+        'import zipfile,sys\nwith zipfile.ZipFile(sys.argv[1], "w") as z:\n  z.writestr("ok.txt", "fine")\n  z.writestr(zipfile.ZipInfo(sys.argv[2]), "bad")',
+        hostile,
+        evil,
+      ]);
+      const bad = new FormData();
+      bad.append('file', new Blob([readFileSync(hostile)]), 'zipped_transfer.zip');
+      bad.append('target_path', '/opt/hostile/inner');
+      bad.append('unzip', 'true');
+      const refused = await rex(key, 'upload', undefined, { form: bad });
+      expect(refused.status, refused.text).toBe(511);
+      expect(refused.body.swerexception).toMatchObject({ class_path: 'builtins.ValueError', message: expect.stringContaining(evil) });
+    }
+    expect(
+      await ok(key, 'execute', {
+        command: 'for f in /opt/hostile/escape.txt /opt/hostile/inner/ok.txt /abs.txt; do test ! -e $f || echo $f; done',
+        shell: true,
+      }),
+    ).toEqual({ stdout: '', stderr: '', exit_code: 0 });
 
     expect(await ok(key, 'close')).toEqual({});
     expect(srv.manager.named(key)).toBeUndefined();
