@@ -36,7 +36,18 @@ describe('swe-agent-instances', () => {
 
   it('writes one RemoteDeployment instance per selected row, at its inst: key, with the token, readable by its owner only', async () => {
     const out = join(work, 'instances.json');
-    const r = await cli(['swe-agent-instances', dataset, '--server', 'http://node1:7000/', '--token-file', tokenFile, '-o', out, '--instances', 'calc-1,calc-333']);
+    const r = await cli([
+      'swe-agent-instances',
+      dataset,
+      '--server',
+      'http://node1:7000/',
+      '--token-file',
+      tokenFile,
+      '-o',
+      out,
+      '--instances',
+      'calc-1,calc-333',
+    ]);
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toContain('wrote 2 instances');
     expect(statSync(out).mode & 0o777).toBe(0o600);
@@ -51,7 +62,22 @@ describe('swe-agent-instances', () => {
     );
 
     const yamlOut = join(work, 'instances.yaml');
-    const y = await cli(['swe-agent-instances', dataset, '--server', 'https://n2:7443', '--token-file', tokenFile, '-o', yamlOut, '--dataset', 'sb', '--repo-name', 'repo', '--timeout', '2m']);
+    const y = await cli([
+      'swe-agent-instances',
+      dataset,
+      '--server',
+      'https://n2:7443',
+      '--token-file',
+      tokenFile,
+      '-o',
+      yamlOut,
+      '--dataset',
+      'sb',
+      '--repo-name',
+      'repo',
+      '--timeout',
+      '2m',
+    ]);
     expect(y.code, y.stderr).toBe(0);
     const parsed = parseYaml(readFileSync(yamlOut, 'utf8')) as Array<{ env: { deployment: { host: string; timeout: number }; repo: { repo_name: string } } }>;
     expect(parsed.map((i) => i.env.deployment.host)).toEqual(['calc-1', 'calc-22', 'calc-333'].map((id) => `https://n2:7443/swerex/inst:sb:${id}`));
