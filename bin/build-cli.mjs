@@ -39,7 +39,7 @@ await build({
   platform: 'node',
   format: 'esm',
   target: 'node20',
-  external: ['zstd-napi', '@aws-sdk/client-s3', 'execa', 'yaml', 'commander', 'tar-stream', 'fastify'],
+  external: ['zstd-napi', '@aws-sdk/client-s3', 'execa', 'yaml', 'commander', 'tar-stream', 'fastify', '@fastify/multipart', 'yauzl'],
   outdir: join(root, 'dist'),
   outExtension: { '.js': '.mjs' },
   chunkNames: 'cli-chunks/[name]-[hash]',

@@ -61,6 +61,11 @@ export const ErrorCode = {
   MALFORMED_BODY: 'MALFORMED_BODY',
   /** `serve`: the route needs what this server was not given (a store, a dataset) (HTTP 501). */
   UNSUPPORTED: 'UNSUPPORTED',
+  /**
+   * `serve`, SWE-ReX face: an exception of SWE-ReX's runtime (a command timed out, a session that does
+   * not exist, a missing file), answered as HTTP 511 with its Python class path for the client to raise.
+   */
+  SWEREX_EXCEPTION: 'SWEREX_EXCEPTION',
   /** `serve`: an error the server did not expect (HTTP 500): a bug; the message says where. */
   INTERNAL: 'INTERNAL',
 } as const;

@@ -37,6 +37,7 @@ export async function main(argv: string[]): Promise<number> {
     { registerScoreCommands },
     { registerStoreCommands },
     { registerServeCommand },
+    { registerSweAgentCommand },
   ] = await Promise.all([
     import('commander'),
     import('./output.js'),
@@ -46,6 +47,7 @@ export async function main(argv: string[]): Promise<number> {
     import('./score-commands.js'),
     import('./store-commands.js'),
     import('./serve-command.js'),
+    import('./swe-agent-command.js'),
   ]);
   const program = new Command();
   let exitCode: number = EXIT.ok;
@@ -73,6 +75,7 @@ export async function main(argv: string[]): Promise<number> {
   registerBuildCommands(program, globals, setExit);
   registerScoreCommands(program, globals, setExit);
   registerServeCommand(program, globals, setExit);
+  registerSweAgentCommand(program, globals, setExit);
   try {
     await program.parseAsync(argv, { from: 'user' });
   } catch (e) {

@@ -17,6 +17,8 @@ export interface SessionRunOptions {
   maxOutputBytes?: number;
   /** Interrupts the command (as a timeout does: SIGINT, then SIGKILL); the outcome is `killed`. */
   signal?: AbortSignal;
+  /** The command's stderr goes to its stdout, in the order written (as a terminal shows them); stderr is then empty. */
+  mergeStderr?: boolean;
 }
 
 export interface SessionOptions {
@@ -43,10 +45,10 @@ export function ansiQuote(s: string): string {
 }
 
 /** The text written to the shell for one command. */
-export function commandScript(cmd: string, nonce: string): string {
+export function commandScript(cmd: string, nonce: string, mergeStderr = false): string {
   // stdin is /dev/null so a command cannot eat the protocol stream; eval keeps state in this shell;
   // `command` stops a POSIX sh (busybox ash) from exiting on a syntax error inside the eval.
-  const run = `command eval ${ansiQuote(cmd)} </dev/null`;
+  const run = `command eval ${ansiQuote(cmd)} </dev/null${mergeStderr ? ' 2>&1' : ''}`;
   return `${run}
 __msb_rc=$?; printf '\\n__MSB_%s_%d__\\n' ${nonce} "$__msb_rc"; printf '\\n__MSB_%s__\\n' ${nonce} >&2\n`;
 }
@@ -152,7 +154,7 @@ export class Session {
       woken = new Promise<void>((r) => (wake = r));
     };
     this.pending = p;
-    child.stdin!.write(commandScript(cmd, nonce));
+    child.stdin!.write(commandScript(cmd, nonce, opts.mergeStderr === true));
     const finished = (): boolean => (p.outDone !== undefined && p.errDone !== undefined) || this.child !== child;
     const abortSignal = opts.signal;
     const onAbort = (): void => p.wake();

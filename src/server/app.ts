@@ -15,6 +15,7 @@ import { execRoutes } from './routes-exec.js';
 import { fileRoutes } from './routes-files.js';
 import { type EvaluateConfig, evaluateRoutes } from './routes-evaluate.js';
 import { sandboxRoutes } from './routes-sandboxes.js';
+import { swerexRoutes } from './swerex-routes.js';
 
 export interface AppOptions {
   token: string;
@@ -154,6 +155,7 @@ export function buildApp(mgr: SandboxManager, opts: AppOptions): FastifyInstance
   execRoutes(app, ctx);
   fileRoutes(app, ctx);
   evaluateRoutes(app, ctx, opts.evaluate ?? { datasets: new Map(), reportsDir: resolve('logs/run_evaluation') });
+  void app.register(swerexRoutes, { prefix: '/swerex/:key', ctx });
 
   return app;
 }

@@ -65,6 +65,8 @@ export interface SandboxInfo {
 export class SandboxManager {
   readonly metrics = new ServerMetrics();
   private readonly entries = new Map<string, Entry>();
+  /** Sandboxes also known by a name (the SWE-ReX face's `inst:` keys): the id, or its create in flight. */
+  private readonly names = new Map<string, string | Promise<Entry>>();
   /** Creates in progress hold a slot, so a burst cannot overshoot the cap. */
   private pending = 0;
   private readonly timer: NodeJS.Timeout;
@@ -198,6 +200,50 @@ export class SandboxManager {
       }
       return out;
     });
+  }
+
+  /** The live sandbox known as `name`, if any; never creates one (and never waits for a create). */
+  named(name: string): Entry | undefined {
+    const v = this.names.get(name);
+    if (typeof v !== 'string') return undefined;
+    const e = this.entries.get(v);
+    if (e !== undefined && e.sb.alive) return e;
+    this.names.delete(name); // destroyed or reaped since
+    return undefined;
+  }
+
+  /**
+   * The sandbox known as `name`, made by `make` on first use. Callers that ask while it is being
+   * made share that one create; a create that fails leaves the name free for the next caller.
+   */
+  async namedOrCreate(name: string, make: () => Promise<Entry>): Promise<Entry> {
+    const live = this.named(name);
+    if (live !== undefined) return live;
+    const pending = this.names.get(name);
+    if (pending !== undefined && typeof pending !== 'string') return pending;
+    const creating = make().then(
+      (e) => {
+        if (this.names.get(name) === creating) this.names.set(name, e.sb.id);
+        return e;
+      },
+      (err: unknown) => {
+        if (this.names.get(name) === creating) this.names.delete(name);
+        throw err;
+      },
+    );
+    this.names.set(name, creating);
+    return creating;
+  }
+
+  /** Destroys the sandbox known as `name` (waiting for its create if one is in flight) and frees the name. */
+  async destroyNamed(name: string): Promise<boolean> {
+    const v = this.names.get(name);
+    if (v === undefined) return false;
+    this.names.delete(name);
+    const id = typeof v === 'string' ? v : await v.then((e) => e.sb.id).catch(() => undefined);
+    if (id === undefined || !this.entries.has(id)) return false;
+    await this.destroy(id);
+    return true;
   }
 
   newSessionId(): string {

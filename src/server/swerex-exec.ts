@@ -1,0 +1,123 @@
+/**
+ * SWE-ReX's `execute`, `read_file` and `write_file` (its local runtime's subprocess.run and
+ * Path.read_text/write_text) inside a sandbox, with the exceptions Python would raise there.
+ */
+import { constants } from 'node:os';
+import { MinisandboxError } from '../errors.js';
+import type { CommandOutcome } from '../sandbox/outcome.js';
+import type { Sandbox } from '../sandbox/sandbox.js';
+import { builtin, commandTimeout, nonZeroExitCode, pyFloat, pyRepr, type SwerexError } from './swerex-exceptions.js';
+import type { Command } from './swerex-schemas.js';
+import { MAX_OUTPUT_BYTES, NO_TIMEOUT_MS } from './swerex-session.js';
+
+export interface CommandResponse {
+  stdout: string;
+  stderr: string;
+  exit_code: number | null;
+}
+
+/** The argv subprocess.run would run: `shell` runs a string (or a list's first item) with /bin/sh -c. */
+export function commandArgv(c: Command): string[] {
+  let argv: string[];
+  if (c.shell) argv = ['/bin/sh', '-c', ...(typeof c.command === 'string' ? [c.command] : c.command)];
+  else argv = typeof c.command === 'string' ? [c.command] : c.command;
+  return c.merge_output_streams ? ['/bin/sh', '-c', 'exec "$@" 2>&1', 'sh', ...argv] : argv;
+}
+
+function reprCommand(cmd: string | string[]): string {
+  return typeof cmd === 'string' ? pyRepr(cmd) : `[${cmd.map(pyRepr).join(', ')}]`;
+}
+
+export async function executeCommand(sb: Sandbox, c: Command, signal?: AbortSignal): Promise<{ response: CommandResponse; outcome: CommandOutcome }> {
+  const argv = commandArgv(c);
+  const o = await sb.exec(argv, {
+    timeoutMs: c.timeout === null ? NO_TIMEOUT_MS : Math.max(1, Math.round(c.timeout * 1000)),
+    maxOutputBytes: MAX_OUTPUT_BYTES,
+    ...(c.env === null ? {} : { env: c.env }),
+    ...(c.cwd === null ? {} : { workdir: c.cwd }),
+    ...(signal === undefined ? {} : { signal }),
+  });
+  if (o.status === 'timeout') throw commandTimeout(`Timeout (${c.timeout === null ? 'None' : pyFloat(c.timeout)}s) exceeded while running command`);
+  if (o.status === 'infra_error') throw startFailure(argv[0]!, c.cwd, o);
+  // Python reports death by signal N as returncode -N
+  const signum = o.status === 'killed' && o.signal !== null ? constants.signals[o.signal as NodeJS.Signals] : undefined;
+  const response: CommandResponse = { stdout: o.stdout, stderr: o.stderr, exit_code: signum === undefined ? o.exitCode : -signum };
+  if (c.check && response.exit_code !== 0) {
+    const msg =
+      `Command ${reprCommand(c.command)} failed with exit code ${response.exit_code}. ` +
+      `Stdout:\n${pyRepr(response.stdout)}\nStderr:\n${pyRepr(response.stderr)}`;
+    throw nonZeroExitCode(c.error_msg === '' ? msg : `${c.error_msg}: ${msg}`);
+  }
+  return { response, outcome: o };
+}
+
+/** What subprocess.run raises for a program that cannot start, or a cwd that is not there. */
+function startFailure(program: string, cwd: string | null, o: CommandOutcome): SwerexError | MinisandboxError {
+  if (o.exitCode === 127) return builtin('FileNotFoundError', `[Errno 2] No such file or directory: ${pyRepr(program)}`);
+  if (o.exitCode === 126) return builtin('PermissionError', `[Errno 13] Permission denied: ${pyRepr(program)}`);
+  if (cwd !== null && o.exitCode === 125) return builtin('FileNotFoundError', `[Errno 2] No such file or directory: ${pyRepr(cwd)}`);
+  return new MinisandboxError('SANDBOX_DESTROYED', `the command could not run in the sandbox: ${o.error ?? o.status}`, {
+    hint: 'the sandbox may have ended (TTL, idle timeout, close)',
+  });
+}
+
+/** Path.read_text(encoding, errors) of a file in the sandbox. */
+export async function readText(sb: Sandbox, path: string, encoding: string | null, errors: string | null, maxBytes: number): Promise<string> {
+  let bytes: Buffer;
+  try {
+    bytes = await sb.readFile(path, { maxBytes });
+  } catch (e) {
+    if (e instanceof MinisandboxError && e.code === 'SANDBOX_FILE') throw await whyUnreadable(sb, path, e);
+    throw e;
+  }
+  // text mode: universal newlines, as Python reads
+  return decode(bytes, path, encoding, errors).replace(/\r\n?/g, '\n');
+}
+
+/** Path.write_text(content) after mkdir of its parents, as SWE-ReX's write_file. */
+export async function writeText(sb: Sandbox, path: string, content: string | Buffer): Promise<void> {
+  try {
+    await sb.writeFile(path, content);
+  } catch (e) {
+    if (!(e instanceof MinisandboxError && e.code === 'SANDBOX_FILE')) throw e;
+    if (e.message.includes('Is a directory')) throw builtin('IsADirectoryError', `[Errno 21] Is a directory: ${pyRepr(path)}`);
+    if (e.message.includes('Permission denied')) throw builtin('PermissionError', `[Errno 13] Permission denied: ${pyRepr(path)}`);
+    throw builtin('OSError', e.message);
+  }
+}
+
+/** The Python exception a failed read of `path` is: asked of the sandbox, as the read was. */
+async function whyUnreadable(sb: Sandbox, path: string, e: MinisandboxError): Promise<SwerexError> {
+  const o = await sb.exec(['/bin/sh', '-c', '[ -e "$1" ] || exit 10; [ -d "$1" ] && exit 11; exit 12', 'msb-why', path], { timeoutMs: 30_000 });
+  if (o.exitCode === 10) return builtin('FileNotFoundError', `[Errno 2] No such file or directory: ${pyRepr(path)}`);
+  if (o.exitCode === 11) return builtin('IsADirectoryError', `[Errno 21] Is a directory: ${pyRepr(path)}`);
+  if (e.message.includes('Permission denied')) return builtin('PermissionError', `[Errno 13] Permission denied: ${pyRepr(path)}`);
+  return builtin('OSError', e.message);
+}
+
+/** The encodings agents use; `errors` other than strict replace what cannot be decoded. */
+function decode(bytes: Buffer, path: string, encoding: string | null, errors: string | null): string {
+  const enc = (encoding ?? 'utf-8').toLowerCase().replace(/[-_ ]/g, '');
+  const strict = errors === null || errors === 'strict';
+  const fail = (codec: string): SwerexError => builtin('UnicodeDecodeError', `'${codec}' codec can't decode the bytes of ${path}: invalid data`);
+  if (['utf8', 'u8', 'utf'].includes(enc)) {
+    try {
+      return new TextDecoder('utf-8', { fatal: strict, ignoreBOM: true }).decode(bytes);
+    } catch {
+      throw fail('utf-8');
+    }
+  }
+  if (['latin1', 'latin', 'l1', 'iso88591', '88591'].includes(enc)) return bytes.toString('latin1');
+  if (['ascii', 'usascii', '646'].includes(enc)) {
+    if (strict && bytes.some((b) => b >= 0x80)) throw fail('ascii');
+    return bytes.toString('ascii');
+  }
+  if (['utf16', 'utf16le', 'utf16be'].includes(enc)) {
+    try {
+      return new TextDecoder(enc === 'utf16be' ? 'utf-16be' : 'utf-16le', { fatal: strict }).decode(bytes);
+    } catch {
+      throw fail(encoding ?? enc);
+    }
+  }
+  throw builtin('LookupError', `unknown encoding: ${encoding}`);
+}
