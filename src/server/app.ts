@@ -12,7 +12,9 @@ import { FieldError, type RouteContext } from './http.js';
 import { CapacityError, type SandboxManager } from './manager.js';
 import { execRoutes } from './routes-exec.js';
 import { fileRoutes } from './routes-files.js';
+import { jobRoutes } from './routes-jobs.js';
 import { sandboxRoutes } from './routes-sandboxes.js';
+import { tarRoutes } from './routes-tar.js';
 
 export interface AppOptions {
   token: string;
@@ -148,6 +150,8 @@ export function buildApp(mgr: SandboxManager, opts: AppOptions): FastifyInstance
   sandboxRoutes(app, ctx);
   execRoutes(app, ctx);
   fileRoutes(app, ctx);
+  jobRoutes(app, ctx);
+  tarRoutes(app, ctx);
 
   return app;
 }
