@@ -59,6 +59,8 @@ export const ErrorCode = {
   BODY_TOO_LARGE: 'BODY_TOO_LARGE',
   /** `serve`: the request body is not valid JSON (HTTP 400). */
   MALFORMED_BODY: 'MALFORMED_BODY',
+  /** `serve`: the route needs what this server was not given, e.g. a store and registry (HTTP 501). */
+  NOT_CONFIGURED: 'NOT_CONFIGURED',
   /** `serve`: an error the server did not expect (HTTP 500): a bug; the message says where. */
   INTERNAL: 'INTERNAL',
 } as const;

@@ -10,9 +10,11 @@ import type { Registry } from '../registry/registry.js';
 import type { StorePaths } from '../store/paths.js';
 import { FieldError, type RouteContext } from './http.js';
 import { CapacityError, type SandboxManager } from './manager.js';
+import { openApiRoutes, recordRoutes } from './openapi.js';
 import { execRoutes } from './routes-exec.js';
 import { fileRoutes } from './routes-files.js';
 import { jobRoutes } from './routes-jobs.js';
+import { nodeRoutes } from './routes-node.js';
 import { sandboxRoutes } from './routes-sandboxes.js';
 import { tarRoutes } from './routes-tar.js';
 
@@ -42,6 +44,7 @@ const STATUS: Partial<Record<ErrorCode, number>> = {
   SESSION_CLOSED: 410,
   ABORTED: 499,
   SANDBOX_FILE: 404,
+  NOT_CONFIGURED: 501,
 };
 
 function tokenDigest(t: string): Buffer {
@@ -53,6 +56,7 @@ export function buildApp(mgr: SandboxManager, opts: AppOptions): FastifyInstance
   const log = opts.log ?? ((l: string) => void process.stderr.write(`${l}\n`));
   const fileLimit = opts.fileLimit ?? 256 << 20;
   const app = Fastify({ logger: false, bodyLimit: opts.bodyLimit ?? 8 << 20 });
+  recordRoutes(app);
 
   // Clients that send `Content-Type: application/json` on every request (a session object with
   // default headers) send it on DELETE and GET too, with no body: that is no body, not bad JSON.
@@ -137,7 +141,6 @@ export function buildApp(mgr: SandboxManager, opts: AppOptions): FastifyInstance
   });
 
   app.get('/v1/health', async () => ({ ok: true }));
-  app.get('/v1/capacity', async () => ({ live: mgr.live, max: mgr.max }));
   app.get('/metrics', async (_req, reply) => reply.type('text/plain; version=0.0.4').send(mgr.metrics.render(mgr.live, mgr.max)));
 
   const ctx: RouteContext = {
@@ -152,6 +155,8 @@ export function buildApp(mgr: SandboxManager, opts: AppOptions): FastifyInstance
   fileRoutes(app, ctx);
   jobRoutes(app, ctx);
   tarRoutes(app, ctx);
+  nodeRoutes(app, ctx);
+  openApiRoutes(app, ctx);
 
   return app;
 }

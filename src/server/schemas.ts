@@ -144,3 +144,13 @@ export const JobWaitQuerySchema = z.strictObject({
 
 /** A directory inside the sandbox (list, tar download and upload). */
 export const DirQuerySchema = z.strictObject({ path: SandboxPathSchema });
+
+export const PrewarmBodySchema = z
+  .strictObject({
+    refs: z.array(z.string().min(1)).min(1).max(10_000).optional(),
+    /** Every env tagged `<dataset>/*` in the registry, or the given instances of it. */
+    dataset: TagPartSchema.optional(),
+    instance_ids: z.array(TagPartSchema).min(1).max(10_000).optional(),
+  })
+  .refine((b) => b.instance_ids === undefined || b.dataset !== undefined, { message: 'instance_ids pick instances of a dataset', path: ['instance_ids'] })
+  .refine((b) => (b.refs === undefined) !== (b.dataset === undefined), { message: 'give exactly one of refs or dataset', path: ['refs'] });

@@ -53,6 +53,8 @@ export function checkedTar(src: Readable, maxBytes: number): { out: Readable; fa
     ex.destroy();
     out.destroy(e);
   };
+  // its error reaches the command's stdin (which kills the command); why is in failure()
+  out.on('error', () => undefined);
   let seen = 0;
   src.on('data', (c: Buffer) => {
     seen += c.length;
@@ -91,8 +93,12 @@ export function checkedTar(src: Readable, maxBytes: number): { out: Readable; fa
       ...(type === 'file' || type === 'contiguous-file' ? { size: h.size ?? 0 } : {}),
       ...(linkname === undefined ? {} : { linkname }),
     };
+    // a failure destroys the pack, and with it the entry being copied: why is in `failed`
+    body.on('error', () => undefined);
     if (header.type === 'file') {
-      body.pipe(out.entry(header, (e) => (e ? undefined : next())));
+      const sink = out.entry(header, (e) => (e ? undefined : next()));
+      sink.on('error', () => undefined);
+      body.pipe(sink);
     } else {
       let ended = false;
       let written = false;

@@ -9,7 +9,9 @@ import { populateBusyboxRoot } from '../../src/recipe/base-rootfs.js';
 import { pushTree } from '../../src/publish/push.js';
 import { LocalRegistry } from '../../src/registry/local.js';
 import type { Registry } from '../../src/registry/registry.js';
-import { type RunningServer, startServer } from '../../src/server/serve.js';
+import { buildApp } from '../../src/server/app.js';
+import { SandboxManager } from '../../src/server/manager.js';
+import { type RunningServer, startServer, storeProvider } from '../../src/server/serve.js';
 import { StorePaths } from '../../src/store/paths.js';
 
 export interface Res {
@@ -49,8 +51,8 @@ export class ServerFixture {
     this.token = readFileSync(join(this.work, 'token'), 'utf8').trim();
   }
 
-  /** A busybox environment under `tag`, with `extra` files (relative path -> content) added. */
-  async pushBusybox(reg: Registry, tag: string, extra: Record<string, string> = {}): Promise<void> {
+  /** A busybox environment under `tag`, with `extra` files (relative path -> content) added, then changed by `mutate`. */
+  async pushBusybox(reg: Registry, tag: string, extra: Record<string, string> = {}, mutate?: (root: string) => void): Promise<void> {
     const base = join(this.work, 'rootfs');
     const root = join(this.work, `rootfs-${tag.replace(/[^a-z0-9]/gi, '_')}`);
     try {
@@ -60,6 +62,7 @@ export class ServerFixture {
     }
     cpSync(base, root, { recursive: true, verbatimSymlinks: true });
     for (const [p, content] of Object.entries(extra)) writeFileSync(join(root, p), content);
+    mutate?.(root);
     await pushTree(reg, new StorePaths(join(this.work, 'push')), root, { tag, config: { env: { GREETING: 'hello' }, workdir: '/root' } });
   }
 
@@ -76,6 +79,26 @@ export class ServerFixture {
       },
       (l) => void this.logLines.push(l),
     );
+    this.servers.push(s);
+    return s;
+  }
+
+  /** A server over the fixture's registry and store with its own body limits (startServer takes none). */
+  async serveWithLimits(limits: { fileLimit?: number; bodyLimit?: number }): Promise<RunningServer> {
+    const manager = new SandboxManager(storeProvider(this.reg, this.store), { maxSandboxes: 8, ttlMs: 3_600_000, idleMs: 600_000 });
+    const app = buildApp(manager, { token: this.token, log: (l) => void this.logLines.push(l), reg: this.reg, store: this.store, ...limits });
+    await app.listen({ host: '127.0.0.1', port: 0 });
+    const addr = app.server.address();
+    const s: RunningServer = {
+      app,
+      manager,
+      url: `http://127.0.0.1:${typeof addr === 'object' && addr !== null ? addr.port : 0}`,
+      tokenFile: join(this.work, 'token'),
+      close: async () => {
+        await manager.shutdown();
+        await app.close();
+      },
+    };
     this.servers.push(s);
     return s;
   }
