@@ -122,9 +122,10 @@ export function tarRoutes(app: FastifyInstance, ctx: RouteContext): void {
     if (pre.status === 'ok' && pre.exitCode === 3) throw notADir(q.path);
     if (pre.status === 'ok' && pre.exitCode === 4) throw missingTool('tar');
     const signal = disconnectSignal(reply);
+    const cmd = streamInSandbox(e.sb, ['/bin/sh', '-c', TAR_OUT_SCRIPT, 'msb-tar', q.path], { timeoutMs: 3_600_000, signal });
+    // busy until the tar has been sent: a long download is use
     e.busy++;
     e.lastUsed = Date.now();
-    const cmd = streamInSandbox(e.sb, ['/bin/sh', '-c', TAR_OUT_SCRIPT, 'msb-tar', q.path], { timeoutMs: 3_600_000, signal });
     void cmd.done.then((r) => {
       e.busy--;
       e.lastUsed = Date.now();
