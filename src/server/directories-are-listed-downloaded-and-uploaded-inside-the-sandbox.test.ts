@@ -9,6 +9,7 @@ import { dirname, join } from 'node:path';
 import { Readable } from 'node:stream';
 import { type Header, extract, pack } from 'tar-stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { eventually } from '../../test/helpers/eventually.js';
 import { ServerFixture } from '../../test/helpers/server-fixture.js';
 
 const fx = new ServerFixture();
@@ -121,6 +122,30 @@ describe('directories in the sandbox', () => {
     expect(etc.some((e) => e.data.includes(hostShadow.toString('utf8')))).toBe(false);
     const missing = await fx.call('GET', `/v1/sandboxes/${id}/tar?path=/nope`);
     expect([missing.status, missing.json()]).toMatchObject([404, { error: { code: 'SANDBOX_FILE' } }]);
+    await fx.call('DELETE', `/v1/sandboxes/${id}`);
+  });
+
+  it('streams a large download at the client pace, and ends the tar when the client goes away mid-download', async () => {
+    const id = await fx.create({ ref: 'srv/busybox', limits: { disk: '512m' } });
+    await sh(id, 'mkdir -p /work/big && dd if=/dev/urandom of=/work/big/blob bs=1M count=48 2>/dev/null');
+    const abort = new AbortController();
+    const res = await fetch(`${fx.srv.url}/v1/sandboxes/${id}/tar?path=/work/big`, {
+      headers: { authorization: `Bearer ${fx.token}` },
+      signal: abort.signal,
+    });
+    expect(res.status).toBe(200);
+    const reader = res.body!.getReader();
+    const first = await reader.read();
+    expect(first.done).toBe(false);
+    // the tar runs while the download is open: the sandbox is in use
+    expect((await fx.call('GET', `/v1/sandboxes/${id}`)).json()).toMatchObject({ idle_since: null });
+    // 48 MiB cannot all sit in pipes and socket buffers: a tar not ended with its client would block, busy, for ever
+    abort.abort();
+    await eventually(async () => (await fx.call('GET', `/v1/sandboxes/${id}`)).json().idle_since !== null);
+    // a whole download still works, and is the whole file
+    const whole = await fx.call('GET', `/v1/sandboxes/${id}/tar?path=/work/big`);
+    expect(whole.bytes.length).toBeGreaterThan(48 << 20);
+    expect(await sh(id, 'cd /work/big && wc -c < blob')).toBe(`${48 << 20}\n`);
     await fx.call('DELETE', `/v1/sandboxes/${id}`);
   });
 

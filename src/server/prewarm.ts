@@ -24,14 +24,20 @@ export async function datasetRefs(reg: Registry, dataset: string): Promise<strin
   return out.sort();
 }
 
-export async function prewarm(reg: Registry, store: StorePaths, refs: readonly string[], jobs = PREWARM_JOBS): Promise<PrewarmResult[]> {
+/** `signal` (the client went away) stops the pulls between layers; what is laid out stays. */
+export async function prewarm(
+  reg: Registry,
+  store: StorePaths,
+  refs: readonly string[],
+  opts: { jobs?: number; signal?: AbortSignal } = {},
+): Promise<PrewarmResult[]> {
   // the owner shift the sandboxes' creates will ask for, so they find these lay-outs
   const idShift = await hostIdShift(store);
   const results = new Map<string, PrewarmResult>();
   const unique = [...new Set(refs)];
-  await runPool(unique, jobs, async (ref) => {
+  await runPool(unique, opts.jobs ?? PREWARM_JOBS, async (ref) => {
     try {
-      const p = await pullEnv(reg, store, ref, { idShift });
+      const p = await pullEnv(reg, store, ref, { idShift, ...(opts.signal === undefined ? {} : { signal: opts.signal }) });
       results.set(ref, { ref, ok: true, fetched_bytes: p.fetchedBytes });
     } catch (e) {
       results.set(ref, {

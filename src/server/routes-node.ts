@@ -5,7 +5,7 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { MinisandboxError } from '../errors.js';
-import { type RouteContext, parse } from './http.js';
+import { type RouteContext, disconnectSignal, parse } from './http.js';
 import type { SandboxManager } from './manager.js';
 import { datasetRefs, prewarm } from './prewarm.js';
 import { PrewarmBodySchema } from './schemas.js';
@@ -43,12 +43,12 @@ export async function capacity(mgr: SandboxManager): Promise<Record<string, unkn
 export function nodeRoutes(app: FastifyInstance, ctx: RouteContext): void {
   app.get('/v1/capacity', async () => capacity(ctx.mgr));
 
-  app.post('/v1/prewarm', async (req) => {
+  app.post('/v1/prewarm', async (req, reply) => {
     const b = parse(PrewarmBodySchema, req.body, 'body');
     const { reg, store } = ctx;
     if (reg === undefined || store === undefined)
       throw new MinisandboxError('NOT_CONFIGURED', 'this server has no store and registry to pre-warm', { hint: 'pre-warm through `minisandbox serve`' });
     const refs = b.refs ?? (b.instance_ids === undefined ? await datasetRefs(reg, b.dataset!) : b.instance_ids.map((i) => `${b.dataset}/${i}`));
-    return { results: await prewarm(reg, store, refs) };
+    return { results: await prewarm(reg, store, refs, { signal: disconnectSignal(reply) }) };
   });
 }
