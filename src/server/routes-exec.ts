@@ -23,9 +23,11 @@ export function execRoutes(app: FastifyInstance, ctx: RouteContext): void {
     if (q.async === true) {
       // the job outlives this request: its own signal, not the client's connection, can kill it
       const e = mgr.get(id);
+      // jobs are for long commands: without a timeout of its own, one may run as long as its sandbox lives
+      const timeoutMs = b.timeout ?? Math.max(1, e.expiresAt - Date.now());
       const job = jobsOf(e).start(
         e,
-        (signal) => e.sb.exec(b.argv ?? b.command!, { ...opts, signal }),
+        (signal) => e.sb.exec(b.argv ?? b.command!, { ...opts, timeoutMs, signal }),
         (o) => mgr.metrics.execLatency(o.durationMs / 1000),
       );
       return reply.code(202).send({ job: job.id, status: 'running' });
