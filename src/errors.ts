@@ -59,8 +59,8 @@ export const ErrorCode = {
   BODY_TOO_LARGE: 'BODY_TOO_LARGE',
   /** `serve`: the request body is not valid JSON (HTTP 400). */
   MALFORMED_BODY: 'MALFORMED_BODY',
-  /** `serve`: the route needs what this server was not given (a store, a dataset) (HTTP 501). */
-  UNSUPPORTED: 'UNSUPPORTED',
+  /** `serve`: the route needs what this server was not given, e.g. a store and registry (HTTP 501). */
+  NOT_CONFIGURED: 'NOT_CONFIGURED',
   /**
    * `serve`, SWE-ReX face: an exception of SWE-ReX's runtime (a command timed out, a session that does
    * not exist, a missing file), answered as HTTP 511 with its Python class path for the client to raise.

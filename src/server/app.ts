@@ -11,10 +11,14 @@ import type { Registry } from '../registry/registry.js';
 import type { StorePaths } from '../store/paths.js';
 import { FieldError, type RouteContext } from './http.js';
 import { CapacityError, type SandboxManager } from './manager.js';
+import { openApiRoutes, recordRoutes } from './openapi.js';
 import { execRoutes } from './routes-exec.js';
 import { fileRoutes } from './routes-files.js';
 import { type EvaluateConfig, evaluateRoutes } from './routes-evaluate.js';
+import { jobRoutes } from './routes-jobs.js';
+import { nodeRoutes } from './routes-node.js';
 import { sandboxRoutes } from './routes-sandboxes.js';
+import { tarRoutes } from './routes-tar.js';
 import { swerexRoutes } from './swerex-routes.js';
 
 export interface AppOptions {
@@ -45,7 +49,7 @@ const STATUS: Partial<Record<ErrorCode, number>> = {
   SESSION_CLOSED: 410,
   ABORTED: 499,
   SANDBOX_FILE: 404,
-  UNSUPPORTED: 501,
+  NOT_CONFIGURED: 501,
 };
 
 function tokenDigest(t: string): Buffer {
@@ -57,6 +61,7 @@ export function buildApp(mgr: SandboxManager, opts: AppOptions): FastifyInstance
   const log = opts.log ?? ((l: string) => void process.stderr.write(`${l}\n`));
   const fileLimit = opts.fileLimit ?? 256 << 20;
   const app = Fastify({ logger: false, bodyLimit: opts.bodyLimit ?? 8 << 20 });
+  recordRoutes(app);
 
   // Clients that send `Content-Type: application/json` on every request (a session object with
   // default headers) send it on DELETE and GET too, with no body: that is no body, not bad JSON.
@@ -141,7 +146,6 @@ export function buildApp(mgr: SandboxManager, opts: AppOptions): FastifyInstance
   });
 
   app.get('/v1/health', async () => ({ ok: true }));
-  app.get('/v1/capacity', async () => ({ live: mgr.live, max: mgr.max }));
   app.get('/metrics', async (_req, reply) => reply.type('text/plain; version=0.0.4').send(mgr.metrics.render(mgr.live, mgr.max)));
 
   const ctx: RouteContext = {
@@ -154,7 +158,11 @@ export function buildApp(mgr: SandboxManager, opts: AppOptions): FastifyInstance
   sandboxRoutes(app, ctx);
   execRoutes(app, ctx);
   fileRoutes(app, ctx);
+  jobRoutes(app, ctx);
+  tarRoutes(app, ctx);
+  nodeRoutes(app, ctx);
   evaluateRoutes(app, ctx, opts.evaluate ?? { datasets: new Map(), reportsDir: resolve('logs/run_evaluation') });
+  openApiRoutes(app, ctx);
   void app.register(swerexRoutes, { prefix: '/swerex/:key', ctx });
 
   return app;

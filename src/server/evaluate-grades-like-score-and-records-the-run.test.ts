@@ -154,7 +154,7 @@ describe('POST /v1/evaluate', () => {
     expect(JSON.stringify(noDataset.json)).toContain('data');
   });
 
-  it('an app without a store answers 501 UNSUPPORTED', async () => {
+  it('an app without a store answers 501 NOT_CONFIGURED', async () => {
     const t = 'a-token-long-enough-0123';
     const bare = buildApp(srv.manager, { token: t, log: () => undefined });
     try {
@@ -165,7 +165,7 @@ describe('POST /v1/evaluate', () => {
         payload: { dataset: 'data', instance_id: 'test__shlib-1', patch: 'x' },
       });
       expect(r.statusCode).toBe(501);
-      expect((r.json() as { error: { code: string } }).error.code).toBe('UNSUPPORTED');
+      expect((r.json() as { error: { code: string } }).error.code).toBe('NOT_CONFIGURED');
     } finally {
       await bare.close();
     }

@@ -46,7 +46,9 @@ export function evaluateRoutes(app: FastifyInstance, ctx: RouteContext, cfg: Eva
   app.post('/v1/evaluate', async (req, reply) => {
     const b = parse(EvaluateBodySchema, req.body, 'body');
     if (ctx.reg === undefined || ctx.store === undefined)
-      throw new MinisandboxError('UNSUPPORTED', 'this server has no store to make evaluation sandboxes from', { hint: 'evaluate through `minisandbox serve`' });
+      throw new MinisandboxError('NOT_CONFIGURED', 'this server has no store to make evaluation sandboxes from', {
+        hint: 'evaluate through `minisandbox serve`',
+      });
     const { ds, it } = findEvalInstance(cfg.datasets, b.dataset, b.instance_id);
     const signal = disconnectSignal(reply);
     const timeoutMs = b.timeout ?? DEFAULT_TIMEOUT_MS;

@@ -5,23 +5,35 @@ import type { FastifyInstance } from 'fastify';
 import { MinisandboxError } from '../errors.js';
 import type { Session } from '../sandbox/session.js';
 import { type RouteContext, disconnectSignal, outcomeBody, parse } from './http.js';
-import { CreateSessionBodySchema, ExecBodySchema, IdParamsSchema, SessionParamsSchema, SessionRunBodySchema } from './schemas.js';
+import { jobsOf } from './jobs.js';
+import { CreateSessionBodySchema, ExecBodySchema, ExecQuerySchema, IdParamsSchema, SessionParamsSchema, SessionRunBodySchema } from './schemas.js';
 
 export function execRoutes(app: FastifyInstance, ctx: RouteContext): void {
   const { mgr } = ctx;
   app.post('/v1/sandboxes/:id/exec', async (req, reply) => {
     const { id } = parse(IdParamsSchema, req.params, 'path');
     const b = parse(ExecBodySchema, req.body, 'body');
+    const q = parse(ExecQuerySchema, req.query, 'query');
+    const opts = {
+      ...(b.cwd === undefined ? {} : { workdir: b.cwd }),
+      ...(b.env === undefined ? {} : { env: b.env }),
+      ...(b.timeout === undefined ? {} : { timeoutMs: b.timeout }),
+      ...(b.max_output === undefined ? {} : { maxOutputBytes: b.max_output }),
+    };
+    if (q.async === true) {
+      // the job outlives this request: its own signal, not the client's connection, can kill it
+      const e = mgr.get(id);
+      // jobs are for long commands: without a timeout of its own, one may run as long as its sandbox lives
+      const timeoutMs = b.timeout ?? Math.max(1, e.expiresAt - Date.now());
+      const job = jobsOf(e).start(
+        e,
+        (signal) => e.sb.exec(b.argv ?? b.command!, { ...opts, timeoutMs, signal }),
+        (o) => mgr.metrics.execLatency(o.durationMs / 1000),
+      );
+      return reply.code(202).send({ job: job.id, status: 'running' });
+    }
     const signal = disconnectSignal(reply);
-    const o = await mgr.use(id, (e) =>
-      e.sb.exec(b.argv ?? b.command!, {
-        signal,
-        ...(b.cwd === undefined ? {} : { workdir: b.cwd }),
-        ...(b.env === undefined ? {} : { env: b.env }),
-        ...(b.timeout === undefined ? {} : { timeoutMs: b.timeout }),
-        ...(b.max_output === undefined ? {} : { maxOutputBytes: b.max_output }),
-      }),
-    );
+    const o = await mgr.use(id, (e) => e.sb.exec(b.argv ?? b.command!, { ...opts, signal }));
     mgr.metrics.execLatency(o.durationMs / 1000);
     return outcomeBody(o);
   });

@@ -19,7 +19,7 @@ export function sandboxRoutes(app: FastifyInstance, ctx: RouteContext): void {
     if (b.env !== undefined) config.env = b.env;
     if (b.workdir !== undefined) config.workdir = b.workdir;
     const e = await mgr.create(
-      b.ref,
+      b.ref ?? `${b.dataset}/${b.instance_id}`,
       {
         limits,
         config,

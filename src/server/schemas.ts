@@ -46,22 +46,37 @@ const SandboxPathSchema = z
 
 const EnvSchema = z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'variable names: letters, digits and _'), z.string());
 
-export const CreateSandboxBodySchema = z.strictObject({
-  ref: z.string().min(1),
-  limits: z
-    .strictObject({
-      cpus: z.number().positive().max(4096).optional(),
-      memory: SizeSchema.optional(),
-      pids: z.number().int().positive().optional(),
-      disk: SizeSchema.optional(),
-    })
-    .optional(),
-  network: z.enum(['none', 'host']).optional(),
-  env: EnvSchema.optional(),
-  workdir: SandboxPathSchema.optional(),
-  /** Capped by the server's --ttl. */
-  ttl: DurationSchema.optional(),
-});
+/** A dataset's name or an instance id: one path segment of the tag `<dataset>/<instance_id>`. */
+const TagPartSchema = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$/, 'letters, digits, ".", "_" and "-"');
+
+export const CreateSandboxBodySchema = z
+  .strictObject({
+    /** One source: a ref, or a dataset instance (the env tagged `<dataset>/<instance_id>`). */
+    ref: z.string().min(1).optional(),
+    dataset: TagPartSchema.optional(),
+    instance_id: TagPartSchema.optional(),
+    limits: z
+      .strictObject({
+        cpus: z.number().positive().max(4096).optional(),
+        memory: SizeSchema.optional(),
+        pids: z.number().int().positive().optional(),
+        disk: SizeSchema.optional(),
+      })
+      .optional(),
+    network: z.enum(['none', 'host']).optional(),
+    env: EnvSchema.optional(),
+    workdir: SandboxPathSchema.optional(),
+    /** Capped by the server's --ttl. */
+    ttl: DurationSchema.optional(),
+  })
+  .refine((b) => (b.dataset === undefined) === (b.instance_id === undefined), {
+    message: 'dataset and instance_id go together (the env tagged <dataset>/<instance_id>)',
+    path: ['instance_id'],
+  })
+  .refine((b) => [b.ref, b.dataset].filter((x) => x !== undefined).length === 1, {
+    message: 'give exactly one source: ref, or dataset with instance_id',
+    path: ['ref'],
+  });
 export type CreateSandboxBody = z.output<typeof CreateSandboxBodySchema>;
 
 export const ExecBodySchema = z
@@ -111,3 +126,31 @@ export const DiffQuerySchema = z.strictObject({
 
 export const IdParamsSchema = z.strictObject({ id: z.string().regex(/^[a-z0-9][a-z0-9-]{0,63}$/, 'a sandbox id') });
 export const SessionParamsSchema = IdParamsSchema.extend({ sid: z.string().regex(/^[a-z0-9-]{1,64}$/, 'a session id') });
+
+/** `true`/`false` in a query string (also `1`/`0`). */
+const QueryFlagSchema = z.enum(['true', 'false', '1', '0']).transform((s) => s === 'true' || s === '1');
+
+export const ExecQuerySchema = z.strictObject({
+  /** Start the command as a job: 202 with its id, instead of waiting for it. */
+  async: QueryFlagSchema.optional(),
+});
+
+export const JobParamsSchema = IdParamsSchema.extend({ job: z.string().regex(/^job-[0-9a-f]{16}$/, 'a job id (job-<hex>)') });
+
+export const JobWaitQuerySchema = z.strictObject({
+  /** Seconds to wait for a running job to end before answering (long poll); default 0. */
+  wait: z.coerce.number().min(0).max(300, 'at most 300 seconds').optional(),
+});
+
+/** A directory inside the sandbox (list, tar download and upload). */
+export const DirQuerySchema = z.strictObject({ path: SandboxPathSchema });
+
+export const PrewarmBodySchema = z
+  .strictObject({
+    refs: z.array(z.string().min(1)).min(1).max(10_000).optional(),
+    /** Every env tagged `<dataset>/*` in the registry, or the given instances of it. */
+    dataset: TagPartSchema.optional(),
+    instance_ids: z.array(TagPartSchema).min(1).max(10_000).optional(),
+  })
+  .refine((b) => b.instance_ids === undefined || b.dataset !== undefined, { message: 'instance_ids pick instances of a dataset', path: ['instance_ids'] })
+  .refine((b) => (b.refs === undefined) !== (b.dataset === undefined), { message: 'give exactly one of refs or dataset', path: ['refs'] });

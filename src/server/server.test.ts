@@ -181,7 +181,7 @@ describe('the sandbox server over HTTP', () => {
     }
     expect((await call('GET', `/v1/sandboxes/${children[0]!.id}/files?path=/work/who`)).text).toBe(`${children[0]!.id}\n`);
     expect((await call('GET', `/v1/sandboxes/${id}/files?path=/work/who`)).status).toBe(404);
-    expect((await call('GET', '/v1/capacity')).json()).toEqual({ live: 3, max: 8 });
+    expect((await call('GET', '/v1/capacity')).json()).toMatchObject({ live: 3, max: 8 });
 
     // a client that sends its JSON content type on every request, bodyless DELETE included
     for (const s of [id, ...children.map((c) => c.id)])

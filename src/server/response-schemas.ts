@@ -1,0 +1,78 @@
+/**
+ * What the native API answers, as zod schemas: the OpenAPI document's responses (openapi.ts). The
+ * requests' schemas are in schemas.ts, where the routes parse with them.
+ */
+import { z } from 'zod';
+
+export const ErrorBodySchema = z.object({
+  error: z.object({
+    code: z.string().describe("one of minisandbox's error codes (src/errors.ts)"),
+    message: z.string(),
+    hint: z.string().optional(),
+    field: z.string().optional().describe('the request field that failed its schema (dotted path)'),
+  }),
+});
+
+export const SandboxInfoSchema = z.object({
+  id: z.string(),
+  ref: z.string(),
+  created_at: z.string(),
+  expires_at: z.string(),
+  idle_since: z.string().nullable(),
+  sessions: z.array(z.string()),
+  forked_from: z.string().optional(),
+});
+
+export const OutcomeBodySchema = z.object({
+  stdout: z.string(),
+  stderr: z.string(),
+  exit_code: z.number().int().nullable(),
+  outcome: z.enum(['ok', 'timeout', 'oom', 'killed', 'infra_error']),
+  signal: z.string().nullable(),
+  stdout_truncated: z.boolean(),
+  stderr_truncated: z.boolean(),
+  duration_ms: z.number(),
+  error: z.string().optional(),
+});
+
+export const JobStartedSchema = z.object({ job: z.string(), status: z.literal('running') });
+
+export const JobInfoSchema = z.object({
+  job: z.string(),
+  status: z.enum(['running', 'done']),
+  started_at: z.string(),
+  finished_at: z.string().optional(),
+  result: OutcomeBodySchema.optional(),
+});
+
+export const DirListingSchema = z.object({
+  path: z.string(),
+  entries: z.array(
+    z.object({
+      name: z.string(),
+      type: z.enum(['file', 'dir', 'symlink', 'other']),
+      size: z.number().int(),
+      mode: z.string().describe('permission bits in octal, e.g. 644'),
+      target: z.string().optional().describe("a symlink's target, as stored in the sandbox"),
+    }),
+  ),
+});
+
+export const CapacitySchema = z.object({
+  live: z.number().int(),
+  max: z.number().int(),
+  memory: z.object({ total_bytes: z.number().int(), available_bytes: z.number().int(), sandboxes_bytes: z.number().int() }),
+});
+
+export const PrewarmResultsSchema = z.object({
+  results: z.array(
+    z.union([
+      z.object({ ref: z.string(), ok: z.literal(true), fetched_bytes: z.number().int() }),
+      z.object({ ref: z.string(), ok: z.literal(false), error: z.object({ code: z.string(), message: z.string() }) }),
+    ]),
+  ),
+});
+
+export const ForkResultSchema = z.object({
+  children: z.array(z.union([z.object({ id: z.string() }), z.object({ error: z.object({ code: z.string(), message: z.string() }) })])),
+});
