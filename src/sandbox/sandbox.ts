@@ -20,6 +20,7 @@ import { runInSandbox } from './runner.js';
 import { Session, type SessionOptions, type SessionRunOptions } from './session.js';
 import { makeStateDir, sandboxDir, teardown, writeState, type SandboxState } from './state.js';
 import type { IdMap } from '../host/subid.js';
+import { mark } from '../util/timing.js';
 
 export const SandboxLimitsSchema = z.strictObject({
   memoryBytes: z.number().int().positive().optional(),
@@ -293,12 +294,17 @@ export class Sandbox {
     this.abort.abort();
     for (const s of this.sessions) s.close();
     await unthrottle(this.state.cgroupDirs);
+    mark('destroy: unthrottled');
     // pid 1 first, so the kernel ends every process of the sandbox's pid namespace at once.
     this.holder.kill();
     await holderGone(this.holder, this.state.holderStartTime, 2000);
+    mark('destroy: holder gone');
     await teardown(this.options.stateDir, this.id, this.state);
+    mark('destroy: torn down');
     if (this.cgroup !== undefined) await removeCgroup(this.cgroup.dirs);
+    mark('destroy: cgroup removed');
     await this.hooks.onDestroyed?.(this.state);
+    mark('destroy: lease released');
   }
 }
 
@@ -416,6 +422,7 @@ async function startSandbox(opts: ParsedOptions, hooks: CreateHooks, forkFrom: S
     );
   }
   // Over idmapped layers the holder reaches its dir from inside it: the dirs above may be private.
+  mark('start: options parsed');
   makeStateDir(opts.stateDir, { othersReachParents: !opts.idmapLowers });
   const dir = sandboxDir(opts.stateDir, id);
   // Over idmapped layers, a range of the sandbox's own; else the one its layers were shifted to.
@@ -458,6 +465,7 @@ async function startSandbox(opts: ParsedOptions, hooks: CreateHooks, forkFrom: S
     ...(forkFrom === undefined ? {} : { forkedFrom: forkFrom.id }),
   };
   writeState(opts.stateDir, state);
+  mark('start: state written');
   let cgroup: SandboxCgroup | undefined;
   let holder: HolderHandle | undefined;
   let spawned: ChildProcess | undefined;
@@ -471,6 +479,7 @@ async function startSandbox(opts: ParsedOptions, hooks: CreateHooks, forkFrom: S
       );
     }
     state.cgroupDirs = cgroup?.dirs ?? [];
+    mark('start: cgroup');
     const rlimits: Rlimits = {
       nofile: opts.limits.nofile,
       core: 0,
@@ -511,6 +520,7 @@ async function startSandbox(opts: ParsedOptions, hooks: CreateHooks, forkFrom: S
       const { initPid } = await readHolderInfo(spawned, 30_000);
       holder = spawnedHolder(spawned, initPid);
     }
+    mark('start: holder ready');
     state.holderPid = holder.pid;
     // Its start time tells the holder apart from a later process that reuses the pid.
     state.holderStartTime = processStartTime(holder.pid);
@@ -519,6 +529,7 @@ async function startSandbox(opts: ParsedOptions, hooks: CreateHooks, forkFrom: S
     if (range.slotPath !== undefined) recordIdRangeHolder({ path: range.slotPath }, id, holder.pid, state.holderStartTime);
     const sb = new Sandbox(state, opts, host, holder, cgroup, rlimits, hooks, [...unenforced]);
     await hooks.onCreated?.(state);
+    mark('start: lease taken');
     return sb;
   } catch (e) {
     holder?.kill();
