@@ -71,10 +71,12 @@ try {
     const r = { wall: median(runs[k]!.map((x) => x.wall)), cpu: median(runs[k]!.map((x) => x.cpu)) };
     console.log(`${c}:`);
     console.log(
-      `  --version                  wall ${f(v.wall)}  cpu ${f(v.cpu)}   ${(v.wall / n.wall).toFixed(2)}x node wall, ${(v.cpu / n.cpu).toFixed(2)}x cpu (target <= 1.5x)`,
+      `  --version                  wall ${f(v.wall)}  cpu ${f(v.cpu)}   ` +
+        `${(v.wall / n.wall).toFixed(2)}x node wall, ${(v.cpu / n.cpu).toFixed(2)}x cpu (target <= 1.5x)`,
     );
     console.log(
-      `  run REF -- true (pulled)   wall ${f(r.wall)}  cpu ${f(r.cpu)}   node + ${(r.wall - n.wall).toFixed(0)} ms wall, + ${(r.cpu - n.cpu).toFixed(0)} ms cpu (target <= node + 60 ms)`,
+      `  run REF -- true (pulled)   wall ${f(r.wall)}  cpu ${f(r.cpu)}   node + ${(r.wall - n.wall).toFixed(0)} ` +
+        `ms wall, + ${(r.cpu - n.cpu).toFixed(0)} ms cpu (target <= node + 60 ms)`,
     );
   });
 } finally {

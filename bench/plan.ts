@@ -142,7 +142,8 @@ async function main(): Promise<void> {
     const b = stats(t.base);
     console.log(`fully cached dataset: ${INSTANCES} instances over ${PAIRS} (repo, version) pairs, ${FILE_BYTES} B copied-in file per env, ${REPEATS} repeats`);
     console.log(
-      `layers to build:   planned ${counts.base} base + ${counts.env} env + ${counts.instance} instance = ${expectOurs}   per-instance images: ${expectBase}   ratio ${(expectOurs / expectBase).toFixed(3)}`,
+      `layers to build:   planned ${counts.base} base + ${counts.env} env + ${counts.instance} instance = ` +
+        `${expectOurs}   per-instance images: ${expectBase}   ratio ${(expectOurs / expectBase).toFixed(3)}`,
     );
     console.log(`cached rebuild check (load specs+dataset, plan, keys, ref lookups):`);
     console.log(`  minisandbox plan   median ${o.median.toFixed(1)} ms  p99 ${o.p99.toFixed(1)} ms`);

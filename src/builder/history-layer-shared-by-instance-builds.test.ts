@@ -143,7 +143,8 @@ describe('a dataset with a long history', () => {
         ...UNSHARE.slice(1),
         'sh',
         '-c',
-        'mount -t tmpfs tmpfs /opt && mkdir -p /opt/minisandbox && mount --bind "$1/opt/minisandbox" /opt/minisandbox && exec git -C "$0/testbed" apply --check -',
+        'mount -t tmpfs tmpfs /opt && mkdir -p /opt/minisandbox && mount --bind ' +
+          '"$1/opt/minisandbox" /opt/minisandbox && exec git -C "$0/testbed" apply --check -',
         instance,
         history,
       ],

@@ -38,7 +38,8 @@ describe('preflightRepos', () => {
     const specs = join(work, 'specs.yaml');
     await writeFile(
       specs,
-      `base: ${join(TEST, 'base.yaml')}\nrepos:\n  test/shlib: {"1.0": {env: ${join(TEST, 'env.yaml')}, testCmd: t}}\n  x/y: {"1.0": {env: ${join(TEST, 'env.yaml')}, testCmd: t}}\n`,
+      `base: ${join(TEST, 'base.yaml')}\nrepos:\n  test/shlib: {"1.0": {env: ${join(TEST, 'env.yaml')}, ` +
+        `testCmd: t}}\n  x/y: {"1.0": {env: ${join(TEST, 'env.yaml')}, testCmd: t}}\n`,
     );
     const plan = await loadDatasetPlan({ dataset: file, specs, repos: join(work, 'repos'), name: 'bad' });
     const problems = await preflightRepos(plan);

@@ -48,6 +48,7 @@ interface RunOpts {
 }
 
 const NETWORK = ['none', 'host'] as const;
+const NO_FRAMES = 'without frame decoding: pulls decode and lay out in node, more slowly; apt-get install libzstd-dev libssl-dev';
 
 export function registerSandboxCommands(program: Command, globals: Globals, setExit: (code: number) => void): void {
   program
@@ -156,9 +157,10 @@ export function registerSandboxCommands(program: Command, globals: Globals, setE
       const r = { user: currentUser().name, isRoot: host.isRoot, idMap: host.idMap, tools: host.tools, fsmeta, fsmetaFrames, store: ctx.store.root };
       ctx.out.result(r, () =>
         [
-          `user ${r.user}${r.isRoot ? ' (root)' : ''}: sandboxes map ids 0..${host.idMap.count - 1} to ${host.idMap.uidStart}.. (uids) and ${host.idMap.gidStart}.. (gids)`,
+          `user ${r.user}${r.isRoot ? ' (root)' : ''}: sandboxes map ids 0..${host.idMap.count - 1} ` +
+            `to ${host.idMap.uidStart}.. (uids) and ${host.idMap.gidStart}.. (gids)`,
           `launcher ${host.tools.launcher}`,
-          `fsmeta   ${fsmeta}${fsmetaFrames ? '' : ' (without frame decoding: pulls decode and lay out in node, more slowly; apt-get install libzstd-dev libssl-dev)'}`,
+          `fsmeta   ${fsmeta}${fsmetaFrames ? '' : ` (${NO_FRAMES})`}`,
           `store    ${r.store}`,
           'ok',
         ].join('\n'),

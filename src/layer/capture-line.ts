@@ -12,16 +12,28 @@ const s = JSON.stringify;
 export function fastEntryLine(e: Entry): string {
   switch (e.type) {
     case 'file':
-      return `{"digest":"${e.digest}","gid":${e.gid},"mode":${e.mode},"mtime":"${e.mtime}","path":${s(e.path)},"size":${e.size},"type":"file","uid":${e.uid}${xattrs(e.xattrs)}}\n`;
+      return (
+        `{"digest":"${e.digest}","gid":${e.gid},"mode":${e.mode},"mtime":"${e.mtime}",` +
+        `"path":${s(e.path)},"size":${e.size},"type":"file","uid":${e.uid}${xattrs(e.xattrs)}}\n`
+      );
     case 'dir':
-      return `{"gid":${e.gid},"mode":${e.mode},"mtime":"${e.mtime}",${e.opaque === true ? '"opaque":true,' : ''}"path":${s(e.path)},"type":"dir","uid":${e.uid}${xattrs(e.xattrs)}}\n`;
+      return (
+        `{"gid":${e.gid},"mode":${e.mode},"mtime":"${e.mtime}",${e.opaque === true ? '"opaque":true,' : ''}` +
+        `"path":${s(e.path)},"type":"dir","uid":${e.uid}${xattrs(e.xattrs)}}\n`
+      );
     case 'symlink':
-      return `{"gid":${e.gid},"mode":${e.mode},"mtime":"${e.mtime}","path":${s(e.path)},"target":${s(e.target)},"type":"symlink","uid":${e.uid}${xattrs(e.xattrs)}}\n`;
+      return (
+        `{"gid":${e.gid},"mode":${e.mode},"mtime":"${e.mtime}","path":${s(e.path)},` +
+        `"target":${s(e.target)},"type":"symlink","uid":${e.uid}${xattrs(e.xattrs)}}\n`
+      );
     case 'fifo':
       return `{"gid":${e.gid},"mode":${e.mode},"mtime":"${e.mtime}","path":${s(e.path)},"type":"fifo","uid":${e.uid}${xattrs(e.xattrs)}}\n`;
     case 'char':
     case 'block':
-      return `{"gid":${e.gid},"major":${e.major},"minor":${e.minor},"mode":${e.mode},"mtime":"${e.mtime}","path":${s(e.path)},"type":"${e.type}","uid":${e.uid}${xattrs(e.xattrs)}}\n`;
+      return (
+        `{"gid":${e.gid},"major":${e.major},"minor":${e.minor},"mode":${e.mode},"mtime":"${e.mtime}",` +
+        `"path":${s(e.path)},"type":"${e.type}","uid":${e.uid}${xattrs(e.xattrs)}}\n`
+      );
     case 'hardlink':
       return `{"path":${s(e.path)},"target":${s(e.target)},"type":"hardlink"}\n`;
     case 'whiteout':

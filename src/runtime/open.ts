@@ -104,7 +104,8 @@ export async function layerMapping(store: StorePaths, host: HostInfo, warn?: (me
     if (!warnedShift) {
       warnedShift = true;
       const message =
-        `idmapped mounts are not available for ${store.layersDir} (${s.reason}): sandboxes use layers laid out a second time, owned by uids from ${host.idMap.uidStart}, ` +
+        `idmapped mounts are not available for ${store.layersDir} (${s.reason}): sandboxes ` +
+        `use layers laid out a second time, owned by uids from ${host.idMap.uidStart}, ` +
         'and all share that range. A kernel >= 5.12 and a store on ext4, xfs, btrfs or tmpfs give every layer one lay-out and every sandbox its own range.';
       (warn ?? ((m: string) => process.emitWarning(m, 'MinisandboxWarning')))(message);
     }

@@ -396,7 +396,10 @@ async function readHolderInfo(holder: ChildProcess, timeoutMs: number): Promise<
 
 function startHint(stderr: string): string {
   if (/newuidmap|newgidmap|uid_map|gid_map/.test(stderr))
-    return 'the subordinate id map could not be written: check /etc/subuid and /etc/subgid hold a range for this user and that newuidmap/newgidmap (Debian `uidmap`) are setuid root';
+    return (
+      'the subordinate id map could not be written: check /etc/subuid and /etc/subgid hold ' +
+      'a range for this user and that newuidmap/newgidmap (Debian `uidmap`) are setuid root'
+    );
   if (/idmapped|open_tree|mount_setattr/.test(stderr))
     return 'the layers could not be mounted idmapped: check the layer dirs exist; MINISANDBOX_IDMAP=0 falls back to layers laid out shifted for sandboxes';
   if (/overlay|lowerdir/.test(stderr))
@@ -475,7 +478,8 @@ async function startSandbox(opts: ParsedOptions, hooks: CreateHooks, forkFrom: S
     const unenforced = cgroup === undefined ? (['memoryBytes', 'pids', 'cpus'] as const).filter((k) => opts.limits[k] !== undefined) : cgroup.unenforced;
     if (unenforced.length > 0) {
       warn(
-        `sandbox ${id}: no writable cgroup for ${unenforced.join(', ')}; falling back to rlimits (memory: RLIMIT_AS per process; pids: RLIMIT_NPROC, shared by every sandbox of this user; cpu: not limited). Run as root or delegate a cgroup v2 subtree to enforce them.`,
+        `sandbox ${id}: no writable cgroup for ${unenforced.join(', ')}; falling back to rlimits (memory: RLIMIT_AS per process; pids: ` +
+          `RLIMIT_NPROC, shared by every sandbox of this user; cpu: not limited). Run as root or delegate a cgroup v2 subtree to enforce them.`,
       );
     }
     state.cgroupDirs = cgroup?.dirs ?? [];
@@ -556,7 +560,8 @@ function sandboxIdRange(id: string, shared: IdMap, warn: (m: string) => void): {
     if (!warnedNoPool) {
       warnedNoPool = true;
       warn(
-        `root's subordinate ranges (/etc/subuid, /etc/subgid) hold no more than one sandbox's ${shared.count} ids: every sandbox shares uids ${shared.uidStart}.. Give root a larger range (\`bin/setup\` writes root:1000000:1000000000) so each sandbox gets its own.`,
+        `root's subordinate ranges (/etc/subuid, /etc/subgid) hold no more than one sandbox's ${shared.count} ids: every sandbox shares ` +
+          `uids ${shared.uidStart}.. Give root a larger range (\`bin/setup\` writes root:1000000:1000000000) so each sandbox gets its own.`,
       );
     }
     return { idMap: shared };

@@ -158,7 +158,8 @@ async function grantSandboxSearch(root: string, warn: (message: string) => void)
     if (!/Operation not supported|EOPNOTSUPP/.test(String(e))) throw e;
     await chmod(root, 0o711);
     warn(
-      `store ${root}: its file system has no POSIX ACLs, so the root is 0711 (others may pass through to names they know); put the store on ext4, xfs, btrfs or tmpfs to make it private`,
+      `store ${root}: its file system has no POSIX ACLs, so the root is 0711 (others may pass ` +
+        `through to names they know); put the store on ext4, xfs, btrfs or tmpfs to make it private`,
     );
   }
 }
