@@ -154,7 +154,7 @@ function overhead(): void {
   // besides the ratio of medians: the median of each round's own ratio, and the pipeline's time
   // outside its commands (what the pipeline adds) against the chroot run.
   const paired = chroot.map((t, i) => pipeline[i]! / t - 1);
-  const outside = phases.map((p, i) => pipeline[i]! - (p['commands'] ?? 0));
+  const outside = phases.map((p, i) => pipeline[i]! - (p.commands ?? 0));
   console.log(`## build overhead (apt install python3 python3-pytest), medians of ${REPEATS}; both sides start from the base already on local disk`);
   console.log(
     `plain chroot ${(c / 1000).toFixed(1)} s   pipeline ${(median(pipeline) / 1000).toFixed(1)} s  ` +
@@ -170,12 +170,12 @@ function overhead(): void {
   }
   console.log(
     `pipeline outside its commands ${(median(outside) / 1000).toFixed(2)} s = ${pct(median(outside) / c)} of the chroot run; its ` +
-      `commands ${(median(phases.map((p) => p['commands'] ?? 0)) / 1000).toFixed(1)} s vs the chroot's ${(c / 1000).toFixed(1)} s`,
+      `commands ${(median(phases.map((p) => p.commands ?? 0)) / 1000).toFixed(1)} s vs the chroot's ${(c / 1000).toFixed(1)} s`,
   );
   const secs = (xs: number[]): string => xs.map((x) => (x / 1000).toFixed(1)).join(' ');
   console.log(
     `rounds (s): chroot ${secs(chroot)} | pipeline ${secs(pipeline)} | its commands ` +
-      `${secs(phases.map((p) => p['commands'] ?? 0))}${other !== undefined ? ` | compared ${secs(otherTimes)}` : ''}`,
+      `${secs(phases.map((p) => p.commands ?? 0))}${other !== undefined ? ` | compared ${secs(otherTimes)}` : ''}`,
   );
   const compared = otherPhases.length > 0;
   console.log(`pipeline phases (median s, % of the chroot run${compared ? "; then the compared CLI's" : ''}):`);
@@ -196,7 +196,7 @@ function cachedRebuild(): void {
     .filter((l) => l !== '')
     .map((l) => JSON.parse(l) as Record<string, unknown>);
   const many = Array.from({ length: INSTANCES }, (_, i) => ({ ...rows[i % rows.length]!, instance_id: `test__shlib-${i + 1}` }));
-  writeFileSync(join(dir, 'dataset.jsonl'), many.map((r) => JSON.stringify(r)).join('\n') + '\n');
+  writeFileSync(join(dir, 'dataset.jsonl'), `${many.map((r) => JSON.stringify(r)).join('\n')}\n`);
   for (const f of ['specs.yaml', 'base.yaml', 'env.yaml']) writeFileSync(join(dir, f), readFileSync(resolve('recipes/test', f)));
   mkdirSync(join(dir, 'files'));
   writeFileSync(join(dir, 'files/greeting.txt'), readFileSync(resolve('recipes/test/files/greeting.txt')));
@@ -284,7 +284,7 @@ function history(): void {
     );
     const j = JSON.parse(out) as BuildJson & { nodes: Array<{ label: string; kind: string; status: string; phases?: Record<string, number> }> };
     for (const node of j.nodes)
-      if (node.kind === 'instance' && node.status === 'built' && node.phases?.['checkout'] !== undefined) checkout.set(node.label, node.phases['checkout']);
+      if (node.kind === 'instance' && node.status === 'built' && node.phases?.checkout !== undefined) checkout.set(node.label, node.phases.checkout);
     if (j.nodes.some((node) => node.status === 'failed')) throw new Error(`build failed: ${out.slice(0, 600)}`);
   };
   const images: number[] = [];

@@ -19,9 +19,9 @@ import { checkoutInstance, makeHistoryLayer } from '../src/recipe/checkout.js';
 import type { HistoryRecipe, InstanceRecipe } from '../src/recipe/schema.js';
 import { rng } from '../test/helpers/rng.js';
 
-const COMMITS = Number(process.env['BENCH_COMMITS'] ?? 3000);
-const FILES = Number(process.env['BENCH_FILES'] ?? 400);
-const INSTANCES = Number(process.env['BENCH_INSTANCES'] ?? 8);
+const COMMITS = Number(process.env.BENCH_COMMITS ?? 3000);
+const FILES = Number(process.env.BENCH_FILES ?? 400);
+const INSTANCES = Number(process.env.BENCH_INSTANCES ?? 8);
 const GIT_ENV = { ...process.env, GIT_CONFIG_GLOBAL: '/dev/null', GIT_CONFIG_NOSYSTEM: '1' };
 
 function makeRepo(dir: string): string[] {

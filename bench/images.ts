@@ -25,7 +25,7 @@ import { importImage } from '../src/image/import.js';
 import { LocalRegistry } from '../src/registry/local.js';
 import { StorePaths } from '../src/store/paths.js';
 
-const N = Number(process.env['BENCH_IMAGES'] ?? 6);
+const N = Number(process.env.BENCH_IMAGES ?? 6);
 const PY = ['/usr/lib/python3.11', '/usr/lib/python3'].find((p) => {
   try {
     return statSync(p).isDirectory();

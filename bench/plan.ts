@@ -20,10 +20,10 @@ import { cacheKey, cacheRefName } from '../src/recipe/key.js';
 import { LocalRegistry } from '../src/registry/local.js';
 import type { Registry } from '../src/registry/registry.js';
 
-const INSTANCES = Number(process.env['BENCH_INSTANCES'] ?? 50);
-const PAIRS = Number(process.env['BENCH_PAIRS'] ?? 10);
-const FILE_BYTES = Number(process.env['BENCH_FILE_BYTES'] ?? 1_000_000);
-const REPEATS = Number(process.env['BENCH_REPEATS'] ?? 7);
+const INSTANCES = Number(process.env.BENCH_INSTANCES ?? 50);
+const PAIRS = Number(process.env.BENCH_PAIRS ?? 10);
+const FILE_BYTES = Number(process.env.BENCH_FILE_BYTES ?? 1_000_000);
+const REPEATS = Number(process.env.BENCH_REPEATS ?? 7);
 
 /** A layer digest stand-in: what the executor would record for a key. */
 const layerOf = (key: Digest): Digest => sha256(`layer:${key}`);

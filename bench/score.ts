@@ -41,10 +41,10 @@ import { CACHE_DIR, debianLower, freshStateDir } from '../test/helpers/sandbox-t
 import { asEvalSandbox, sandboxEvalRunner } from '../src/score/sandbox-runner.js';
 import { scoreInstance } from '../src/score/score-instance.js';
 
-const COPIES = Number(process.env['BENCH_COPIES'] ?? 15);
-const JOBS = Number(process.env['BENCH_JOBS'] ?? availableParallelism());
-const REPEATS = Number(process.env['BENCH_REPEATS'] ?? 3);
-const SANDBOX_RUNS = Number(process.env['BENCH_SANDBOX_RUNS'] ?? 12);
+const COPIES = Number(process.env.BENCH_COPIES ?? 15);
+const JOBS = Number(process.env.BENCH_JOBS ?? availableParallelism());
+const REPEATS = Number(process.env.BENCH_REPEATS ?? 3);
+const SANDBOX_RUNS = Number(process.env.BENCH_SANDBOX_RUNS ?? 12);
 const RECIPES = resolve(import.meta.dirname, '../recipes/test');
 const GIT_ENV = { ...process.env, GIT_CONFIG_GLOBAL: '/dev/null', GIT_CONFIG_NOSYSTEM: '1' };
 

@@ -316,7 +316,7 @@ async function main(): Promise<void> {
     for await (const x of reg.listBlobs()) regBytes += x.size;
     execFileSync('sh', ['-c', `tar -C ${a} -cf - . | zstd -q -3 -T0 -o ${work}/a.tzst; tar -C ${b} -cf - . | zstd -q -3 -T0 -o ${work}/b.tzst`]);
     // B's contents that A lacks, compressed alone: what any dedup could at best add for B
-    writeFileSync(join(work, 'fresh.list'), fresh.join('\n') + '\n');
+    writeFileSync(join(work, 'fresh.list'), `${fresh.join('\n')}\n`);
     execFileSync('sh', ['-c', `tar -C ${b} -T ${work}/fresh.list -cf - | zstd -q -3 -T0 -o ${work}/bnew.tzst`]);
     const aZ = statSync(`${work}/a.tzst`).size;
     const bZ = statSync(`${work}/b.tzst`).size;

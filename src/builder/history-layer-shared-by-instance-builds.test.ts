@@ -148,7 +148,7 @@ describe('a dataset with a long history', () => {
         instance,
         history,
       ],
-      { input: row['patch'] as string, encoding: 'utf8', env: GIT_ENV },
+      { input: row.patch as string, encoding: 'utf8', env: GIT_ENV },
     );
     expect(apply.status).toBe(0);
     expect(gitInLayers(history, instance, 'fsck', '--no-dangling', '--connectivity-only').status).toBe(0);

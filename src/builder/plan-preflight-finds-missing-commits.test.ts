@@ -31,7 +31,7 @@ describe('preflightRepos', () => {
       .trim()
       .split('\n');
     const bad = JSON.parse(rows[1]!) as Record<string, unknown>;
-    bad['base_commit'] = 'deadbeef'.repeat(5);
+    bad.base_commit = 'deadbeef'.repeat(5);
     const other = { ...(JSON.parse(rows[0]!) as Record<string, unknown>), instance_id: 'x__y-1', repo: 'x/y' };
     const file = join(work, 'bad.jsonl');
     await writeFile(file, `${rows[0]}\n${JSON.stringify(bad)}\n${JSON.stringify(other)}\n`);

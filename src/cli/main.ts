@@ -51,13 +51,13 @@ function commandName(argv: string[]): string | undefined {
 }
 
 /** The module that defines each command: a command line naming one loads only that module. */
-const COMMAND_MODULES: Record<string, () => Promise<Register>> = {
+const COMMAND_MODULES = {
   build: async () => (await import('./build-commands.js')).registerBuildCommands,
   run: async () => (await import('./sandbox-commands.js')).registerSandboxCommands,
   score: async () => (await import('./score-commands.js')).registerScoreCommands,
   serve: async () => (await import('./serve-command.js')).registerServeCommand,
   store: async () => (await import('./store-commands.js')).registerStoreCommands,
-};
+} satisfies Record<string, () => Promise<Register>>;
 const COMMANDS = new Map<string, keyof typeof COMMAND_MODULES>([
   ['build', 'build'],
   ['run', 'run'],
@@ -75,8 +75,8 @@ const COMMANDS = new Map<string, keyof typeof COMMAND_MODULES>([
  */
 async function commandModules(name: string | undefined): Promise<Register[]> {
   const one = name === undefined ? undefined : COMMANDS.get(name);
-  if (one !== undefined) return [await COMMAND_MODULES[one]!()];
-  return Promise.all((['store', 'run', 'build', 'score', 'serve'] as const).map((m) => COMMAND_MODULES[m]!()));
+  if (one !== undefined) return [await COMMAND_MODULES[one]()];
+  return Promise.all((['store', 'run', 'build', 'score', 'serve'] as const).map((m) => COMMAND_MODULES[m]()));
 }
 
 export async function main(argv: string[]): Promise<number> {

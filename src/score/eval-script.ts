@@ -80,5 +80,5 @@ export function makeEvalScript({ instance, spec, patchPath, testPatchPath }: Eva
     GIT_GUARD_ON,
     reset,
   );
-  return lines.join('\n') + '\n';
+  return `${lines.join('\n')}\n`;
 }

@@ -123,7 +123,7 @@ export async function scoreRun(
   const summary = makeRunSummary({ datasetIds: instances.map((x) => x.instance_id), predictions: preds, results });
   await mkdir(opts.reportDir, { recursive: true });
   const summaryPath = join(opts.reportDir, `${modelDirName(model)}.${opts.runId}.json`);
-  await writeAtomic(summaryPath, JSON.stringify(summary, null, 4) + '\n');
+  await writeAtomic(summaryPath, `${JSON.stringify(summary, null, 4)}\n`);
   const ordered = todo.flatMap((p) => results.get(p.instance_id) ?? []);
   const failures: Failure[] = ordered
     .filter((r) => !r.resolved)
@@ -172,8 +172,8 @@ async function scoreOne(
     });
     await writeAtomic(join(dir, 'eval.sh'), script);
     await writeAtomic(logPath, log);
-    await writeAtomic(join(dir, 'report.json'), JSON.stringify({ [instance.instance_id]: result.report }, null, 4) + '\n');
-    await writeAtomic(join(dir, 'result.json'), JSON.stringify(result, null, 2) + '\n');
+    await writeAtomic(join(dir, 'report.json'), `${JSON.stringify({ [instance.instance_id]: result.report }, null, 4)}\n`);
+    await writeAtomic(join(dir, 'result.json'), `${JSON.stringify(result, null, 2)}\n`);
     return { result, earlier: false, log: logPath };
   } catch (e) {
     // cancelled: no result at all, so that a rerun grades this instance
