@@ -6,7 +6,8 @@
  * Runs the bundle bin/setup builds (dist/cli.mjs; `npm run build:cli` first). Scale: BENCH_ITER (15).
  * BENCH_COMPARE_CLI=other/cli.mjs times another bundle (e.g. an older commit's) in the same rounds.
  * Besides wall time it prints CPU time (user + system, children included, from /usr/bin/time),
- * which a loaded machine inflates far less than wall time.
+ * which a loaded machine inflates far less than wall time. Where the time goes, phase by phase:
+ * `MINISANDBOX_TIMING=1 node dist/cli.mjs ... run REF -- true` (src/util/timing.ts).
  */
 import { spawnSync } from 'node:child_process';
 import { chmodSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
