@@ -73,7 +73,8 @@ function overhead(): void {
   const recipe = join(work, 'env.yaml');
   writeFileSync(
     recipe,
-    `kind: env\nname: bench-env\nparent: { ref: ${baseRef} }\nenv: { DEBIAN_FRONTEND: noninteractive }\ncommands:\n${commands.map((c) => `  - ${JSON.stringify(c)}`).join('\n')}\n`,
+    `kind: env\nname: bench-env\nparent: { ref: ${baseRef} }\nenv: { DEBIAN_FRONTEND: ` +
+      `noninteractive }\ncommands:\n${commands.map((c) => `  - ${JSON.stringify(c)}`).join('\n')}\n`,
   );
   ms(['pull', baseRef]);
   const chroot: number[] = [];
@@ -98,7 +99,8 @@ function overhead(): void {
               '--fork',
               'sh',
               '-c',
-              `mount -t proc proc ${root}/proc && mount --rbind /dev ${root}/dev && chroot ${root} /usr/bin/env DEBIAN_FRONTEND=noninteractive sh -c '${commands.join(' && ')}'`,
+              `mount -t proc proc ${root}/proc && mount --rbind /dev ${root}/dev && chroot ${root} ` +
+                `/usr/bin/env DEBIAN_FRONTEND=noninteractive sh -c '${commands.join(' && ')}'`,
             ],
             { stdio: 'ignore' },
           ),
@@ -152,24 +154,28 @@ function overhead(): void {
   // besides the ratio of medians: the median of each round's own ratio, and the pipeline's time
   // outside its commands (what the pipeline adds) against the chroot run.
   const paired = chroot.map((t, i) => pipeline[i]! / t - 1);
-  const outside = phases.map((p, i) => pipeline[i]! - (p['commands'] ?? 0));
+  const outside = phases.map((p, i) => pipeline[i]! - (p.commands ?? 0));
   console.log(`## build overhead (apt install python3 python3-pytest), medians of ${REPEATS}; both sides start from the base already on local disk`);
   console.log(
-    `plain chroot ${(c / 1000).toFixed(1)} s   pipeline ${(median(pipeline) / 1000).toFixed(1)} s   extra ${pct(median(pipeline) / c - 1)}   (median of per-round ratios ${pct(median(paired))})`,
+    `plain chroot ${(c / 1000).toFixed(1)} s   pipeline ${(median(pipeline) / 1000).toFixed(1)} s  ` +
+      ` extra ${pct(median(pipeline) / c - 1)}   (median of per-round ratios ${pct(median(paired))})`,
   );
   if (other !== undefined && otherTimes.length > 0) {
     // paired with this checkout's build of the same round (they run back to back)
     const vs = otherTimes.map((t, i) => pipeline[i]! / t - 1);
     console.log(
-      `compared: ${other} ${(median(otherTimes) / 1000).toFixed(1)} s, extra ${pct(median(otherTimes) / c - 1)} (${otherTimes.length} rounds); this pipeline vs it, median of per-round ratios ${pct(median(vs))}`,
+      `compared: ${other} ${(median(otherTimes) / 1000).toFixed(1)} s, extra ${pct(median(otherTimes) / c - 1)} ` +
+        `(${otherTimes.length} rounds); this pipeline vs it, median of per-round ratios ${pct(median(vs))}`,
     );
   }
   console.log(
-    `pipeline outside its commands ${(median(outside) / 1000).toFixed(2)} s = ${pct(median(outside) / c)} of the chroot run; its commands ${(median(phases.map((p) => p['commands'] ?? 0)) / 1000).toFixed(1)} s vs the chroot's ${(c / 1000).toFixed(1)} s`,
+    `pipeline outside its commands ${(median(outside) / 1000).toFixed(2)} s = ${pct(median(outside) / c)} of the chroot run; its ` +
+      `commands ${(median(phases.map((p) => p.commands ?? 0)) / 1000).toFixed(1)} s vs the chroot's ${(c / 1000).toFixed(1)} s`,
   );
   const secs = (xs: number[]): string => xs.map((x) => (x / 1000).toFixed(1)).join(' ');
   console.log(
-    `rounds (s): chroot ${secs(chroot)} | pipeline ${secs(pipeline)} | its commands ${secs(phases.map((p) => p['commands'] ?? 0))}${other !== undefined ? ` | compared ${secs(otherTimes)}` : ''}`,
+    `rounds (s): chroot ${secs(chroot)} | pipeline ${secs(pipeline)} | its commands ` +
+      `${secs(phases.map((p) => p.commands ?? 0))}${other !== undefined ? ` | compared ${secs(otherTimes)}` : ''}`,
   );
   const compared = otherPhases.length > 0;
   console.log(`pipeline phases (median s, % of the chroot run${compared ? "; then the compared CLI's" : ''}):`);
@@ -190,7 +196,7 @@ function cachedRebuild(): void {
     .filter((l) => l !== '')
     .map((l) => JSON.parse(l) as Record<string, unknown>);
   const many = Array.from({ length: INSTANCES }, (_, i) => ({ ...rows[i % rows.length]!, instance_id: `test__shlib-${i + 1}` }));
-  writeFileSync(join(dir, 'dataset.jsonl'), many.map((r) => JSON.stringify(r)).join('\n') + '\n');
+  writeFileSync(join(dir, 'dataset.jsonl'), `${many.map((r) => JSON.stringify(r)).join('\n')}\n`);
   for (const f of ['specs.yaml', 'base.yaml', 'env.yaml']) writeFileSync(join(dir, f), readFileSync(resolve('recipes/test', f)));
   mkdirSync(join(dir, 'files'));
   writeFileSync(join(dir, 'files/greeting.txt'), readFileSync(resolve('recipes/test/files/greeting.txt')));
@@ -205,7 +211,8 @@ function cachedRebuild(): void {
   }
   console.log(`\n## rebuild of a fully cached ${INSTANCES}-instance dataset (first build ${(first / 1000).toFixed(1)} s)`);
   console.log(
-    `cached rebuild ${(median(again) / 1000).toFixed(2)} s (median of 5)   CLI floor (ls) ${(median(floor) / 1000).toFixed(2)} s   ratio ${(median(again) / median(floor)).toFixed(2)}`,
+    `cached rebuild ${(median(again) / 1000).toFixed(2)} s (median of 5)   CLI floor (ls) ` +
+      `${(median(floor) / 1000).toFixed(2)} s   ratio ${(median(again) / median(floor)).toFixed(2)}`,
   );
 }
 
@@ -223,7 +230,8 @@ function storage(): void {
   const reg = audit.totals.registryBytes;
   console.log(`\n## storage, demo dataset (${audit.refs.length} instances)`);
   console.log(
-    `registry ${mib(reg)}   one tar|zstd image per instance ${mib(images)}   ratio ${(reg / images).toFixed(3)}   (uncompressed images ${mib(audit.totals.logicalBytes)})`,
+    `registry ${mib(reg)}   one tar|zstd image per instance ${mib(images)}   ratio ` +
+      `${(reg / images).toFixed(3)}   (uncompressed images ${mib(audit.totals.logicalBytes)})`,
   );
 }
 
@@ -276,7 +284,7 @@ function history(): void {
     );
     const j = JSON.parse(out) as BuildJson & { nodes: Array<{ label: string; kind: string; status: string; phases?: Record<string, number> }> };
     for (const node of j.nodes)
-      if (node.kind === 'instance' && node.status === 'built' && node.phases?.['checkout'] !== undefined) checkout.set(node.label, node.phases['checkout']);
+      if (node.kind === 'instance' && node.status === 'built' && node.phases?.checkout !== undefined) checkout.set(node.label, node.phases.checkout);
     if (j.nodes.some((node) => node.status === 'failed')) throw new Error(`build failed: ${out.slice(0, 600)}`);
   };
   const images: number[] = [];
@@ -285,7 +293,8 @@ function history(): void {
     return images.slice(0, n).reduce((a, b) => a + b, 0);
   };
   console.log(
-    `\n## history: the long-history dataset (${git('rev-list', '--count', 'main').trim()} commits, ${rows.length} instances, source pack ${mib(Number(execFileSync('sh', ['-c', `du -sb ${repo}/.git/objects/pack | cut -f1`], { encoding: 'utf8' })))})`,
+    `\n## history: the long-history dataset (${git('rev-list', '--count', 'main').trim()} commits, ${rows.length} instances, ` +
+      `source pack ${mib(Number(execFileSync('sh', ['-c', `du -sb ${repo}/.git/objects/pack | cut -f1`], { encoding: 'utf8' })))})`,
   );
   console.log('instances   registry      images (tar|zstd -3 each)   ratio');
   for (const n of [5, 10, 20]) {
@@ -310,7 +319,8 @@ function history(): void {
     const own = execFileSync('git', ['-C', repo, 'pack-objects', '--stdout', '--revs'], { input: `${commit}\n^${prev}\n`, maxBuffer: 1 << 28 }).length;
     ratios.push(growth / changed);
     console.log(
-      `${rows[n - 1]!.instance_id.padEnd(16)} ${mib(growth).padStart(15)}   ${mib(changed).padStart(19)}   ${mib(own).padStart(22)}   ${(growth / changed).toFixed(2).padStart(14)}   ${(growth / (changed + own)).toFixed(2).padStart(24)}`,
+      `${rows[n - 1]!.instance_id.padEnd(16)} ${mib(growth).padStart(15)}   ${mib(changed).padStart(19)}   ${mib(own).padStart(22)} ` +
+        `  ${(growth / changed).toFixed(2).padStart(14)}   ${(growth / (changed + own)).toFixed(2).padStart(24)}`,
     );
   }
   // Checkout phase vs `git worktree add` of the same commit (which also writes the work tree and index).
@@ -326,7 +336,9 @@ function history(): void {
   }
   const perRound = ours.map((o, i) => o / worktree[i]!);
   console.log(
-    `checkout phase per instance: median ${(median(ours) / 1000).toFixed(2)} s (max ${(Math.max(...ours) / 1000).toFixed(2)} s)   git worktree add ${(median(worktree) / 1000).toFixed(2)} s   ratio ${(median(ours) / median(worktree)).toFixed(2)} (median of per-instance ratios ${median(perRound).toFixed(2)}, ${ours.length} instances)`,
+    `checkout phase per instance: median ${(median(ours) / 1000).toFixed(2)} s (max ` +
+      `${(Math.max(...ours) / 1000).toFixed(2)} s)   git worktree add ${(median(worktree) / 1000).toFixed(2)} ` +
+      `s   ratio ${(median(ours) / median(worktree)).toFixed(2)} (median of per-instance ratios ${median(perRound).toFixed(2)}, ${ours.length} instances)`,
   );
 }
 

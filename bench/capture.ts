@@ -17,13 +17,13 @@ import { join } from 'node:path';
 import { captureLayer } from '../src/layer/capture.js';
 import { rng } from '../test/helpers/rng.js';
 
-const FILES = Number(process.env['BENCH_FILES'] ?? 50_000);
-const BYTES = Number(process.env['BENCH_BYTES'] ?? 1_000_000_000);
-const REPEATS = Number(process.env['BENCH_REPEATS'] ?? 3);
+const FILES = Number(process.env.BENCH_FILES ?? 50_000);
+const BYTES = Number(process.env.BENCH_BYTES ?? 1_000_000_000);
+const REPEATS = Number(process.env.BENCH_REPEATS ?? 3);
 /** BENCH_TREE: measure an existing tree (e.g. a node_modules) instead of generating one. */
-const TREE = process.env['BENCH_TREE'];
-const DIR = TREE ?? process.env['BENCH_DIR'] ?? join(tmpdir(), `ms-bench-capture-${FILES}-${BYTES}`);
-const WORKERS = process.env['BENCH_WORKERS'] === undefined ? undefined : Number(process.env['BENCH_WORKERS']);
+const TREE = process.env.BENCH_TREE;
+const DIR = TREE ?? process.env.BENCH_DIR ?? join(tmpdir(), `ms-bench-capture-${FILES}-${BYTES}`);
+const WORKERS = process.env.BENCH_WORKERS === undefined ? undefined : Number(process.env.BENCH_WORKERS);
 
 function generate(dir: string): void {
   const marker = `${dir}.generated`;

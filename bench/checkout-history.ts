@@ -19,9 +19,9 @@ import { checkoutInstance, makeHistoryLayer } from '../src/recipe/checkout.js';
 import type { HistoryRecipe, InstanceRecipe } from '../src/recipe/schema.js';
 import { rng } from '../test/helpers/rng.js';
 
-const COMMITS = Number(process.env['BENCH_COMMITS'] ?? 3000);
-const FILES = Number(process.env['BENCH_FILES'] ?? 400);
-const INSTANCES = Number(process.env['BENCH_INSTANCES'] ?? 8);
+const COMMITS = Number(process.env.BENCH_COMMITS ?? 3000);
+const FILES = Number(process.env.BENCH_FILES ?? 400);
+const INSTANCES = Number(process.env.BENCH_INSTANCES ?? 8);
 const GIT_ENV = { ...process.env, GIT_CONFIG_GLOBAL: '/dev/null', GIT_CONFIG_NOSYSTEM: '1' };
 
 function makeRepo(dir: string): string[] {
@@ -118,16 +118,20 @@ async function main(): Promise<void> {
     const p99 = (a: number[]): number => [...a].sort((x, y) => x - y)[Math.min(a.length - 1, Math.ceil(a.length * 0.99) - 1)]!;
     const sharedTotal = result.shared.bytes + result.shared.store;
     console.log(
-      `repository: ${COMMITS} commits, ${FILES} files, .git ${(du(join(repo, '.git')) / 1e6).toFixed(1)} MB; ${INSTANCES} instances; merge base in ${mergeBaseMs.toFixed(0)} ms`,
+      `repository: ${COMMITS} commits, ${FILES} files, .git ${(du(join(repo, '.git')) / 1e6).toFixed(1)} ` +
+        `MB; ${INSTANCES} instances; merge base in ${mergeBaseMs.toFixed(0)} ms`,
     );
     console.log(`.git bytes over all instance layers (content-addressed):`);
     console.log(`  full history per instance  ${(result.plain.bytes / 1e6).toFixed(2)} MB`);
     console.log(
-      `  shared history             ${(sharedTotal / 1e6).toFixed(2)} MB  (store ${(result.shared.store / 1e6).toFixed(2)} MB once + ${(result.shared.bytes / 1e6).toFixed(2)} MB own)`,
+      `  shared history             ${(sharedTotal / 1e6).toFixed(2)} MB  (store ` +
+        `${(result.shared.store / 1e6).toFixed(2)} MB once + ${(result.shared.bytes / 1e6).toFixed(2)} MB own)`,
     );
     console.log(`  ratio shared / full        ${(sharedTotal / result.plain.bytes).toFixed(3)}`);
     console.log(
-      `checkout time per instance:  full median ${med(result.plain.ms).toFixed(0)} ms p99 ${p99(result.plain.ms).toFixed(0)} ms   shared median ${med(result.shared.ms).toFixed(0)} ms p99 ${p99(result.shared.ms).toFixed(0)} ms   ratio ${(med(result.shared.ms) / med(result.plain.ms)).toFixed(2)}`,
+      `checkout time per instance:  full median ${med(result.plain.ms).toFixed(0)} ms p99 ${p99(result.plain.ms).toFixed(0)} ms   shared median ` +
+        `${med(result.shared.ms).toFixed(0)} ms p99 ${p99(result.shared.ms).toFixed(0)} ` +
+        `ms   ratio ${(med(result.shared.ms) / med(result.plain.ms)).toFixed(2)}`,
     );
   } finally {
     rmSync(work, { recursive: true, force: true });

@@ -6,7 +6,8 @@
  * Runs the bundle bin/setup builds (dist/cli.mjs; `npm run build:cli` first). Scale: BENCH_ITER (15).
  * BENCH_COMPARE_CLI=other/cli.mjs times another bundle (e.g. an older commit's) in the same rounds.
  * Besides wall time it prints CPU time (user + system, children included, from /usr/bin/time),
- * which a loaded machine inflates far less than wall time.
+ * which a loaded machine inflates far less than wall time. Where the time goes, phase by phase:
+ * `MINISANDBOX_TIMING=1 node dist/cli.mjs ... run REF -- true` (src/util/timing.ts).
  */
 import { spawnSync } from 'node:child_process';
 import { chmodSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
@@ -71,10 +72,12 @@ try {
     const r = { wall: median(runs[k]!.map((x) => x.wall)), cpu: median(runs[k]!.map((x) => x.cpu)) };
     console.log(`${c}:`);
     console.log(
-      `  --version                  wall ${f(v.wall)}  cpu ${f(v.cpu)}   ${(v.wall / n.wall).toFixed(2)}x node wall, ${(v.cpu / n.cpu).toFixed(2)}x cpu (target <= 1.5x)`,
+      `  --version                  wall ${f(v.wall)}  cpu ${f(v.cpu)}   ` +
+        `${(v.wall / n.wall).toFixed(2)}x node wall, ${(v.cpu / n.cpu).toFixed(2)}x cpu (target <= 1.5x)`,
     );
     console.log(
-      `  run REF -- true (pulled)   wall ${f(r.wall)}  cpu ${f(r.cpu)}   node + ${(r.wall - n.wall).toFixed(0)} ms wall, + ${(r.cpu - n.cpu).toFixed(0)} ms cpu (target <= node + 60 ms)`,
+      `  run REF -- true (pulled)   wall ${f(r.wall)}  cpu ${f(r.cpu)}   node + ${(r.wall - n.wall).toFixed(0)} ` +
+        `ms wall, + ${(r.cpu - n.cpu).toFixed(0)} ms cpu (target <= node + 60 ms)`,
     );
   });
 } finally {

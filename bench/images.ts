@@ -25,7 +25,7 @@ import { importImage } from '../src/image/import.js';
 import { LocalRegistry } from '../src/registry/local.js';
 import { StorePaths } from '../src/store/paths.js';
 
-const N = Number(process.env['BENCH_IMAGES'] ?? 6);
+const N = Number(process.env.BENCH_IMAGES ?? 6);
 const PY = ['/usr/lib/python3.11', '/usr/lib/python3'].find((p) => {
   try {
     return statSync(p).isDirectory();
@@ -141,8 +141,10 @@ async function main(): Promise<void> {
     console.log(
       [
         `import of ${N} images: minisandbox ${msSeconds.toFixed(1)} s vs skopeo copy + umoci unpack ${baseSeconds.toFixed(1)} s (${out.import.speedup}x)`,
-        `registry bytes: minisandbox ${fmt(msBytes)} vs image registry ${fmt(imageRegistryBytes)} (${out.bytes.registryToImageRegistry}) vs one compressed image per task ${fmt(perTaskCompressed)} (${out.bytes.registryToPerTaskCompressed})`,
-        `second image fetched ${fmt(second.fetchedBytes)} of ${fmt(secondTotal)} (${out.secondImage.fetchedShare}); converted ${out.secondImage.layersConverted} of ${out.secondImage.layers} layers`,
+        `registry bytes: minisandbox ${fmt(msBytes)} vs image registry ${fmt(imageRegistryBytes)} (${out.bytes.registryToImageRegistry}) ` +
+          `vs one compressed image per task ${fmt(perTaskCompressed)} (${out.bytes.registryToPerTaskCompressed})`,
+        `second image fetched ${fmt(second.fetchedBytes)} of ${fmt(secondTotal)} (${out.secondImage.fetchedShare}); ` +
+          `converted ${out.secondImage.layersConverted} of ${out.secondImage.layers} layers`,
       ].join('\n'),
     );
   } finally {

@@ -150,7 +150,8 @@ async function main(): Promise<void> {
       await mkdir(xdir);
       baseX.push((await timed(async () => sh(`zstd -q -d -c '${tarZst}' | tar -x -C '${xdir}'`))).ms);
       console.log(
-        `run ${r + 1}: pack ${fmt(ours[r]! / 1000, 2)} s vs ${fmt(base[r]! / 1000, 2)} s; unpack ${fmt(oursX[r]! / 1000, 2)} s vs ${fmt(baseX[r]! / 1000, 2)} s`,
+        `run ${r + 1}: pack ${fmt(ours[r]! / 1000, 2)} s vs ${fmt(base[r]! / 1000, 2)} ` +
+          `s; unpack ${fmt(oursX[r]! / 1000, 2)} s vs ${fmt(baseX[r]! / 1000, 2)} s`,
       );
       await rm(dest, { recursive: true, force: true });
       await rm(xdir, { recursive: true, force: true });
@@ -162,7 +163,8 @@ async function main(): Promise<void> {
       const ma = median(a);
       const mbm = median(b);
       console.log(
-        `${name.padEnd(10)} ours ${fmt(ma / 1000, 2)} s (${fmt(bytes / 1e6 / (ma / 1000), 0)} MB/s, ${fmt(sources.length / (ma / 1000), 0)} files/s, max ${fmt(Math.max(...a) / 1000, 2)} s)` +
+        `${name.padEnd(10)} ours ${fmt(ma / 1000, 2)} s (${fmt(bytes / 1e6 / (ma / 1000), 0)} MB/s, ` +
+          `${fmt(sources.length / (ma / 1000), 0)} files/s, max ${fmt(Math.max(...a) / 1000, 2)} s)` +
           ` | ${bname} ${fmt(mbm / 1000, 2)} s (${fmt(bytes / 1e6 / (mbm / 1000), 0)} MB/s) | throughput ratio ours/baseline ${fmt(mbm / ma, 2)}`,
       );
     };
@@ -170,7 +172,8 @@ async function main(): Promise<void> {
     row('pack', ours, base, 'tar|zstd -3 -T0');
     row('unpack', oursX, baseX, 'zstd -d|tar -x');
     console.log(
-      `bytes: ${packCount} packs ${mb(packBytes)} MB + indexes ${mb(indexBytes)} MB vs tar.zst ${mb(tarZstBytes)} MB: ratio ${fmt((packBytes + indexBytes) / tarZstBytes, 3)}; compression ${fmt(bytes / packBytes, 2)}x`,
+      `bytes: ${packCount} packs ${mb(packBytes)} MB + indexes ${mb(indexBytes)} MB vs tar.zst ${mb(tarZstBytes)} ` +
+        `MB: ratio ${fmt((packBytes + indexBytes) / tarZstBytes, 3)}; compression ${fmt(bytes / packBytes, 2)}x`,
     );
     console.log(
       `peak RSS growth: packing ${mb(packPeak)} MB, fetching ${mb(fetchPeak)} MB (process RSS after building the tree: ${mb(process.memoryUsage().rss)} MB)`,

@@ -20,10 +20,10 @@ import { cacheKey, cacheRefName } from '../src/recipe/key.js';
 import { LocalRegistry } from '../src/registry/local.js';
 import type { Registry } from '../src/registry/registry.js';
 
-const INSTANCES = Number(process.env['BENCH_INSTANCES'] ?? 50);
-const PAIRS = Number(process.env['BENCH_PAIRS'] ?? 10);
-const FILE_BYTES = Number(process.env['BENCH_FILE_BYTES'] ?? 1_000_000);
-const REPEATS = Number(process.env['BENCH_REPEATS'] ?? 7);
+const INSTANCES = Number(process.env.BENCH_INSTANCES ?? 50);
+const PAIRS = Number(process.env.BENCH_PAIRS ?? 10);
+const FILE_BYTES = Number(process.env.BENCH_FILE_BYTES ?? 1_000_000);
+const REPEATS = Number(process.env.BENCH_REPEATS ?? 7);
 
 /** A layer digest stand-in: what the executor would record for a key. */
 const layerOf = (key: Digest): Digest => sha256(`layer:${key}`);
@@ -142,7 +142,8 @@ async function main(): Promise<void> {
     const b = stats(t.base);
     console.log(`fully cached dataset: ${INSTANCES} instances over ${PAIRS} (repo, version) pairs, ${FILE_BYTES} B copied-in file per env, ${REPEATS} repeats`);
     console.log(
-      `layers to build:   planned ${counts.base} base + ${counts.env} env + ${counts.instance} instance = ${expectOurs}   per-instance images: ${expectBase}   ratio ${(expectOurs / expectBase).toFixed(3)}`,
+      `layers to build:   planned ${counts.base} base + ${counts.env} env + ${counts.instance} instance = ` +
+        `${expectOurs}   per-instance images: ${expectBase}   ratio ${(expectOurs / expectBase).toFixed(3)}`,
     );
     console.log(`cached rebuild check (load specs+dataset, plan, keys, ref lookups):`);
     console.log(`  minisandbox plan   median ${o.median.toFixed(1)} ms  p99 ${o.p99.toFixed(1)} ms`);

@@ -100,7 +100,8 @@ async function main(): Promise<void> {
     ];
 
     console.log(
-      `content: ${blobs.length} blobs, ${(totalBytes / MiB).toFixed(0)} MiB (sizes ${SIZES.map(([c, s]) => `${c}x${s >= MiB ? `${s / MiB}MiB` : `${s / 1024}KiB`}`).join(', ')})`,
+      `content: ${blobs.length} blobs, ${(totalBytes / MiB).toFixed(0)} MiB (sizes ` +
+        `${SIZES.map(([c, s]) => `${c}x${s >= MiB ? `${s / MiB}MiB` : `${s / 1024}KiB`}`).join(', ')})`,
     );
     const results: Record<string, { push: number; pull: number; pushReq: number; pullReq: number; rangeMed: number; rangeP99: number; rangeReq: number }> = {};
     for (const side of sides) {
@@ -134,16 +135,19 @@ async function main(): Promise<void> {
     console.log('\nside    push          pull          push req/GB  pull req/GB  range64K p50   p99');
     for (const [name, r] of Object.entries(results)) {
       console.log(
-        `${name.padEnd(7)} ${mbps(r.push).padEnd(13)} ${mbps(r.pull).padEnd(13)} ${(r.pushReq / GB).toFixed(0).padStart(11)}  ${(r.pullReq / GB).toFixed(0).padStart(11)}  ${r.rangeMed.toFixed(2).padStart(8)} ms ${r.rangeP99.toFixed(2).padStart(6)} ms`,
+        `${name.padEnd(7)} ${mbps(r.push).padEnd(13)} ${mbps(r.pull).padEnd(13)} ${(r.pushReq / GB).toFixed(0).padStart(11)}  ` +
+          `${(r.pullReq / GB).toFixed(0).padStart(11)}  ${r.rangeMed.toFixed(2).padStart(8)} ms ${r.rangeP99.toFixed(2).padStart(6)} ms`,
       );
     }
     const l = results.local!;
     const s = results.s3!;
     console.log(
-      `ratios s3/local: push time ${(s.push / l.push).toFixed(2)}x, pull time ${(s.pull / l.pull).toFixed(2)}x, range p50 ${(s.rangeMed / l.rangeMed).toFixed(2)}x, range p99 ${(s.rangeP99 / l.rangeP99).toFixed(2)}x`,
+      `ratios s3/local: push time ${(s.push / l.push).toFixed(2)}x, pull time ${(s.pull / l.pull).toFixed(2)}x, ` +
+        `range p50 ${(s.rangeMed / l.rangeMed).toFixed(2)}x, range p99 ${(s.rangeP99 / l.rangeP99).toFixed(2)}x`,
     );
     console.log(
-      `s3 requests per range read: ${(s.rangeReq / RANGE_READS).toFixed(2)}; multipart part size 16 MiB; in-flight peak ${s3.budget.peakRequests} requests, ${(s3.budget.peakBytes / MiB).toFixed(0)} MiB`,
+      `s3 requests per range read: ${(s.rangeReq / RANGE_READS).toFixed(2)}; multipart part size 16 MiB; ` +
+        `in-flight peak ${s3.budget.peakRequests} requests, ${(s3.budget.peakBytes / MiB).toFixed(0)} MiB`,
     );
 
     // Dataset pull: envs share a 32 MiB base and each adds 2 MiB, against one image blob per instance.

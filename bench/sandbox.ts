@@ -56,7 +56,8 @@ await makeBusyboxRootfs(realLower);
 const idmap = (await probeIdmappedLayers(host, realLower)).ok;
 const main = idmap ? { lowerDirs: [realLower], idmapLowers: true } : { lowerDirs: [lower] };
 console.log(
-  `sandbox bench: ${ITER} iterations, podman ${PODMAN_ITER}, session ${SESSION_ITER}, concurrent ${CONCURRENT}; tree ${lower}${idmap ? `, idmapped ${realLower}` : ' (no idmapped mounts here)'}`,
+  `sandbox bench: ${ITER} iterations, podman ${PODMAN_ITER}, session ${SESSION_ITER}, concurrent ` +
+    `${CONCURRENT}; tree ${lower}${idmap ? `, idmapped ${realLower}` : ' (no idmapped mounts here)'}`,
 );
 
 // 1. create -> first command -> destroy, shifted and idmapped interleaved
@@ -143,7 +144,8 @@ if (pod.length > 0) console.log(`  podman+runc   p50 ${fmt(pct(pod, 50))}  p99 $
 console.log(`  ratio minisandbox/bwrap p50: ${(pct(ours, 50) / pct(bw, 50)).toFixed(2)}x (aim <= 2x)`);
 if (idmap)
   console.log(
-    `  ratio idmapped/bwrap p50: ${(pct(oursIdmap, 50) / pct(bw, 50)).toFixed(2)}x (aim <= 2x); idmapped/shifted ${(pct(oursIdmap, 50) / pct(ours, 50)).toFixed(2)}x`,
+    `  ratio idmapped/bwrap p50: ${(pct(oursIdmap, 50) / pct(bw, 50)).toFixed(2)}x ` +
+      `(aim <= 2x); idmapped/shifted ${(pct(oursIdmap, 50) / pct(ours, 50)).toFixed(2)}x`,
   );
 if (pod.length > 0) console.log(`  speed-up vs podman p50: ${(pct(pod, 50) / pct(ours, 50)).toFixed(1)}x (aim >= 20x)`);
 
@@ -202,7 +204,8 @@ if (pod.length > 0) console.log(`  speed-up vs podman p50: ${(pct(pod, 50) / pct
   console.log(`\n${CONCURRENT} sandboxes alive at once`);
   console.log(`  start all: ${fmt(startAll)} (${fmt(startAll / CONCURRENT)} each, 4 in flight); all answered a command: ${okCount}/${CONCURRENT}`);
   console.log(
-    `  host memory per idle sandbox: PSS ${(pss / CONCURRENT / 1024).toFixed(2)} MB, RSS ${(rss / CONCURRENT / 1024).toFixed(2)} MB (${procs / CONCURRENT} processes each; aim < 5 MB)`,
+    `  host memory per idle sandbox: PSS ${(pss / CONCURRENT / 1024).toFixed(2)} MB, RSS ` +
+      `${(rss / CONCURRENT / 1024).toFixed(2)} MB (${procs / CONCURRENT} processes each; aim < 5 MB)`,
   );
   console.log(`  destroy all: ${fmt(destroyAll)}`);
 }

@@ -41,10 +41,10 @@ import { CACHE_DIR, debianLower, freshStateDir } from '../test/helpers/sandbox-t
 import { asEvalSandbox, sandboxEvalRunner } from '../src/score/sandbox-runner.js';
 import { scoreInstance } from '../src/score/score-instance.js';
 
-const COPIES = Number(process.env['BENCH_COPIES'] ?? 15);
-const JOBS = Number(process.env['BENCH_JOBS'] ?? availableParallelism());
-const REPEATS = Number(process.env['BENCH_REPEATS'] ?? 3);
-const SANDBOX_RUNS = Number(process.env['BENCH_SANDBOX_RUNS'] ?? 12);
+const COPIES = Number(process.env.BENCH_COPIES ?? 15);
+const JOBS = Number(process.env.BENCH_JOBS ?? availableParallelism());
+const REPEATS = Number(process.env.BENCH_REPEATS ?? 3);
+const SANDBOX_RUNS = Number(process.env.BENCH_SANDBOX_RUNS ?? 12);
 const RECIPES = resolve(import.meta.dirname, '../recipes/test');
 const GIT_ENV = { ...process.env, GIT_CONFIG_GLOBAL: '/dev/null', GIT_CONFIG_NOSYSTEM: '1' };
 
@@ -156,13 +156,16 @@ async function sandboxSection(
     });
     const perMin = (n: number, wall: number) => (n / wall) * 60_000;
     console.log(
-      `sandbox: ${SANDBOX_RUNS} evaluations, jobs ${JOBS}: ${perMin(SANDBOX_RUNS, sbWall).toFixed(0)} instances/min; per evaluation median ${fmt(quantile(sbDur, 0.5))}, p99 ${fmt(quantile(sbDur, 0.99))}`,
+      `sandbox: ${SANDBOX_RUNS} evaluations, jobs ${JOBS}: ${perMin(SANDBOX_RUNS, sbWall).toFixed(0)} ` +
+        `instances/min; per evaluation median ${fmt(quantile(sbDur, 0.5))}, p99 ${fmt(quantile(sbDur, 0.99))}`,
     );
     console.log(
-      `chroot:  the bare test command: per run median ${fmt(quantile(chDur, 0.5))}, p99 ${fmt(quantile(chDur, 0.99))} (~${perMin(SANDBOX_RUNS, chWall).toFixed(0)} instances/min of test time alone)`,
+      `chroot:  the bare test command: per run median ${fmt(quantile(chDur, 0.5))}, p99 ` +
+        `${fmt(quantile(chDur, 0.99))} (~${perMin(SANDBOX_RUNS, chWall).toFixed(0)} instances/min of test time alone)`,
     );
     console.log(
-      `sandbox scoring overhead beyond the test command: median ${fmt(quantile(sbDur, 0.5) - quantile(chDur, 0.5))}; throughput ratio sandbox/chroot-test-time ${(perMin(SANDBOX_RUNS, sbWall) / perMin(SANDBOX_RUNS, chWall)).toFixed(3)}`,
+      `sandbox scoring overhead beyond the test command: median ${fmt(quantile(sbDur, 0.5) - quantile(chDur, 0.5))}; ` +
+        `throughput ratio sandbox/chroot-test-time ${(perMin(SANDBOX_RUNS, sbWall) / perMin(SANDBOX_RUNS, chWall)).toFixed(3)}`,
     );
   } finally {
     await rm(stateDir, { recursive: true, force: true });
@@ -265,13 +268,16 @@ async function main(): Promise<void> {
     const overhead = [...scoreDur.keys()].flatMap((id) => scoreDur.get(id)!.map((d, i) => d - directDur.get(id)![i]!));
     const perMin = (wall: number) => (N / wall) * 60_000;
     console.log(
-      `instances: ${N} (recipes/test x${COPIES}), jobs: ${JOBS}, rounds: ${REPEATS}, test command: ${one.spec.testCmd}; load average ${execFileSync('cat', ['/proc/loadavg'], { encoding: 'utf8' }).split(' ').slice(0, 3).join(' ')}`,
+      `instances: ${N} (recipes/test x${COPIES}), jobs: ${JOBS}, rounds: ${REPEATS}, test command: ${one.spec.testCmd}; ` +
+        `load average ${execFileSync('cat', ['/proc/loadavg'], { encoding: 'utf8' }).split(' ').slice(0, 3).join(' ')}`,
     );
     console.log(
-      `score:  ${perMin(scoreWall).toFixed(0)} instances/min (median wall ${fmt(scoreWall)}); per-instance eval median ${fmt(quantile(allScore, 0.5))}, p99 ${fmt(quantile(allScore, 0.99))}`,
+      `score:  ${perMin(scoreWall).toFixed(0)} instances/min (median wall ${fmt(scoreWall)}); ` +
+        `per-instance eval median ${fmt(quantile(allScore, 0.5))}, p99 ${fmt(quantile(allScore, 0.99))}`,
     );
     console.log(
-      `direct: ${perMin(directWall).toFixed(0)} instances/min (median wall ${fmt(directWall)}); per-instance test median ${fmt(quantile(allDirect, 0.5))}, p99 ${fmt(quantile(allDirect, 0.99))}`,
+      `direct: ${perMin(directWall).toFixed(0)} instances/min (median wall ${fmt(directWall)}); ` +
+        `per-instance test median ${fmt(quantile(allDirect, 0.5))}, p99 ${fmt(quantile(allDirect, 0.99))}`,
     );
     console.log(`throughput ratio score/direct: ${(perMin(scoreWall) / perMin(directWall)).toFixed(3)}`);
     console.log(`overhead beyond the test command, per instance: median ${fmt(quantile(overhead, 0.5))}, p99 ${fmt(quantile(overhead, 0.99))}`);

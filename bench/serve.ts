@@ -90,7 +90,8 @@ try {
     }
     const [h50, h99, l50, l99] = [pct(h, 50), pct(h, 99), pct(l, 50), pct(l, 99)];
     console.log(
-      `concurrency ${String(conc).padStart(2)}: http p50 ${h50.toFixed(1)} p99 ${h99.toFixed(1)} | library p50 ${l50.toFixed(1)} p99 ${l99.toFixed(1)} | ratio p50 ${(h50 / l50).toFixed(2)}x p99 ${(h99 / l99).toFixed(2)}x`,
+      `concurrency ${String(conc).padStart(2)}: http p50 ${h50.toFixed(1)} p99 ${h99.toFixed(1)} | library p50 ` +
+        `${l50.toFixed(1)} p99 ${l99.toFixed(1)} | ratio p50 ${(h50 / l50).toFixed(2)}x p99 ${(h99 / l99).toFixed(2)}x`,
     );
   }
 } finally {

@@ -189,13 +189,16 @@ async function measureTree(label: string, tree: string, bytes: number, work: str
   console.log(`\n## ${label}: ${mib(bytes)} (tar.zst ${mib(tarBytes)}), medians of ${REPEATS}`);
   if (!ONLY_PULL)
     console.log(
-      `import  ${median(imp).toFixed(0)} ms (${mbps(median(imp))})  vs tar|zstd -3 -T0 ${median(tarz).toFixed(0)} ms (${mbps(median(tarz))})  throughput ratio ${(median(tarz) / median(imp)).toFixed(2)}`,
+      `import  ${median(imp).toFixed(0)} ms (${mbps(median(imp))})  vs tar|zstd -3 -T0 ${median(tarz).toFixed(0)} ` +
+        `ms (${mbps(median(tarz))})  throughput ratio ${(median(tarz) / median(imp)).toFixed(2)}`,
     );
   console.log(
-    `pull    ${median(pull).toFixed(0)} ms  vs zstd -d|tar -x ${median(untar).toFixed(0)} ms  speed ratio ${(median(untar) / median(pull)).toFixed(2)}${FRESH_FS ? '  (each onto a fresh ext4)' : ''}`,
+    `pull    ${median(pull).toFixed(0)} ms  vs zstd -d|tar -x ${median(untar).toFixed(0)} ms  speed ` +
+      `ratio ${(median(untar) / median(pull)).toFixed(2)}${FRESH_FS ? '  (each onto a fresh ext4)' : ''}`,
   );
   console.log(
-    `each run: pull ${pull.map((x) => x.toFixed(0)).join(' ')} ms, tar -x ${untar.map((x) => x.toFixed(0)).join(' ')} ms; per-run ratios ${pull.map((p, i) => (untar[i]! / p).toFixed(2)).join(' ')}`,
+    `each run: pull ${pull.map((x) => x.toFixed(0)).join(' ')} ms, tar -x ${untar.map((x) => x.toFixed(0)).join(' ')} ` +
+      `ms; per-run ratios ${pull.map((p, i) => (untar[i]! / p).toFixed(2)).join(' ')}`,
   );
   console.log(`second pull of a present environment: ${median(again).toFixed(1)} ms`);
 }
@@ -205,7 +208,10 @@ async function peakImportRss(tree: string, bytes: number, work: string): Promise
   const rssScript = join(work, 'rss.mts');
   writeFileSync(
     rssScript,
-    `import { LocalRegistry } from '${resolve('src/registry/local.ts')}';\nimport { StorePaths } from '${resolve('src/store/paths.ts')}';\nimport { pushTree } from '${resolve('src/publish/push.ts')}';\nawait pushTree(new LocalRegistry(process.argv[2]!), new StorePaths(process.argv[3]!), process.argv[4]!, { tag: 'rss/x' });\nconsole.log(process.resourceUsage().maxRSS);\n`,
+    `import { LocalRegistry } from '${resolve('src/registry/local.ts')}';\nimport { StorePaths } from ` +
+      `'${resolve('src/store/paths.ts')}';\nimport { pushTree } from '${resolve('src/publish/push.ts')}';\nawait ` +
+      `pushTree(new LocalRegistry(process.argv[2]!), new StorePaths(process.argv[3]!), ` +
+      `process.argv[4]!, { tag: 'rss/x' });\nconsole.log(process.resourceUsage().maxRSS);\n`,
   );
   const rss = Number(
     execFileSync('npx', ['tsx', rssScript, join(work, 'rss-reg'), join(work, 'rss-store'), tree], { encoding: 'utf8' })
@@ -232,7 +238,8 @@ async function measureImport(tree: string, bytes: number, work: string): Promise
   const mbps = (ms: number): string => `${(bytes / 1048576 / (ms / 1000)).toFixed(0)} MiB/s`;
   console.log(`\n## tree A (generated): ${mib(bytes)}, medians of ${REPEATS}`);
   console.log(
-    `import  ${median(imp).toFixed(0)} ms (${mbps(median(imp))})  vs tar|zstd -3 -T0 ${median(tarz).toFixed(0)} ms (${mbps(median(tarz))})  throughput ratio ${(median(tarz) / median(imp)).toFixed(2)}`,
+    `import  ${median(imp).toFixed(0)} ms (${mbps(median(imp))})  vs tar|zstd -3 -T0 ${median(tarz).toFixed(0)} ` +
+      `ms (${mbps(median(tarz))})  throughput ratio ${(median(tarz) / median(imp)).toFixed(2)}`,
   );
   console.log(`each run: import ${imp.map((x) => x.toFixed(0)).join(' ')} ms, tar|zstd ${tarz.map((x) => x.toFixed(0)).join(' ')} ms`);
   await peakImportRss(tree, bytes, work);
@@ -265,7 +272,8 @@ async function measureDisk(tree: string, work: string): Promise<void> {
   console.log(`\n## store bytes per layer, a node that builds and runs (${FILES} files + ${LARGE} large; laid-out tree ${mib(laid)})`);
   console.log(`before (layers/<hex> + layers/<hex>+<shift>): ${mib(b)}  ${(b / laid).toFixed(2)}x the tree`);
   console.log(
-    `now (${mapping.kind === 'idmap' ? 'one layers/<hex>, sandboxes mount it idmapped' : 'no idmapped mounts here: shifted fallback'}): ${mib(a)}  ${(a / laid).toFixed(2)}x the tree`,
+    `now (${mapping.kind === 'idmap' ? 'one layers/<hex>, sandboxes mount it idmapped' : 'no idmapped mounts here: shifted fallback'}): ` +
+      `${mib(a)}  ${(a / laid).toFixed(2)}x the tree`,
   );
 }
 
@@ -308,7 +316,7 @@ async function main(): Promise<void> {
     for await (const x of reg.listBlobs()) regBytes += x.size;
     execFileSync('sh', ['-c', `tar -C ${a} -cf - . | zstd -q -3 -T0 -o ${work}/a.tzst; tar -C ${b} -cf - . | zstd -q -3 -T0 -o ${work}/b.tzst`]);
     // B's contents that A lacks, compressed alone: what any dedup could at best add for B
-    writeFileSync(join(work, 'fresh.list'), fresh.join('\n') + '\n');
+    writeFileSync(join(work, 'fresh.list'), `${fresh.join('\n')}\n`);
     execFileSync('sh', ['-c', `tar -C ${b} -T ${work}/fresh.list -cf - | zstd -q -3 -T0 -o ${work}/bnew.tzst`]);
     const aZ = statSync(`${work}/a.tzst`).size;
     const bZ = statSync(`${work}/b.tzst`).size;

@@ -44,5 +44,7 @@ await build({
   outExtension: { '.js': '.mjs' },
   chunkNames: 'cli-chunks/[name]-[hash]',
   logLevel: 'warning',
+  minify: true,
+  keepNames: true,
   plugins: [englishOnlyZod],
 });

@@ -33,7 +33,8 @@
  * a session keyring of its own (not the runtime's), with only the kept capabilities. It
  * reports {"child-pid": NESTED_PID1} and, once the command ends, {"exit-code": N} (128+signal for
  * a signal) on the status fd, like bubblewrap's --json-status-fd. A command that could not be
- * started (workdir, exec) gets no exit-code: the error goes to stderr and the exit status is 125.
+ * started (workdir, exec) gets no exit-code: the error goes to stderr and the exit status is, as
+ * shells have it, 127 for a program not found, 126 for one found but not runnable, else 125.
  * --pty 1 (interactive shells): the command's stdio is a terminal of the sandbox's own devpts, its
  * controlling terminal, relayed to ours (put in raw mode meanwhile): Ctrl-C and job control act on
  * the command's foreground job inside, not on the sandbox.
@@ -958,8 +959,10 @@ static void command_main(const struct opts *o, int errfd, int pty_slave) {
   install_seccomp();
   syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC);
   execvp(o->argv[0], o->argv);
-  dprintf(errfd, "minisandbox: cannot run %s: %s", o->argv[0], strerror(errno));
-  _exit(127);
+  int why = errno;
+  dprintf(errfd, "minisandbox: cannot run %s: %s", o->argv[0], strerror(why));
+  /* as shells say it: 127 not found, 126 found but not runnable (enter_main passes these on) */
+  _exit(why == ENOENT ? 127 : 126);
 }
 
 /* pid 1 of the command's own pid namespace: /proc, then the command as pid 2, reaping orphans. */
@@ -1132,10 +1135,14 @@ static int enter_main(struct opts *o) {
   char msgbuf[1024];
   ssize_t n = read(err[0], msgbuf, sizeof msgbuf - 1);
   if (n > 0) {
-    /* The command never ran: a setup failure, reported without an exit-code. */
+    /*
+     * The command never ran: a setup failure, reported without an exit-code. Our status says
+     * which: 127 its program was not found, 126 it could not be run, 125 anything else.
+     */
     msgbuf[n] = '\0';
     fprintf(stderr, "%s\n", msgbuf);
-    return 125;
+    int failed = st < 0 ? 125 : shell_status(st);
+    return failed == 126 || failed == 127 ? failed : 125;
   }
   int code = st < 0 ? 125 : shell_status(st);
   char info[64];

@@ -62,7 +62,8 @@ describe('the package by name', () => {
       let internal = 'importable';
       try { await import('minisandbox/src/registry/open.js'); } catch (e) { internal = e.code; }
       console.log(JSON.stringify({
-        same: root.openSandbox === rt.openSandbox && root.scoreInstance === score.scoreInstance && root.openRegistry === reg.openRegistry && root.StorePaths === store.StorePaths,
+        same: root.openSandbox === rt.openSandbox && root.scoreInstance === score.scoreInstance &&
+          root.openRegistry === reg.openRegistry && root.StorePaths === store.StorePaths,
         runners: [typeof rt.refEvalRunner, typeof score.sandboxEvalRunner],
         aborted: errors.ErrorCode.ABORTED,
         internal,

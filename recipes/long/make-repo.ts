@@ -17,7 +17,7 @@ import { rng } from '../../test/helpers/rng.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const out = process.argv[2] ?? join(here, 'repos', 'test', 'longlib');
-const COMMITS = Number(process.env['LONG_COMMITS'] ?? 3000);
+const COMMITS = Number(process.env.LONG_COMMITS ?? 3000);
 const FIXES = 24;
 const GIT_ENV = { ...process.env, GIT_CONFIG_GLOBAL: '/dev/null', GIT_CONFIG_NOSYSTEM: '1', LC_ALL: 'C', TZ: 'UTC' };
 

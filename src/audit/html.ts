@@ -61,7 +61,12 @@ export function auditHtml(r: AuditReport, now = new Date()): string {
   const rows = r.refs
     .map(
       (x) =>
-        `<tr><td>${esc(x.ref)}</td><td>${x.layers}</td><td>${x.files}</td><td>${formatSize(x.logicalBytes)}</td>${hasImages ? `<td>${x.imageCompressedBytes === undefined ? '' : formatSize(x.imageCompressedBytes)}</td><td>${x.imageBytes === undefined ? '' : formatSize(x.imageBytes)}</td>` : ''}</tr>`,
+        `<tr><td>${esc(x.ref)}</td><td>${x.layers}</td><td>${x.files}</td><td>${formatSize(x.logicalBytes)}</td>` +
+        (hasImages
+          ? `<td>${x.imageCompressedBytes === undefined ? '' : formatSize(x.imageCompressedBytes)}</td>` +
+            `<td>${x.imageBytes === undefined ? '' : formatSize(x.imageBytes)}</td>`
+          : '') +
+        '</tr>',
     )
     .join('\n');
   const legend = SERIES.map((s) => `<li><span style="background:${s.color}"></span>${esc(s.label)}${last ? `: ${formatSize(last[s.key])}` : ''}</li>`).join('');
@@ -75,15 +80,18 @@ ul.legend{list-style:none;padding:0}ul.legend span{display:inline-block;width:12
 .big{font-size:1.3em}
 </style></head><body>
 <h1>Storage audit</h1>
-<p>Registry <code>${esc(r.registry)}</code>, ${t.refs} refs, ${t.distinctLayers} distinct layers, ${t.distinctObjects} distinct files; written ${esc(now.toISOString())}.</p>
+<p>Registry <code>${esc(r.registry)}</code>, ${t.refs} refs, ${t.distinctLayers} distinct layers, ${t.distinctObjects} distinct files;
+written ${esc(now.toISOString())}.</p>
 <table>
 <tr><th>what</th><th>bytes</th><th>minisandbox registry is</th></tr>
 <tr><td>one image per ref (uncompressed)</td><td>${formatSize(t.logicalBytes)}</td><td>${pct(t.registryBytes, t.logicalBytes)}</td></tr>
 <tr><td>identical layers shared (uncompressed)</td><td>${formatSize(t.dockerStyleBytes)}</td><td>${pct(t.registryBytes, t.dockerStyleBytes)}</td></tr>
 ${
   hasImages
-    ? `<tr><td>source images' distinct layers, compressed (image registry)</td><td>${formatSize(t.imageCompressedBytes)}</td><td>${pct(t.registryBytes, t.imageCompressedBytes)}</td></tr>
-<tr><td>source images' distinct layers, uncompressed (container engine)</td><td>${formatSize(t.imageBytes)}</td><td>${pct(t.registryBytes, t.imageBytes)}</td></tr>`
+    ? `<tr><td>source images' distinct layers, compressed (image registry)</td>
+<td>${formatSize(t.imageCompressedBytes)}</td><td>${pct(t.registryBytes, t.imageCompressedBytes)}</td></tr>
+<tr><td>source images' distinct layers, uncompressed (container engine)</td>
+<td>${formatSize(t.imageBytes)}</td><td>${pct(t.registryBytes, t.imageBytes)}</td></tr>`
     : ''
 }
 <tr><td>distinct file contents (uncompressed)</td><td>${formatSize(t.uniqueContentBytes)}</td><td>${pct(t.registryBytes, t.uniqueContentBytes)}</td></tr>
@@ -93,7 +101,9 @@ ${
 ${chartSvg(r.cumulative)}
 <ul class="legend">${legend}</ul>
 <h2>Refs</h2>
-<table><tr><th>ref</th><th>layers</th><th>files</th><th>image (uncompressed)</th>${hasImages ? '<th>source image compressed</th><th>source image uncompressed</th>' : ''}</tr>
+<table><tr><th>ref</th><th>layers</th><th>files</th><th>image (uncompressed)</th>${
+    hasImages ? '<th>source image compressed</th><th>source ' + 'image uncompressed</th>' : ''
+  }</tr>
 ${rows}
 </table>
 </body></html>

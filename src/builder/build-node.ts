@@ -45,8 +45,18 @@ export class BuildCommandError extends MinisandboxError {
   }
 }
 
-const TRANSIENT =
-  /Temporary failure (in name )?resolving|Could not resolve|Connection (timed out|reset|refused)|Failed to fetch .* (5\d\d|Hash Sum mismatch)|Network is unreachable|TLS handshake|Read timed out/i;
+const TRANSIENT = new RegExp(
+  [
+    'Temporary failure (in name )?resolving',
+    'Could not resolve',
+    'Connection (timed out|reset|refused)',
+    'Failed to fetch .* (5\\d\\d|Hash Sum mismatch)',
+    'Network is unreachable',
+    'TLS handshake',
+    'Read timed out',
+  ].join('|'),
+  'i',
+);
 
 export interface BuildEnvContext {
   registry: Registry;
@@ -203,7 +213,8 @@ async function buildInSandboxOn(parent: Parent, script: string, ctx: BuildEnvCon
     const o = await clock.time('commands', () => sb.exec(['/bin/sh', '-c', script]));
     await log(
       ctx.logPath,
-      `${o.stdout}${o.stderr}${o.stdoutTruncated || o.stderrTruncated ? '\n[output truncated]' : ''}\n--- ${o.status}, exit ${o.exitCode ?? o.signal}, ${(o.durationMs / 1000).toFixed(1)} s ---`,
+      `${o.stdout}${o.stderr}${o.stdoutTruncated || o.stderrTruncated ? '\n[output truncated]' : ''}\n--- ` +
+        `${o.status}, exit ${o.exitCode ?? o.signal}, ${(o.durationMs / 1000).toFixed(1)} s ---`,
     );
     if (ctx.signal.aborted) throw new MinisandboxError('BUILD_CANCELLED', `${opts.label}: cancelled`);
     if (o.status !== 'ok' || o.exitCode !== 0) {
@@ -336,7 +347,8 @@ export async function buildInstance(
     const historyObjects = await ctx.clock.time('history-layout', () => historyObjectsOf(recipe, parent, ctx));
     await log(
       ctx.logPath,
-      `checkout ${JSON.stringify(recipe.repo)} at ${recipe.commit} into ${recipe.workdir}${recipe.history ? ` borrowing history up to ${recipe.history.base} from ${recipe.history.path}` : ''}`,
+      `checkout ${JSON.stringify(recipe.repo)} at ${recipe.commit} into ` +
+        `${recipe.workdir}${recipe.history ? ` borrowing history up to ${recipe.history.base} from ${recipe.history.path}` : ''}`,
     );
     await ctx.clock.time('checkout', () =>
       checkoutInstance(recipe, root, historyObjects === undefined ? {} : { historyObjects, historyCache: join(ctx.store.root, 'history-cache') }),

@@ -143,11 +143,12 @@ describe('a dataset with a long history', () => {
         ...UNSHARE.slice(1),
         'sh',
         '-c',
-        'mount -t tmpfs tmpfs /opt && mkdir -p /opt/minisandbox && mount --bind "$1/opt/minisandbox" /opt/minisandbox && exec git -C "$0/testbed" apply --check -',
+        'mount -t tmpfs tmpfs /opt && mkdir -p /opt/minisandbox && mount --bind ' +
+          '"$1/opt/minisandbox" /opt/minisandbox && exec git -C "$0/testbed" apply --check -',
         instance,
         history,
       ],
-      { input: row['patch'] as string, encoding: 'utf8', env: GIT_ENV },
+      { input: row.patch as string, encoding: 'utf8', env: GIT_ENV },
     );
     expect(apply.status).toBe(0);
     expect(gitInLayers(history, instance, 'fsck', '--no-dangling', '--connectivity-only').status).toBe(0);

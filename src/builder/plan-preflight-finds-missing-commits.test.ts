@@ -31,14 +31,15 @@ describe('preflightRepos', () => {
       .trim()
       .split('\n');
     const bad = JSON.parse(rows[1]!) as Record<string, unknown>;
-    bad['base_commit'] = 'deadbeef'.repeat(5);
+    bad.base_commit = 'deadbeef'.repeat(5);
     const other = { ...(JSON.parse(rows[0]!) as Record<string, unknown>), instance_id: 'x__y-1', repo: 'x/y' };
     const file = join(work, 'bad.jsonl');
     await writeFile(file, `${rows[0]}\n${JSON.stringify(bad)}\n${JSON.stringify(other)}\n`);
     const specs = join(work, 'specs.yaml');
     await writeFile(
       specs,
-      `base: ${join(TEST, 'base.yaml')}\nrepos:\n  test/shlib: {"1.0": {env: ${join(TEST, 'env.yaml')}, testCmd: t}}\n  x/y: {"1.0": {env: ${join(TEST, 'env.yaml')}, testCmd: t}}\n`,
+      `base: ${join(TEST, 'base.yaml')}\nrepos:\n  test/shlib: {"1.0": {env: ${join(TEST, 'env.yaml')}, ` +
+        `testCmd: t}}\n  x/y: {"1.0": {env: ${join(TEST, 'env.yaml')}, testCmd: t}}\n`,
     );
     const plan = await loadDatasetPlan({ dataset: file, specs, repos: join(work, 'repos'), name: 'bad' });
     const problems = await preflightRepos(plan);

@@ -36,7 +36,7 @@ export async function preflightRepos(plan: BuildPlan): Promise<PreflightProblem[
         problems.push({ id: i.id, message: `${i.where}: repository ${repo} does not exist (make a mirror: git clone --mirror <url> ${repo})` });
       continue;
     }
-    const r = await runGit(['-C', repo, 'cat-file', '--batch-check'], { input: items.map((i) => `${i.commit}^{commit}`).join('\n') + '\n' });
+    const r = await runGit(['-C', repo, 'cat-file', '--batch-check'], { input: `${items.map((i) => `${i.commit}^{commit}`).join('\n')}\n` });
     if (r.exitCode !== 0) {
       for (const i of items) problems.push({ id: i.id, message: `${i.where}: ${repo} is not a git repository (${r.stderr.trim() || r.message})` });
       continue;

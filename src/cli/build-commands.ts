@@ -253,7 +253,8 @@ export function registerBuildCommands(program: Command, globals: Globals, setExi
           ]),
         ]),
         '',
-        `built ${tally.built}, cached ${tally.cached}, failed ${tally.failed}, skipped ${tally.skipped}${tally.cancelled ? `, cancelled ${tally.cancelled}` : ''}`,
+        `built ${tally.built}, cached ${tally.cached}, failed ${tally.failed}, skipped ` +
+          `${tally.skipped}${tally.cancelled ? `, cancelled ${tally.cancelled}` : ''}`,
       ].join('\n'),
     );
     if (tally.failed + tally.skipped + tally.cancelled > 0) setExit(EXIT.failed);

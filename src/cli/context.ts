@@ -52,21 +52,20 @@ export async function makeContext(g: GlobalOptions, opts: { progressWhenNotTty?:
   if (!registry.startsWith('s3://')) checkDirOption('--registry', registry);
   const storeDir = g.store ?? process.env.MINISANDBOX_STORE;
   if (storeDir !== undefined) checkDirOption('--store', storeDir);
-  const [{ openRegistry }, { StorePaths, defaultStoreDir }, { errorMessage }] = await Promise.all([
-    import('../registry/open.js'),
-    import('../store/paths.js'),
-    import('../errors.js'),
-  ]);
-  return {
-    // a retried request is said, so a registry that stopped answering is no silent hang
-    registry: openRegistry(registry, {
-      hooks: {
-        onRetry: (r) => out.progress({ phase: 'retry', message: `registry: ${r.what}: ${errorMessage(r.error)}; retry ${r.attempt} in ${r.delayMs} ms` }),
-      },
-    }),
-    store: new StorePaths(g.store ?? defaultStoreDir()),
-    out,
-  };
+  const { StorePaths, defaultStoreDir } = await import('../store/paths.js');
+  return { registry: await openRegistryFor(registry, out), store: new StorePaths(g.store ?? defaultStoreDir()), out };
+}
+
+/** The S3 client's code is loaded only for an S3 registry. */
+async function openRegistryFor(url: string, out: Output): Promise<Registry> {
+  if (!url.startsWith('s3://')) return (await import('../registry/open-local.js')).openLocalRegistry(url);
+  const [{ openRegistry }, { errorMessage }] = await Promise.all([import('../registry/open.js'), import('../errors.js')]);
+  // a retried request is said, so a registry that stopped answering is no silent hang
+  return openRegistry(url, {
+    hooks: {
+      onRetry: (r) => out.progress({ phase: 'retry', message: `registry: ${r.what}: ${errorMessage(r.error)}; retry ${r.attempt} in ${r.delayMs} ms` }),
+    },
+  });
 }
 
 /** The context of a command that reads or writes the store: the store is made (or checked) private first. */

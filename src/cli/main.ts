@@ -3,14 +3,17 @@
  * The `minisandbox` command: a thin commander layer over the library.
  *
  * Start-up is part of every sandboxed command's cost, so nothing is loaded before it is needed:
- * `--version` answers before commander is imported, the command modules define options only
+ * `--version` answers before commander is imported, only the module of the command named is loaded
+ * (all of them for help or an unknown command), the command modules define options only
  * (their values are parsed by options.ts before any action runs), and each action imports what it
  * uses (the bundle is split per import by esbuild; see package.json `build`).
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import type { Command } from 'commander';
 import type { GlobalOptions } from './context.js';
+import { mark } from '../util/timing.js';
 
 /** The package's version: package.json sits one level up from the bundled dist/, two from src/cli/. */
 function packageVersion(): string {
@@ -23,32 +26,74 @@ function packageVersion(): string {
   return 'unknown';
 }
 
+type Register = (program: Command, globals: () => GlobalOptions, setExit: (code: number) => void) => void;
+
+/** Global options that take a value (commander's `--opt value` and `--opt=value`). */
+const GLOBAL_WITH_VALUE = new Set(['--registry', '--store', '--progress']);
+const GLOBAL_FLAGS = new Set(['--json']);
+
+/**
+ * The command word of a command line: the first argument after the global options, or undefined
+ * when something else comes first (help, an unknown option), for which every command is loaded.
+ */
+function commandName(argv: string[]): string | undefined {
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i] ?? '';
+    if (GLOBAL_FLAGS.has(a)) continue;
+    if (GLOBAL_WITH_VALUE.has(a)) {
+      i++;
+      continue;
+    }
+    if (a.startsWith('--') && GLOBAL_WITH_VALUE.has(a.slice(0, a.indexOf('=')))) continue;
+    return a.startsWith('-') ? undefined : a;
+  }
+  return undefined;
+}
+
+/** The module that defines each command: a command line naming one loads only that module. */
+const COMMAND_MODULES = {
+  build: async () => (await import('./build-commands.js')).registerBuildCommands,
+  run: async () => (await import('./sandbox-commands.js')).registerSandboxCommands,
+  score: async () => (await import('./score-commands.js')).registerScoreCommands,
+  serve: async () => (await import('./serve-command.js')).registerServeCommand,
+  store: async () => (await import('./store-commands.js')).registerStoreCommands,
+  'swe-agent': async () => (await import('./swe-agent-command.js')).registerSweAgentCommand,
+} satisfies Record<string, () => Promise<Register>>;
+const COMMANDS = new Map<string, keyof typeof COMMAND_MODULES>([
+  ['build', 'build'],
+  ['run', 'run'],
+  ['shell', 'run'],
+  ['check', 'run'],
+  ['score', 'score'],
+  ['validate', 'score'],
+  ['serve', 'serve'],
+  ['swe-agent-instances', 'swe-agent'],
+  ...['import', 'export', 'pull', 'copy', 'ls', 'inspect', 'verify', 'gc', 'audit'].map((c) => [c, 'store'] as const),
+]);
+
+/**
+ * The register functions for `name`'s module, or every module (in the order of `--help`) when the
+ * command line names no known command: commander then lists them all, or says which is unknown.
+ */
+async function commandModules(name: string | undefined): Promise<Register[]> {
+  const one = name === undefined ? undefined : COMMANDS.get(name);
+  if (one !== undefined) return [await COMMAND_MODULES[one]()];
+  return Promise.all((['store', 'run', 'build', 'score', 'serve', 'swe-agent'] as const).map((m) => COMMAND_MODULES[m]()));
+}
+
 export async function main(argv: string[]): Promise<number> {
+  mark('main');
   if (argv.length === 1 && (argv[0] === '--version' || argv[0] === '-V')) {
     process.stdout.write(`${packageVersion()}\n`);
     return 0;
   }
-  const [
-    { Command, CommanderError },
-    { EXIT, Output, PROGRESS_MODES },
-    { opt },
-    { registerBuildCommands },
-    { registerSandboxCommands },
-    { registerScoreCommands },
-    { registerStoreCommands },
-    { registerServeCommand },
-    { registerSweAgentCommand },
-  ] = await Promise.all([
+  const [{ Command, CommanderError }, { EXIT, Output, PROGRESS_MODES }, { opt }, registers] = await Promise.all([
     import('commander'),
     import('./output.js'),
     import('./options.js'),
-    import('./build-commands.js'),
-    import('./sandbox-commands.js'),
-    import('./score-commands.js'),
-    import('./store-commands.js'),
-    import('./serve-command.js'),
-    import('./swe-agent-command.js'),
+    commandModules(commandName(argv)),
   ]);
+  mark('cli modules loaded');
   const program = new Command();
   let exitCode: number = EXIT.ok;
   program
@@ -70,12 +115,7 @@ export async function main(argv: string[]): Promise<number> {
   const setExit = (c: number): void => {
     exitCode = c;
   };
-  registerStoreCommands(program, globals, setExit);
-  registerSandboxCommands(program, globals, setExit);
-  registerBuildCommands(program, globals, setExit);
-  registerScoreCommands(program, globals, setExit);
-  registerServeCommand(program, globals, setExit);
-  registerSweAgentCommand(program, globals, setExit);
+  for (const register of registers) register(program, globals, setExit);
   try {
     await program.parseAsync(argv, { from: 'user' });
   } catch (e) {

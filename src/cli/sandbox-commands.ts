@@ -7,6 +7,7 @@ import type { Command } from 'commander';
 import type { CommandOutcome } from '../sandbox/outcome.js';
 import { type GlobalOptions, makeContext, storeContext } from './context.js';
 import { opt, option } from './options.js';
+import { mark } from '../util/timing.js';
 
 type Globals = () => GlobalOptions;
 
@@ -47,6 +48,7 @@ interface RunOpts {
 }
 
 const NETWORK = ['none', 'host'] as const;
+const NO_FRAMES = 'without frame decoding: pulls decode and lay out in node, more slowly; apt-get install libzstd-dev libssl-dev';
 
 export function registerSandboxCommands(program: Command, globals: Globals, setExit: (code: number) => void): void {
   program
@@ -65,8 +67,11 @@ export function registerSandboxCommands(program: Command, globals: Globals, setE
     .addOption(option('--max-output <size>', 'keep at most this much of stdout and of stderr', opt.size(), { value: 16 * 1024 ** 2, shown: '16m' }))
     .action(async (ref: string, cmd: string[], o: RunOpts) => {
       // `auto` progress is silent here when stderr is not a terminal: it is the command's stderr
+      mark('run: options parsed');
       const ctx = await storeContext(globals(), { progressWhenNotTty: 'none' });
+      mark('run: store context');
       const { openSandbox, reapStale } = await import('../runtime/open.js');
+      mark('run: runtime loaded');
       const limits: Record<string, number> = { diskBytes: o.disk };
       if (o.memory !== undefined) limits.memoryBytes = o.memory;
       if (o.pids !== undefined) limits.pids = o.pids;
@@ -74,6 +79,7 @@ export function registerSandboxCommands(program: Command, globals: Globals, setE
       const config: Record<string, unknown> = { env: o.env };
       if (o.workdir !== undefined) config.workdir = o.workdir;
       await reapStale(ctx.store);
+      mark('run: stale reaped');
       // Ctrl-C or a TERM cancels a pull or start in progress, and kills a running command
       const abort = new AbortController();
       const stop = (): void => abort.abort(new Error('interrupted'));
@@ -89,6 +95,7 @@ export function registerSandboxCommands(program: Command, globals: Globals, setE
           onPull: (p) => ctx.out.progress({ ...p, message: `pull ${ref}: ${p.phase} layer ${p.layer.slice(7, 19)}` }),
           warn: (m) => ctx.out.warn(m),
         });
+        mark('run: sandbox open');
         ctx.out.done();
         const outcome = await sb.exec(cmd, { signal: abort.signal, ...(o.timeout === undefined ? {} : { timeoutMs: o.timeout }) });
         if (ctx.out.json) ctx.out.result({ ref, sandbox: sb.id, ...outcome }, () => '');
@@ -101,8 +108,10 @@ export function registerSandboxCommands(program: Command, globals: Globals, setE
             ctx.out.warn(`command ended: ${outcome.status}${outcome.error ? ` (${outcome.error})` : ''}`);
           }
         }
+        mark('run: command done');
         setExit(outcomeExitCode(outcome));
       } finally {
+        mark('run: sandbox destroyed');
         process.off('SIGINT', stop);
         process.off('SIGTERM', stop);
       }
@@ -148,9 +157,10 @@ export function registerSandboxCommands(program: Command, globals: Globals, setE
       const r = { user: currentUser().name, isRoot: host.isRoot, idMap: host.idMap, tools: host.tools, fsmeta, fsmetaFrames, store: ctx.store.root };
       ctx.out.result(r, () =>
         [
-          `user ${r.user}${r.isRoot ? ' (root)' : ''}: sandboxes map ids 0..${host.idMap.count - 1} to ${host.idMap.uidStart}.. (uids) and ${host.idMap.gidStart}.. (gids)`,
+          `user ${r.user}${r.isRoot ? ' (root)' : ''}: sandboxes map ids 0..${host.idMap.count - 1} ` +
+            `to ${host.idMap.uidStart}.. (uids) and ${host.idMap.gidStart}.. (gids)`,
           `launcher ${host.tools.launcher}`,
-          `fsmeta   ${fsmeta}${fsmetaFrames ? '' : ' (without frame decoding: pulls decode and lay out in node, more slowly; apt-get install libzstd-dev libssl-dev)'}`,
+          `fsmeta   ${fsmeta}${fsmetaFrames ? '' : ` (${NO_FRAMES})`}`,
           `store    ${r.store}`,
           'ok',
         ].join('\n'),

@@ -134,7 +134,8 @@ export function registerScoreCommands(program: Command, globals: Globals, setExi
           ...r.results.map((x) => `${x.instance_id}: ${x.resolved ? 'RESOLVED' : x.status === 'completed' ? 'unresolved' : x.status}`),
           ...(r.failures.length > 0 ? ['', 'not resolved:', ...r.failures.map((f) => formatFailure(f))] : []),
           '',
-          `total ${s.total_instances}, submitted ${s.submitted_instances}, completed ${s.completed_instances}, resolved ${s.resolved_instances}, unresolved ${s.unresolved_instances}, empty patch ${s.empty_patch_instances}, error ${s.error_instances}`,
+          `total ${s.total_instances}, submitted ${s.submitted_instances}, completed ${s.completed_instances}, resolved ` +
+            `${s.resolved_instances}, unresolved ${s.unresolved_instances}, empty patch ${s.empty_patch_instances}, error ${s.error_instances}`,
           ...(otherSpelling > 0
             ? [`${otherSpelling} test name(s) matched by the other unittest spelling (Python <= 3.10 vs >= 3.11; result.json other_spelling)`]
             : []),

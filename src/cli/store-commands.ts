@@ -37,7 +37,8 @@ async function importImageCommand(
       `${o.tag} -> ${r.env} (${r.status === 'present' ? 'imported before, nothing fetched' : 'imported'})`,
       ...r.layers.map(
         (l) =>
-          `  layer ${l.layer.slice(0, 19)} from ${l.diffId.slice(0, 19)}: ${l.converted ? 'converted' : 'converted before'}, image ${formatBytes(l.compressedSize)} compressed / ${formatBytes(l.size)}`,
+          `  layer ${l.layer.slice(0, 19)} from ${l.diffId.slice(0, 19)}: ${l.converted ? 'converted' : 'converted before'}, ` +
+          `image ${formatBytes(l.compressedSize)} compressed / ${formatBytes(l.size)}`,
       ),
       `fetched ${formatBytes(r.fetchedBytes)}; objects: ${r.newObjects} new, ${r.reusedObjects} already in the registry`,
     ].join('\n'),
@@ -249,7 +250,8 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
             ...results.map(
               (r) => `${r.ref}: ${r.status}${r.status === 'failed' ? ` (${r.error})` : ` ${formatBytes(r.fetchedBytes)} in ${r.seconds.toFixed(2)}s`}`,
             ),
-            `${results.length} environment(s): ${results.length - failed.length} in the store, ${failed.length} failed; fetched ${formatBytes(bytes)} in ${seconds.toFixed(1)}s`,
+            `${results.length} environment(s): ${results.length - failed.length} in the store, ` +
+              `${failed.length} failed; fetched ${formatBytes(bytes)} in ${seconds.toFixed(1)}s`,
           ].join('\n'),
       );
       if (failed.length > 0) setExit(EXIT.failed);
@@ -278,13 +280,16 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
         onProgress: (p) =>
           ctx.out.progress({
             ...p,
-            message: `copy ${p.refsDone}/${p.refsTotal} refs: ${p.ref} ${p.phase}; ${p.blobsCopied} blobs copied (${formatBytes(p.bytesCopied)}), ${p.blobsSkipped} present`,
+            message:
+              `copy ${p.refsDone}/${p.refsTotal} refs: ${p.ref} ${p.phase}; ${p.blobsCopied} ` +
+              `blobs copied (${formatBytes(p.bytesCopied)}), ${p.blobsSkipped} present`,
           }),
       });
       ctx.out.result(
         summary,
         () =>
-          `copied ${summary.refsWritten} ref(s): ${summary.blobsCopied} blobs (${formatBytes(summary.bytesCopied)}) copied, ${summary.blobsSkipped} already there`,
+          `copied ${summary.refsWritten} ref(s): ${summary.blobsCopied} blobs ` +
+          `(${formatBytes(summary.bytesCopied)}) copied, ${summary.blobsSkipped} already there`,
       );
     });
 
@@ -417,13 +422,16 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
           dryRun ? '(dry run: nothing removed)' : '',
           reaped > 0 ? `reclaimed ${reaped} stale sandbox(es)` : '',
           store
-            ? `store: ${store.removedLayers.length} layers, ${store.removedLinks} pooled files, ${store.removedObjects} staged objects, ${store.removedTmp} leftovers; ${formatBytes(store.freedBytes)}`
+            ? `store: ${store.removedLayers.length} layers, ${store.removedLinks} pooled files, ` +
+              `${store.removedObjects} staged objects, ${store.removedTmp} leftovers; ${formatBytes(store.freedBytes)}`
             : '',
           registry
-            ? `registry: ${registry.removedBlobs.length} blobs (${formatBytes(registry.freedBytes)}), ${registry.removedPacks.length} catalog entries; ${registry.keptBlobs} blobs kept`
+            ? `registry: ${registry.removedBlobs.length} blobs (${formatBytes(registry.freedBytes)}), ` +
+              `${registry.removedPacks.length} catalog entries; ${registry.keptBlobs} blobs kept`
             : '',
           registry && registry.condemnedBlobs.length > 0
-            ? `registry: ${registry.condemnedBlobs.length} unreached blobs (${formatBytes(registry.condemnedBlobs.reduce((n, b) => n + b.size, 0))}) condemned: a gc at least ${graceMs / 1000}s after their condemnation removes them`
+            ? `registry: ${registry.condemnedBlobs.length} unreached blobs (${formatBytes(registry.condemnedBlobs.reduce((n, b) => n + b.size, 0))}) ` +
+              `condemned: a gc at least ${graceMs / 1000}s after their condemnation removes them`
             : '',
           ...(dryRun && registry ? registry.removedBlobs.map((b) => `  would remove ${b.digest} (${formatBytes(b.size)})`) : []),
           ...(dryRun && store ? store.removedLayers.map((l) => `  would remove layer ${l}`) : []),
@@ -456,7 +464,8 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
           `registry / images: ${pct(t.registryToLogical)}   registry / layer-shared store: ${pct(t.registryToDockerStyle)}`,
           ...(t.imageCompressedBytes > 0
             ? [
-                `source images' layers:         ${formatBytes(t.imageCompressedBytes)} compressed, ${formatBytes(t.imageBytes)} uncompressed; registry / compressed images: ${pct(t.registryBytes / t.imageCompressedBytes)}`,
+                `source images' layers:         ${formatBytes(t.imageCompressedBytes)} compressed, ${formatBytes(t.imageBytes)} ` +
+                  `uncompressed; registry / compressed images: ${pct(t.registryBytes / t.imageCompressedBytes)}`,
               ]
             : []),
           ...(o.html !== undefined ? [`report written to ${o.html}`] : []),

@@ -23,7 +23,8 @@ export function registerSweAgentCommand(program: Command, globals: () => GlobalO
   const cmd = program
     .command('swe-agent-instances')
     .description(
-      "write a SWE-agent instances file (--instances.type expert_file): each instance runs on a `serve` node through SWE-ReX's RemoteDeployment, at its key inst:<dataset>:<instance_id>",
+      'write a SWE-agent instances file (--instances.type expert_file): each instance runs on a `serve` node ' +
+        "through SWE-ReX's RemoteDeployment, at its key inst:<dataset>:<instance_id>",
     )
     .argument('<dataset>', 'SWE-bench JSONL/JSON rows (instance_id, base_commit, problem_statement); environments are tagged <dataset>/<instance_id>')
     .requiredOption('--server <url>', 'the serve URL as SWE-agent reaches it, e.g. http://node1:7000', fromSchema(serverUrl))

@@ -40,7 +40,8 @@ repos:
     // filled in the built-in 'pytest' first), so every test was "missing" from the log.
     const specs = await loadSpecs(
       await specsDir(
-        'base: base.yaml\ndefaults: {testCmd: t, logParser: unittest, workdir: /src, install: [make], evalEnv: {A: "1"}}\nrepos:\n  o/r:\n    "1.0": {env: env.yaml}\n    "2.0": {env: env.yaml, logParser: django}\n',
+        'base: base.yaml\ndefaults: {testCmd: t, logParser: unittest, workdir: /src, install: [make], evalEnv: ' +
+          '{A: "1"}}\nrepos:\n  o/r:\n    "1.0": {env: env.yaml}\n    "2.0": {env: env.yaml, logParser: django}\n',
       ),
     );
     expect(lookupSpec(specs, 'o/r', '1.0', 'row')).toMatchObject({ logParser: 'unittest', workdir: '/src', install: ['make'], evalEnv: { A: '1' } });

@@ -142,7 +142,8 @@ export async function checkIdShift(text: string, opts: { count?: number; subuidF
   const gids = parseSubidFile(await readText(opts.subgidFile ?? SUBGID_FILE));
   if (!inside(uids) || !inside(gids)) {
     throw new InvalidInputError(
-      `--id-shift ${shift}: ids ${shift}..${shift + count - 1} are not inside one subordinate range of ${opts.subuidFile ?? SUBUID_FILE} and one of ${opts.subgidFile ?? SUBGID_FILE}`,
+      `--id-shift ${shift}: ids ${shift}..${shift + count - 1} are not inside one subordinate ` +
+        `range of ${opts.subuidFile ?? SUBUID_FILE} and one of ${opts.subgidFile ?? SUBGID_FILE}`,
       "give `auto` (what this host's sandboxes use), 0, or the start of a range listed there",
     );
   }

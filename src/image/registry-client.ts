@@ -105,7 +105,9 @@ export class RegistryClient {
       }
     }
     throw new MinisandboxError('REGISTRY_UNREACHABLE', `${what}: failed after ${this.attempts} attempts: ${describe(lastErr)}`, {
-      hint: `check that ${this.host} is reachable (plain HTTP needs --tls-verify=false); transient failures were retried, and a rerun resumes with the layers already converted`,
+      hint:
+        `check that ${this.host} is reachable (plain HTTP needs --tls-verify=false); transient ` +
+        `failures were retried, and a rerun resumes with the layers already converted`,
     });
   }
 

@@ -4,57 +4,20 @@
  * with synchronous calls (no thread-pool round trip per syscall) through one reused buffer,
  * so memory stays at one buffer per worker whatever the file sizes.
  */
-import { createHash, hash as oneShotHash } from 'node:crypto';
-import { closeSync, openSync, readSync } from 'node:fs';
-import { Worker } from 'node:worker_threads';
+import type { Worker } from 'node:worker_threads';
 import { MinisandboxError } from '../errors.js';
-import { workerFile } from '../util/worker-file.js';
+import { newWorker } from '../util/worker-file.js';
+import { type HashResult, hashFileSync } from './hash-file.js';
 
-export interface HashResult {
-  /** 64 lowercase hex digits. */
-  hex: string;
-  /** Bytes actually read (the caller compares it with the size it saw in lstat). */
-  size: number;
-}
+export { type HashResult, hashFileSync } from './hash-file.js';
+
 export type HashCallback = (err: Error | undefined, r: HashResult | undefined) => void;
 
 const READ_BUF = 1 << 20;
 
-/**
- * Reads and hashes one file on the calling thread. A short read at the expected size is taken
- * as end of file, which saves the extra read() per file that would only return 0: for small
- * files the syscalls are the cost. A file that grew since lstat is caught later anyway, by the
- * pack writer, which verifies what it reads against this digest.
- */
-export function hashFileSync(path: Buffer | string, expected: number, buf: Buffer): HashResult {
-  const fd = openSync(path, 'r');
-  try {
-    const first = readSync(fd, buf, 0, buf.length, null);
-    if (first < buf.length && first >= expected) return { hex: oneShot(buf.subarray(0, first)), size: first };
-    const h = createHash('sha256');
-    h.update(buf.subarray(0, first));
-    let size = first;
-    while (first > 0) {
-      const n = readSync(fd, buf, 0, buf.length, null);
-      if (n === 0) break;
-      h.update(buf.subarray(0, n));
-      size += n;
-      if (n < buf.length && size >= expected) break;
-    }
-    return { hex: h.digest('hex'), size };
-  } finally {
-    closeSync(fd);
-  }
-}
-
-/** Whole small files are hashed in one call: half the per-file cost of a Hash object. */
-function oneShot(data: Buffer): string {
-  return typeof oneShotHash === 'function' ? oneShotHash('sha256', data, 'hex') : createHash('sha256').update(data).digest('hex');
-}
-
-/** The worker (capture-hash-worker.cjs) hashes as hashFileSync does: keep the two in step. */
+/** A worker running capture-hash-worker.ts: hashFileSync, over batches of files. */
 function startWorker(): Worker {
-  return new Worker(workerFile(import.meta.url, 'capture-hash-worker.cjs'), { workerData: { readBuf: READ_BUF } });
+  return newWorker(import.meta.url, 'capture-hash-worker', { workerData: { readBuf: READ_BUF } });
 }
 
 interface WorkerReply {

@@ -175,7 +175,7 @@ export async function captureLayer(root: string, opts: CaptureOptions): Promise<
 
   try {
     xattrs = await readTreeXattrs(rootReal, dirname(opts.manifestPath));
-    writeOut(canonicalJson(MANIFEST_HEADER) + '\n');
+    writeOut(`${canonicalJson(MANIFEST_HEADER)}\n`);
     const rootBuf = Buffer.from(rootReal);
     const rootLen = rootBuf.length + 1;
     const stack: Frame[] = [listDir(rootBuf, undefined)];
@@ -324,23 +324,23 @@ function makeItem(
       else (xattrs ??= {})[k] = v;
     }
   }
-  if (overlay && ovl !== undefined && (ovl['redirect'] !== undefined || ovl['metacopy'] !== undefined)) {
+  if (overlay && ovl !== undefined && (ovl.redirect !== undefined || ovl.metacopy !== undefined)) {
     throw new InvalidInputError(
-      `capture: ${JSON.stringify(path)} carries overlayfs ${ovl['redirect'] !== undefined ? 'redirect' : 'metacopy'} metadata, which a layer cannot express`,
+      `capture: ${JSON.stringify(path)} carries overlayfs ${ovl.redirect !== undefined ? 'redirect' : 'metacopy'} metadata, which a layer cannot express`,
       'mount the sandbox overlay with redirect_dir=off,metacopy=off',
     );
   }
   if (overlay) {
     // whiteouts carry no owner, so they are decided before the id shift can object to one
     if (st.isCharacterDevice() && st.rdev === 0n) return { entry: { type: 'whiteout', path }, ready: true };
-    if (st.isFile() && ovl !== undefined && ovl['whiteout'] !== undefined) return { entry: { type: 'whiteout', path }, ready: true };
+    if (st.isFile() && ovl !== undefined && ovl.whiteout !== undefined) return { entry: { type: 'whiteout', path }, ready: true };
   }
   const mode = Number(st.mode & 0o7777n);
   const uid = shiftId(Number(st.uid), idShift, 'uid', path);
   const gid = shiftId(Number(st.gid), idShift, 'gid', path);
   const common = { path, mode, uid, gid, mtime: st.mtimeNs.toString(), ...(xattrs === undefined ? {} : { xattrs }) };
   if (st.isDirectory()) {
-    const opaque = overlay && ovl !== undefined && ovl['opaque'] !== undefined && Buffer.from(ovl['opaque'], 'base64').toString('latin1') === 'y';
+    const opaque = overlay && ovl !== undefined && ovl.opaque !== undefined && Buffer.from(ovl.opaque, 'base64').toString('latin1') === 'y';
     return { entry: { type: 'dir', ...common, ...(opaque ? { opaque: true as const } : {}) }, ready: true };
   }
   if (st.isFile()) {

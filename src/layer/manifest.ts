@@ -215,5 +215,5 @@ export function manifestDigest(entries: readonly Entry[]): string {
 }
 
 export function serializeManifest(entries: readonly Entry[]): string {
-  return canonicalJson(MANIFEST_HEADER) + '\n' + entries.map(entryLine).join('');
+  return `${canonicalJson(MANIFEST_HEADER)}\n${entries.map(entryLine).join('')}`;
 }

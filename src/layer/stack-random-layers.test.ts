@@ -48,7 +48,7 @@ function norm(e: Entry, byPath: Map<string, Entry>): string {
   if (f.type === 'hardlink' || f.type === 'whiteout') throw new Error(`unexpected ${f.type} ${f.path}`);
   const o: Record<string, unknown> = { type: f.type, mode: f.mode, uid: f.uid, gid: f.gid, mtime: f.mtime };
   if (f.type === 'file') Object.assign(o, { size: f.size, digest: f.digest });
-  if (f.type === 'symlink') o['target'] = f.target;
+  if (f.type === 'symlink') o.target = f.target;
   return JSON.stringify(o);
 }
 
@@ -71,11 +71,11 @@ function observe(root: string): Map<string, string> {
         throw e;
       }
       const o: Record<string, unknown> = { mode: Number(st.mode & 0o7777n), uid: Number(st.uid), gid: Number(st.gid), mtime: st.mtimeNs.toString() };
-      if (st.isDirectory()) o['type'] = 'dir';
+      if (st.isDirectory()) o.type = 'dir';
       else if (st.isFile()) Object.assign(o, { type: 'file', size: Number(st.size), digest: sha256(readFileSync(join(root, p))) });
       else if (st.isSymbolicLink()) Object.assign(o, { type: 'symlink', target: readlinkSync(join(root, p)) });
-      else if (st.isFIFO()) o['type'] = 'fifo';
-      else o['type'] = 'other';
+      else if (st.isFIFO()) o.type = 'fifo';
+      else o.type = 'other';
       const { type, mode, uid, gid, mtime, ...rest } = o;
       out.set(p, JSON.stringify({ type, mode, uid, gid, mtime, ...rest }));
       if (st.isDirectory()) walk(p);
@@ -89,7 +89,7 @@ describe('stacking random layers matches overlayfs', () => {
   const t = tempDir('stackrand');
   afterAll(() => {
     sh(`for m in ${t.dir}/*/merged; do umount "$m" 2>/dev/null || true; done`);
-    if (process.env['KEEP'] === undefined) t.cleanup();
+    if (process.env.KEEP === undefined) t.cleanup();
   });
 
   it.each([1, 2, 3, 4, 5, 6, 7, 8])('seed %i', async (seed) => {

@@ -68,7 +68,8 @@ describe("sorting a tree's extended attributes", () => {
     const root = join(t.dir, 'tree');
     // 20k files with a label each: past the in-memory limit, as on an SELinux host
     sh(
-      `mkdir -p ${root}/a ${root}/b && cd ${root} && seq 1 10000 | sed 's|^|a/f|' | xargs touch && seq 1 10000 | sed 's|^|b/g|' | xargs touch && find . -mindepth 1 -print0 | xargs -0 setfattr -n user.label -v system_u:object_r:usr_t:s0`,
+      `mkdir -p ${root}/a ${root}/b && cd ${root} && seq 1 10000 | sed 's|^|a/f|' | xargs touch && seq 1 10000 | sed ` +
+        `'s|^|b/g|' | xargs touch && find . -mindepth 1 -print0 | xargs -0 setfattr -n user.label -v system_u:object_r:usr_t:s0`,
     );
     // the same tree read directly: its attributes take the spill path
     const direct = await readTreeXattrs(root, t.dir);

@@ -19,6 +19,6 @@ parentPort.on('message', ({ id, buffer, length }) => {
     scratch.copy(new Uint8Array(out), 0, 0, n);
     parentPort.postMessage({ id, out, length: n }, [out]);
   } catch (e) {
-    parentPort.postMessage({ id, error: String((e && e.message) || e) });
+    parentPort.postMessage({ id, error: String(e?.message || e) });
   }
 });

@@ -18,12 +18,12 @@ function decode(input, rawLength, outSlot) {
     const [ret, p, c] = dctx.decompressStream(out.subarray(produced), src);
     produced += p;
     src = src.subarray(c);
-    if (produced > rawLength) throw new Error('decodes to more than the stated ' + rawLength + ' bytes');
+    if (produced > rawLength) throw new Error(`decodes to more than the stated ${rawLength} bytes`);
     if (ret === 0) break;
     if (src.length === 0 && p === 0) throw new Error('compressed data ends mid-frame (truncated, or stated compressed length too small)');
   }
-  if (src.length > 0) throw new Error(src.length + ' bytes follow the end of the frame (stated compressed length too large)');
-  if (produced !== rawLength) throw new Error('decodes to ' + produced + ' bytes, stated ' + rawLength);
+  if (src.length > 0) throw new Error(`${src.length} bytes follow the end of the frame (stated compressed length too large)`);
+  if (produced !== rawLength) throw new Error(`decodes to ${produced} bytes, stated ${rawLength}`);
   return out;
 }
 parentPort.on('message', ({ id, input, inputSab, length, output, outputSab, rawLength, spans }) => {
@@ -35,6 +35,6 @@ parentPort.on('message', ({ id, input, inputSab, length, output, outputSab, rawL
     const digests = spans.map(([offset, size]) => sha256(out.subarray(offset, offset + size)));
     parentPort.postMessage({ id, digests });
   } catch (e) {
-    parentPort.postMessage({ id, error: String((e && e.message) || e) });
+    parentPort.postMessage({ id, error: String(e?.message || e) });
   }
 });

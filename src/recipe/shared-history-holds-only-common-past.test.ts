@@ -15,7 +15,7 @@ const ownObjects = (repo: string): number => {
       .split('\n')
       .map((l) => l.split(': ') as [string, string]),
   );
-  return Number(v['count']) + Number(v['in-pack']);
+  return Number(v.count) + Number(v['in-pack']);
 };
 
 let work: string;

@@ -23,6 +23,7 @@ import { probeIdmappedLayers } from '../sandbox/idmap.js';
 import { acquireLease, releaseLease } from '../store/leases.js';
 import type { StorePaths } from '../store/paths.js';
 import { type PullOptions, pullEnv } from '../store/pull.js';
+import { mark } from '../util/timing.js';
 
 export interface OpenOptions extends Omit<SandboxOptions, 'lowerDirs' | 'stateDir' | 'config'> {
   /** Runtime config fields that override the environment's. */
@@ -41,8 +42,11 @@ export async function openSandbox(reg: Registry, store: StorePaths, ref: string,
   const { config, onPull, warn, signal, ...rest } = opts;
   throwIfAborted(signal, `open ${ref}`);
   const host = await probeHost();
+  mark('open: host probed');
   const mapping = await layerMapping(store, host, warn);
+  mark('open: layer mapping');
   const pulled = await pullEnv(reg, store, ref, { idShift: layerIdShift(mapping), ...(onPull ? { onProgress: onPull } : {}), ...(signal ? { signal } : {}) });
+  mark('open: pulled');
   throwIfAborted(signal, `open ${ref}`);
   const hooks: CreateHooks = {
     host,
@@ -100,7 +104,8 @@ export async function layerMapping(store: StorePaths, host: HostInfo, warn?: (me
     if (!warnedShift) {
       warnedShift = true;
       const message =
-        `idmapped mounts are not available for ${store.layersDir} (${s.reason}): sandboxes use layers laid out a second time, owned by uids from ${host.idMap.uidStart}, ` +
+        `idmapped mounts are not available for ${store.layersDir} (${s.reason}): sandboxes ` +
+        `use layers laid out a second time, owned by uids from ${host.idMap.uidStart}, ` +
         'and all share that range. A kernel >= 5.12 and a store on ext4, xfs, btrfs or tmpfs give every layer one lay-out and every sandbox its own range.';
       (warn ?? ((m: string) => process.emitWarning(m, 'MinisandboxWarning')))(message);
     }

@@ -34,7 +34,8 @@ async function cli(args: string[], as?: string): Promise<{ code: number; stdout:
 
 /** Writes 1 GiB into /dev/shm and 8 MiB into /dev; prints each dd's status. */
 const FILL =
-  'dd if=/dev/zero of=/dev/shm/big bs=1M count=1024 2>/dev/null; echo shm=$?; dd if=/dev/zero of=/dev/big bs=1M count=8 2>/dev/null; echo dev=$?; du -sm /dev/shm | cut -f1';
+  'dd if=/dev/zero of=/dev/shm/big bs=1M count=1024 2>/dev/null; echo shm=$?; dd if=/dev/zero ' +
+  'of=/dev/big bs=1M count=8 2>/dev/null; echo dev=$?; du -sm /dev/shm | cut -f1';
 
 beforeAll(async () => {
   const { uid } = await ensureTestUser(USER, 600_000, { compileHelpers: true });

@@ -45,7 +45,8 @@ describe('diff and fork over a real repository', () => {
     const fp = await sandboxFootprint(sb);
     try {
       const o = await sb.run(
-        'sed -i s/world/there/ hello.txt && rm gone.txt && echo new > added.txt && printf "\\x00\\x01\\x02" > blob.bin && echo junk > x.pyc && chmod +x hello.txt',
+        'sed -i s/world/there/ hello.txt && rm gone.txt && echo new > added.txt && ' +
+          'printf "\\x00\\x01\\x02" > blob.bin && echo junk > x.pyc && chmod +x hello.txt',
       );
       expect(o).toMatchObject({ status: 'ok', exitCode: 0 });
       const patch = await sb.diff();

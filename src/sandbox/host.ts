@@ -2,7 +2,8 @@
  * Host capability probe: everything a sandbox needs from the machine, checked up front so a
  * missing piece fails with one clear error saying how to fix it, not with a cryptic mount error.
  */
-import { access, constants, readFile, stat } from 'node:fs/promises';
+import { accessSync, constants } from 'node:fs';
+import { readFile, stat } from 'node:fs/promises';
 import { delimiter, join } from 'node:path';
 import { HostCapabilityError } from '../errors.js';
 import { nativeHelper } from '../util/native.js';
@@ -28,13 +29,18 @@ const TOOL_PACKAGES: Record<keyof HostTools, string> = {
   tar: 'tar',
 };
 
+/**
+ * The first executable `name` on PATH (then the usual system dirs). Checked with sync calls: a
+ * sandbox start looks up four tools over a dozen dirs, and each async check is a round trip
+ * through libuv's thread pool that costs more than the check.
+ */
 export async function findExecutable(name: string, path = process.env.PATH ?? ''): Promise<string | undefined> {
   const dirs = [...path.split(delimiter), '/usr/local/sbin', '/usr/local/bin', '/usr/sbin', '/usr/bin', '/sbin', '/bin'];
   for (const d of dirs) {
     if (d === '') continue;
     const p = join(d, name);
     try {
-      await access(p, constants.X_OK);
+      accessSync(p, constants.X_OK);
       return p;
     } catch {
       // not here

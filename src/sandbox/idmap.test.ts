@@ -92,7 +92,8 @@ describe('idmapped layers', () => {
     try {
       const [start] = await hostRange(sb);
       const o = await sb.exec(
-        'echo more >> /etc/userfile && chown 7:8 /etc/passwd && chmod 644 /etc/secret && echo new > /etc/newfile && chown 1000:1001 /etc/newfile && chmod u+s /bin/busybox',
+        'echo more >> /etc/userfile && chown 7:8 /etc/passwd && chmod 644 /etc/secret && ' +
+          'echo new > /etc/newfile && chown 1000:1001 /etc/newfile && chmod u+s /bin/busybox',
       );
       expect(o).toMatchObject({ status: 'ok', exitCode: 0 });
       const owner = async (rel: string): Promise<string> => {

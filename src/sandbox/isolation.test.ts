@@ -163,7 +163,8 @@ describe('isolation', () => {
       const o = await sb.exec([
         'sh',
         '-c',
-        'grep -c . /proc/self/status >/dev/null && echo proc-ok; echo hi > /dev/null && echo dev-ok; echo t > /tmp/t && echo tmp-ok; test -d /sys/kernel && echo sys-ok',
+        'grep -c . /proc/self/status >/dev/null && echo proc-ok; echo hi > /dev/null && ' +
+          'echo dev-ok; echo t > /tmp/t && echo tmp-ok; test -d /sys/kernel && echo sys-ok',
       ]);
       expect(o.stdout).toBe('proc-ok\ndev-ok\ntmp-ok\nsys-ok\n');
       expect(await readdir(target)).toEqual([]);

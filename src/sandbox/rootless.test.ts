@@ -37,7 +37,10 @@ describe('rootless (unprivileged user)', () => {
       const warnings = [];
       const host = await probeHost();
       const out = { idMap: host.idMap, isRoot: host.isRoot };
-      const sb = await createSandbox({ lowerDirs: [${JSON.stringify(lower)}], stateDir: ${JSON.stringify(stateDir)}, limits: { pids: 40, memoryBytes: 128 << 20 } }, { host, warn: (m) => warnings.push(m) });
+      const sb = await createSandbox(
+        { lowerDirs: [${JSON.stringify(lower)}], stateDir: ${JSON.stringify(stateDir)}, limits: { pids: 40, memoryBytes: 128 << 20 } },
+        { host, warn: (m) => warnings.push(m) },
+      );
       out.warnings = warnings;
       out.unenforced = sb.unenforced;
       out.id = await sb.exec(['sh', '-c', 'id -u; grep CapEff /proc/self/status; ls /proc | grep -c "^[0-9]"']);

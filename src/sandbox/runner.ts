@@ -101,13 +101,11 @@ export async function runInSandbox(spec: EnterSpec, opts: RunOptions): Promise<R
   if (m === null) {
     // The launcher reports an exit code only for a command that started: a failed setup (namespace
     // entry, chdir, exec of a missing program) is the runtime's or the caller's error, not the command's.
-    // exitCode as shells give it for an exec that failed: 127 not found, 126 found but not runnable
-    const execFailed = /^minisandbox: cannot run .*: (.*)$/m.exec(err.text);
-    const exitCode = execFailed === null ? code : execFailed[1] === 'No such file or directory' ? 127 : 126;
+    // Its own exit status says which, as shells do: 127 program not found, 126 not runnable, else 125.
     return {
       outcome: {
         status: 'infra_error',
-        exitCode,
+        exitCode: code,
         signal: sig,
         ...base,
         error: `command could not be started in the sandbox: ${err.text.trim().slice(-500) || `exit ${code}`}`,

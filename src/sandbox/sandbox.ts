@@ -20,6 +20,7 @@ import { runInSandbox } from './runner.js';
 import { Session, type SessionOptions, type SessionRunOptions } from './session.js';
 import { makeStateDir, sandboxDir, teardown, writeState, type SandboxState } from './state.js';
 import type { IdMap } from '../host/subid.js';
+import { mark } from '../util/timing.js';
 
 export const SandboxLimitsSchema = z.strictObject({
   memoryBytes: z.number().int().positive().optional(),
@@ -293,12 +294,17 @@ export class Sandbox {
     this.abort.abort();
     for (const s of this.sessions) s.close();
     await unthrottle(this.state.cgroupDirs);
+    mark('destroy: unthrottled');
     // pid 1 first, so the kernel ends every process of the sandbox's pid namespace at once.
     this.holder.kill();
     await holderGone(this.holder, this.state.holderStartTime, 2000);
+    mark('destroy: holder gone');
     await teardown(this.options.stateDir, this.id, this.state);
+    mark('destroy: torn down');
     if (this.cgroup !== undefined) await removeCgroup(this.cgroup.dirs);
+    mark('destroy: cgroup removed');
     await this.hooks.onDestroyed?.(this.state);
+    mark('destroy: lease released');
   }
 }
 
@@ -390,7 +396,10 @@ async function readHolderInfo(holder: ChildProcess, timeoutMs: number): Promise<
 
 function startHint(stderr: string): string {
   if (/newuidmap|newgidmap|uid_map|gid_map/.test(stderr))
-    return 'the subordinate id map could not be written: check /etc/subuid and /etc/subgid hold a range for this user and that newuidmap/newgidmap (Debian `uidmap`) are setuid root';
+    return (
+      'the subordinate id map could not be written: check /etc/subuid and /etc/subgid hold ' +
+      'a range for this user and that newuidmap/newgidmap (Debian `uidmap`) are setuid root'
+    );
   if (/idmapped|open_tree|mount_setattr/.test(stderr))
     return 'the layers could not be mounted idmapped: check the layer dirs exist; MINISANDBOX_IDMAP=0 falls back to layers laid out shifted for sandboxes';
   if (/overlay|lowerdir/.test(stderr))
@@ -416,6 +425,7 @@ async function startSandbox(opts: ParsedOptions, hooks: CreateHooks, forkFrom: S
     );
   }
   // Over idmapped layers the holder reaches its dir from inside it: the dirs above may be private.
+  mark('start: options parsed');
   makeStateDir(opts.stateDir, { othersReachParents: !opts.idmapLowers });
   const dir = sandboxDir(opts.stateDir, id);
   // Over idmapped layers, a range of the sandbox's own; else the one its layers were shifted to.
@@ -458,6 +468,7 @@ async function startSandbox(opts: ParsedOptions, hooks: CreateHooks, forkFrom: S
     ...(forkFrom === undefined ? {} : { forkedFrom: forkFrom.id }),
   };
   writeState(opts.stateDir, state);
+  mark('start: state written');
   let cgroup: SandboxCgroup | undefined;
   let holder: HolderHandle | undefined;
   let spawned: ChildProcess | undefined;
@@ -467,10 +478,12 @@ async function startSandbox(opts: ParsedOptions, hooks: CreateHooks, forkFrom: S
     const unenforced = cgroup === undefined ? (['memoryBytes', 'pids', 'cpus'] as const).filter((k) => opts.limits[k] !== undefined) : cgroup.unenforced;
     if (unenforced.length > 0) {
       warn(
-        `sandbox ${id}: no writable cgroup for ${unenforced.join(', ')}; falling back to rlimits (memory: RLIMIT_AS per process; pids: RLIMIT_NPROC, shared by every sandbox of this user; cpu: not limited). Run as root or delegate a cgroup v2 subtree to enforce them.`,
+        `sandbox ${id}: no writable cgroup for ${unenforced.join(', ')}; falling back to rlimits (memory: RLIMIT_AS per process; pids: ` +
+          `RLIMIT_NPROC, shared by every sandbox of this user; cpu: not limited). Run as root or delegate a cgroup v2 subtree to enforce them.`,
       );
     }
     state.cgroupDirs = cgroup?.dirs ?? [];
+    mark('start: cgroup');
     const rlimits: Rlimits = {
       nofile: opts.limits.nofile,
       core: 0,
@@ -511,6 +524,7 @@ async function startSandbox(opts: ParsedOptions, hooks: CreateHooks, forkFrom: S
       const { initPid } = await readHolderInfo(spawned, 30_000);
       holder = spawnedHolder(spawned, initPid);
     }
+    mark('start: holder ready');
     state.holderPid = holder.pid;
     // Its start time tells the holder apart from a later process that reuses the pid.
     state.holderStartTime = processStartTime(holder.pid);
@@ -519,6 +533,7 @@ async function startSandbox(opts: ParsedOptions, hooks: CreateHooks, forkFrom: S
     if (range.slotPath !== undefined) recordIdRangeHolder({ path: range.slotPath }, id, holder.pid, state.holderStartTime);
     const sb = new Sandbox(state, opts, host, holder, cgroup, rlimits, hooks, [...unenforced]);
     await hooks.onCreated?.(state);
+    mark('start: lease taken');
     return sb;
   } catch (e) {
     holder?.kill();
@@ -545,7 +560,8 @@ function sandboxIdRange(id: string, shared: IdMap, warn: (m: string) => void): {
     if (!warnedNoPool) {
       warnedNoPool = true;
       warn(
-        `root's subordinate ranges (/etc/subuid, /etc/subgid) hold no more than one sandbox's ${shared.count} ids: every sandbox shares uids ${shared.uidStart}.. Give root a larger range (\`bin/setup\` writes root:1000000:1000000000) so each sandbox gets its own.`,
+        `root's subordinate ranges (/etc/subuid, /etc/subgid) hold no more than one sandbox's ${shared.count} ids: every sandbox shares ` +
+          `uids ${shared.uidStart}.. Give root a larger range (\`bin/setup\` writes root:1000000:1000000000) so each sandbox gets its own.`,
       );
     }
     return { idMap: shared };

@@ -124,7 +124,9 @@ describe('eval script run for real with bash on a git repository', () => {
   });
 
   it('refuses a patch that writes inside .git, which the patch fallback would otherwise apply', async () => {
-    const hook = `diff --git a/.git/hooks/post-checkout b/.git/hooks/post-checkout\nnew file mode 100755\n--- /dev/null\n+++ b/.git/hooks/post-checkout\n@@ -0,0 +1,2 @@\n+#!/bin/sh\n+echo planted\n`;
+    const hook =
+      `diff --git a/.git/hooks/post-checkout b/.git/hooks/post-checkout\nnew file mode 100755\n--- ` +
+      `/dev/null\n+++ b/.git/hooks/post-checkout\n@@ -0,0 +1,2 @@\n+#!/bin/sh\n+echo planted\n`;
     const { result } = await score(repo.gold + hook);
     expect(result.status).toBe('patch_apply_failed');
     expect(existsSync(join(repo.dir, '.git', 'hooks', 'post-checkout'))).toBe(false);

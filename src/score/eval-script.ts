@@ -26,7 +26,9 @@ const GIT_GUARD: [string, string][] = [
   ['core.hooksPath', '/dev/null'],
   ['core.fsmonitor', 'false'],
 ];
-const GIT_GUARD_ON = `export GIT_CONFIG_COUNT=${GIT_GUARD.length} ${GIT_GUARD.map(([k, v], i) => `GIT_CONFIG_KEY_${i}=${k} GIT_CONFIG_VALUE_${i}=${shellQuote(v)}`).join(' ')}`;
+const GIT_GUARD_ON =
+  `export GIT_CONFIG_COUNT=${GIT_GUARD.length} ` +
+  `${GIT_GUARD.map(([k, v], i) => `GIT_CONFIG_KEY_${i}=${k} GIT_CONFIG_VALUE_${i}=${shellQuote(v)}`).join(' ')}`;
 const GIT_GUARD_OFF = `unset GIT_CONFIG_COUNT ${GIT_GUARD.map((_, i) => `GIT_CONFIG_KEY_${i} GIT_CONFIG_VALUE_${i}`).join(' ')}`;
 
 /** The exact line the script prints when `cmd` applied the model patch. */
@@ -78,5 +80,5 @@ export function makeEvalScript({ instance, spec, patchPath, testPatchPath }: Eva
     GIT_GUARD_ON,
     reset,
   );
-  return lines.join('\n') + '\n';
+  return `${lines.join('\n')}\n`;
 }

@@ -33,7 +33,7 @@ describe('prediction files', () => {
   const p = (id: string, patch: string | null) => ({ instance_id: id, model_patch: patch, model_name_or_path: 'm' });
 
   it('reads JSONL, a JSON list, a JSON object keyed by id and a single-object JSONL', () => {
-    const jsonl = [p('a', 'x'), p('b', null)].map((o) => JSON.stringify(o)).join('\n') + '\n';
+    const jsonl = `${[p('a', 'x'), p('b', null)].map((o) => JSON.stringify(o)).join('\n')}\n`;
     expect(parsePredictions(jsonl).map((x) => x.instance_id)).toEqual(['a', 'b']);
     expect(parsePredictions(JSON.stringify([p('a', 'x')]))).toHaveLength(1);
     expect(parsePredictions(JSON.stringify({ a: p('a', 'x'), b: p('b', '') })).map((x) => x.model_patch)).toEqual(['x', '']);

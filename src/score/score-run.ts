@@ -142,7 +142,7 @@ export async function scoreRun(
   const summary = makeRunSummary({ datasetIds: instances.map((x) => x.instance_id), predictions: preds, results });
   await mkdir(opts.reportDir, { recursive: true });
   const summaryPath = runSummaryPath(opts.reportDir, opts.runId, model);
-  await writeAtomic(summaryPath, JSON.stringify(summary, null, 4) + '\n');
+  await writeAtomic(summaryPath, `${JSON.stringify(summary, null, 4)}\n`);
   const ordered = todo.flatMap((p) => results.get(p.instance_id) ?? []);
   const failures: Failure[] = ordered
     .filter((r) => !r.resolved)

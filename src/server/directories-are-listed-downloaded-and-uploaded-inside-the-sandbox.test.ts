@@ -75,7 +75,8 @@ describe('directories in the sandbox', () => {
     const id = await fx.create();
     await sh(
       id,
-      'mkdir -p /work/d/sub && printf 12345 > /work/d/f.txt && chmod 640 /work/d/f.txt && printf sandbox-shadow > /etc/shadow && ln -s /etc/shadow /work/d/shadow && ln -s /etc /work/etc-link && touch "/work/d/two words" "/work/d/.hidden"',
+      'mkdir -p /work/d/sub && printf 12345 > /work/d/f.txt && chmod 640 /work/d/f.txt && printf sandbox-shadow > /etc/shadow && ' +
+        'ln -s /etc/shadow /work/d/shadow && ln -s /etc /work/etc-link && touch "/work/d/two words" "/work/d/.hidden"',
     );
     const r = await fx.call('GET', `/v1/sandboxes/${id}/files/list?path=/work/d`);
     expect(r.status, r.text).toBe(200);
@@ -105,7 +106,8 @@ describe('directories in the sandbox', () => {
     const id = await fx.create();
     await sh(
       id,
-      'mkdir -p /work/t/sub && printf hi > /work/t/sub/a.txt && chmod 600 /work/t/sub/a.txt && printf sandbox-shadow > /etc/shadow && ln -s /etc/shadow /work/t/shadow && ln -s /etc /work/etc-link',
+      'mkdir -p /work/t/sub && printf hi > /work/t/sub/a.txt && chmod 600 /work/t/sub/a.txt && printf sandbox-shadow > /etc/shadow && ' +
+        'ln -s /etc/shadow /work/t/shadow && ln -s /etc /work/etc-link',
     );
     const r = await fx.call('GET', `/v1/sandboxes/${id}/tar?path=/work/t`);
     expect(r.status, r.text).toBe(200);
@@ -149,49 +151,53 @@ describe('directories in the sandbox', () => {
     await fx.call('DELETE', `/v1/sandboxes/${id}`);
   });
 
-  it('uploads a tar into a directory (made if missing) and round-trips it; ../, absolute names and writes through the archive own symlinks are refused and write nothing outside', async () => {
-    const id = await fx.create();
-    const good = await tarOf([
-      { name: 'top.txt', data: 'top', mode: 0o640 },
-      { name: 'dir/', type: 'directory', mode: 0o750 },
-      { name: 'dir/inner.sh', data: 'echo inner', mode: 0o755 },
-      { name: 'ln', type: 'symlink', linkname: 'dir/inner.sh' },
-    ]);
-    const up = await fx.call('PUT', `/v1/sandboxes/${id}/tar?path=/work/up/here`, undefined, { raw: good, headers: TAR });
-    expect(up.status, up.text).toBe(204);
-    expect(await sh(id, 'cd /work/up/here && cat top.txt && sh ln && stat -c "%a %n" top.txt dir dir/inner.sh')).toBe(
-      'topinner\n640 top.txt\n750 dir\n755 dir/inner.sh\n',
-    );
-    const back = await untar((await fx.call('GET', `/v1/sandboxes/${id}/tar?path=/work/up/here`)).bytes);
-    expect(back.map((e) => e.name.replace(/^\.\//, '').replace(/\/$/, '')).sort()).toEqual(['', 'dir', 'dir/inner.sh', 'ln', 'top.txt']);
+  it(
+    'uploads a tar into a directory (made if missing) and round-trips it; ../, absolute names and writes through ' +
+      'the archive own symlinks are refused and write nothing outside',
+    async () => {
+      const id = await fx.create();
+      const good = await tarOf([
+        { name: 'top.txt', data: 'top', mode: 0o640 },
+        { name: 'dir/', type: 'directory', mode: 0o750 },
+        { name: 'dir/inner.sh', data: 'echo inner', mode: 0o755 },
+        { name: 'ln', type: 'symlink', linkname: 'dir/inner.sh' },
+      ]);
+      const up = await fx.call('PUT', `/v1/sandboxes/${id}/tar?path=/work/up/here`, undefined, { raw: good, headers: TAR });
+      expect(up.status, up.text).toBe(204);
+      expect(await sh(id, 'cd /work/up/here && cat top.txt && sh ln && stat -c "%a %n" top.txt dir dir/inner.sh')).toBe(
+        'topinner\n640 top.txt\n750 dir\n755 dir/inner.sh\n',
+      );
+      const back = await untar((await fx.call('GET', `/v1/sandboxes/${id}/tar?path=/work/up/here`)).bytes);
+      expect(back.map((e) => e.name.replace(/^\.\//, '').replace(/\/$/, '')).sort()).toEqual(['', 'dir', 'dir/inner.sh', 'ln', 'top.txt']);
 
-    await sh(id, 'mkdir -p /work/target');
-    const attacks: Array<Array<Partial<Header> & { name: string; data?: string }>> = [
-      [
-        { name: 'ok.txt', data: 'ok' },
-        { name: '../escape.txt', data: 'x' },
-      ],
-      [{ name: 'sub/../../escape.txt', data: 'x' }],
-      [{ name: '/work/escape.txt', data: 'x' }],
-      [
-        { name: 'up', type: 'symlink', linkname: '..' },
-        { name: 'up/escape.txt', data: 'x' },
-      ],
-      [{ name: 'hard', type: 'link', linkname: '../outside' }],
-      [{ name: 'dev', type: 'character-device', devmajor: 1, devminor: 3 }],
-    ];
-    for (const entries of attacks) {
-      const r = await fx.call('PUT', `/v1/sandboxes/${id}/tar?path=/work/target`, undefined, { raw: await tarOf(entries), headers: TAR });
-      expect([entries.map((e) => e.name), r.status, r.json()]).toMatchObject([entries.map((e) => e.name), 422, { error: { code: 'UNSAFE_PATH' } }]);
-    }
-    // nothing landed outside the target (an entry before the refused one may be inside it)
-    expect(await sh(id, 'ls -A /work; find / -xdev -name escape.txt -o -xdev -name outside')).toBe('target\nup\n');
-    const notTar = await fx.call('PUT', `/v1/sandboxes/${id}/tar?path=/work/target`, undefined, { raw: 'x'.repeat(1000), headers: TAR });
-    expect([notTar.status, notTar.json()]).toMatchObject([422, { error: { code: 'INVALID_INPUT' } }]);
-    const json = await fx.call('PUT', `/v1/sandboxes/${id}/tar?path=/work/target`, { a: 1 });
-    expect([json.status, json.json()]).toMatchObject([422, { error: { code: 'INVALID_INPUT' } }]);
-    await fx.call('DELETE', `/v1/sandboxes/${id}`);
-  });
+      await sh(id, 'mkdir -p /work/target');
+      const attacks: Array<Array<Partial<Header> & { name: string; data?: string }>> = [
+        [
+          { name: 'ok.txt', data: 'ok' },
+          { name: '../escape.txt', data: 'x' },
+        ],
+        [{ name: 'sub/../../escape.txt', data: 'x' }],
+        [{ name: '/work/escape.txt', data: 'x' }],
+        [
+          { name: 'up', type: 'symlink', linkname: '..' },
+          { name: 'up/escape.txt', data: 'x' },
+        ],
+        [{ name: 'hard', type: 'link', linkname: '../outside' }],
+        [{ name: 'dev', type: 'character-device', devmajor: 1, devminor: 3 }],
+      ];
+      for (const entries of attacks) {
+        const r = await fx.call('PUT', `/v1/sandboxes/${id}/tar?path=/work/target`, undefined, { raw: await tarOf(entries), headers: TAR });
+        expect([entries.map((e) => e.name), r.status, r.json()]).toMatchObject([entries.map((e) => e.name), 422, { error: { code: 'UNSAFE_PATH' } }]);
+      }
+      // nothing landed outside the target (an entry before the refused one may be inside it)
+      expect(await sh(id, 'ls -A /work; find / -xdev -name escape.txt -o -xdev -name outside')).toBe('target\nup\n');
+      const notTar = await fx.call('PUT', `/v1/sandboxes/${id}/tar?path=/work/target`, undefined, { raw: 'x'.repeat(1000), headers: TAR });
+      expect([notTar.status, notTar.json()]).toMatchObject([422, { error: { code: 'INVALID_INPUT' } }]);
+      const json = await fx.call('PUT', `/v1/sandboxes/${id}/tar?path=/work/target`, { a: 1 });
+      expect([json.status, json.json()]).toMatchObject([422, { error: { code: 'INVALID_INPUT' } }]);
+      await fx.call('DELETE', `/v1/sandboxes/${id}`);
+    },
+  );
 
   it('answers 413 for a tar over the limit (declared or streamed), and says so when the environment has no tar', async () => {
     const small = await fx.serveWithLimits({ fileLimit: 64 << 10 });

@@ -105,7 +105,8 @@ const observation = (output: string, exit_code: number | null) => ({
 });
 
 describe('the SWE-ReX face', () => {
-  it('runs a bash session as SWE-ReX does: exit codes, merged output without ANSI, syntax check, timeout that keeps the session, interrupt, check', async () => {
+  it('runs a bash session as SWE-ReX does: exit codes, merged output without ANSI, syntax check, ' +
+    'timeout that keeps the session, interrupt, check', async () => {
     const key = 'inst:swx:inst-1';
     // is_alive answers for the server, and makes no sandbox
     expect(await ok(key, 'is_alive')).toEqual({ is_alive: true, message: '' });

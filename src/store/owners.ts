@@ -30,7 +30,8 @@ export async function ownersFor(idShift: number): Promise<Owners> {
   const idMap = await resolveIdMap();
   if (idMap.uidStart !== idShift || idMap.gidStart !== idShift) {
     throw new HostCapabilityError(
-      `an unprivileged user can lay out layers only for its own subordinate range (uids from ${idMap.uidStart}, gids from ${idMap.gidStart}), not for id shift ${idShift}`,
+      `an unprivileged user can lay out layers only for its own subordinate range (uids ` +
+        `from ${idMap.uidStart}, gids from ${idMap.gidStart}), not for id shift ${idShift}`,
       'pull with `--id-shift auto`, or as root',
     );
   }

@@ -15,12 +15,12 @@
  * command that touches the store: a store of our own with looser modes (one made before this
  * rule) is fixed in place, someone else's is refused with a hint.
  */
+import { lstatSync, type Stats, statSync } from 'node:fs';
 import { chmod, lstat, mkdir, stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { MinisandboxError } from '../errors.js';
 import { resolveIdMap } from '../host/subid.js';
 import { isErrno } from '../util/fs.js';
-import { FsmetaStream } from './fsmeta.js';
 import type { StorePaths } from './paths.js';
 
 /** Subdirectories the sandboxes' ids must walk through. */
@@ -53,13 +53,18 @@ function defaultWarn(message: string): void {
 }
 
 async function makePrivate(root: string, warn: (message: string) => void): Promise<void> {
-  await mkdir(dirname(root), { recursive: true });
-  try {
-    await mkdir(root, { mode: 0o700 });
-  } catch (e) {
-    if (!isErrno(e, 'EEXIST')) throw e;
+  // Checked with sync calls: on a store that is already right (every command but the first) this is
+  // a dozen stats, each cheaper than the round trip through libuv's thread pool an async one makes.
+  let st = statOrUndefined(root);
+  if (st === undefined) {
+    await mkdir(dirname(root), { recursive: true });
+    try {
+      await mkdir(root, { mode: 0o700 });
+    } catch (e) {
+      if (!isErrno(e, 'EEXIST')) throw e;
+    }
+    st = await stat(root);
   }
-  const st = await stat(root);
   if (!st.isDirectory()) throw new StoreNotPrivateError(root, 'is not a directory', 'pass --store a directory (or a path that does not exist yet)');
   const me = process.getuid?.() ?? 0;
   if (st.uid !== me) {
@@ -86,14 +91,35 @@ async function makePrivate(root: string, warn: (message: string) => void): Promi
   for (const d of [...SEARCHABLE, ...OWNER_ONLY]) {
     const want = SEARCHABLE.includes(d) ? 0o711 : 0o700;
     const p = join(root, d);
-    try {
-      await mkdir(p, { mode: want });
-      continue;
-    } catch (e) {
-      if (!isErrno(e, 'EEXIST')) throw e;
+    let s = lstatOrUndefined(p);
+    if (s === undefined) {
+      try {
+        await mkdir(p, { mode: want });
+        continue;
+      } catch (e) {
+        if (!isErrno(e, 'EEXIST')) throw e;
+      }
+      s = await lstat(p);
     }
-    const s = await lstat(p);
     if (s.isDirectory() && (s.mode & 0o7777) !== want && (s.uid === me || me === 0)) await chmod(p, want);
+  }
+}
+
+function statOrUndefined(p: string): Stats | undefined {
+  try {
+    return statSync(p);
+  } catch (e) {
+    if (isErrno(e, 'ENOENT')) return undefined;
+    throw e;
+  }
+}
+
+function lstatOrUndefined(p: string): Stats | undefined {
+  try {
+    return lstatSync(p);
+  } catch (e) {
+    if (isErrno(e, 'ENOENT')) return undefined;
+    throw e;
   }
 }
 
@@ -123,6 +149,7 @@ async function grantSandboxSearch(root: string, warn: (message: string) => void)
   // Without a subordinate range no sandbox runs here: the root stays 0700.
   const idMap = await resolveIdMap().catch(() => undefined);
   if (idMap === undefined) return;
+  const { FsmetaStream } = await import('./fsmeta.js'); // the helper's module is large; most checks never need it
   const helper = await FsmetaStream.start(root);
   helper.setxattr(root, 'system.posix_acl_access', searchAcl(idMap.uidStart));
   try {
@@ -131,7 +158,8 @@ async function grantSandboxSearch(root: string, warn: (message: string) => void)
     if (!/Operation not supported|EOPNOTSUPP/.test(String(e))) throw e;
     await chmod(root, 0o711);
     warn(
-      `store ${root}: its file system has no POSIX ACLs, so the root is 0711 (others may pass through to names they know); put the store on ext4, xfs, btrfs or tmpfs to make it private`,
+      `store ${root}: its file system has no POSIX ACLs, so the root is 0711 (others may pass ` +
+        `through to names they know); put the store on ext4, xfs, btrfs or tmpfs to make it private`,
     );
   }
 }

@@ -6,7 +6,6 @@ import { asRemote } from '../../test/helpers/remote-registry.js';
 import { snapshotTree } from '../../test/helpers/tree-snapshot.js';
 import { makeEdgeCaseTree, makeRandomTree } from '../../test/helpers/trees.js';
 import { LocalRegistry } from '../registry/local.js';
-import type { Registry } from '../registry/registry.js';
 import { exportEnv } from './export.js';
 import { StorePaths } from './paths.js';
 import { type PullOptions, pullEnv } from './pull.js';

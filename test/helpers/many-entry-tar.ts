@@ -4,7 +4,7 @@
  * not sorted; the converter must sort), plus a few hardlinks, a whiteout and a replaced entry.
  */
 function octal(buf: Buffer, off: number, len: number, v: number): void {
-  buf.write(v.toString(8).padStart(len - 1, '0') + '\0', off, len, 'latin1');
+  buf.write(`${v.toString(8).padStart(len - 1, '0')}\0`, off, len, 'latin1');
 }
 
 function header(name: string, type: '0' | '1' | '5', size: number, linkname = ''): Buffer {
@@ -21,7 +21,7 @@ function header(name: string, type: '0' | '1' | '5', size: number, linkname = ''
   h.write('ustar\u000000', 257, 8, 'latin1');
   let sum = 0;
   for (const b of h) sum += b;
-  h.write(sum.toString(8).padStart(6, '0') + '\0 ', 148, 8, 'latin1');
+  h.write(`${sum.toString(8).padStart(6, '0')}\0 `, 148, 8, 'latin1');
   return h;
 }
 

@@ -94,7 +94,8 @@ export async function swebenchLikeImages(): Promise<SwebenchLikeImages> {
       b('umount', c);
       b('commit', '--quiet', c, `localhost/swebench-like/${swebenchImageTag(row.instance_id)}:latest`);
       b('rm', c);
-      const cs = `containers-storage:[overlay@${join(work, 'storage')}+${join(work, 'run')}]localhost/swebench-like/${swebenchImageTag(row.instance_id)}:latest`;
+      const storage = `[overlay@${join(work, 'storage')}+${join(work, 'run')}]`;
+      const cs = `containers-storage:${storage}localhost/swebench-like/${swebenchImageTag(row.instance_id)}:latest`;
       sh('skopeo', ['copy', '--quiet', cs, `oci:${tmpLayout}:${swebenchImageTag(row.instance_id)}`]);
     }
     try {

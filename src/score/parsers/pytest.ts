@@ -52,7 +52,7 @@ export function normalizeOptionName(name: string): string {
   const m = /^(.*?)\[(.*)\]/.exec(name);
   if (!m) return name;
   let option = m[2]!;
-  if (option.startsWith('/') && !option.startsWith('//') && !option.includes('*')) option = '/' + option.split('/').at(-1)!;
+  if (option.startsWith('/') && !option.startsWith('//') && !option.includes('*')) option = `/${option.split('/').at(-1)!}`;
   return `${m[1]}[${option}]`;
 }
 
