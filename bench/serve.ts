@@ -12,7 +12,8 @@
  *      event loop does not add to it (aim p99 < 10 ms);
  *   5. host memory per idle sandbox with 128 idle sandboxes minus none: RSS and PSS of the server,
  *      its launcher and every process below them (holders, sandbox inits), from /proc, and the
- *      sandboxes' cgroup memory.current (pages charged to them, tmpfs uppers included).
+ *      sandboxes' cgroup memory (memory.current, or v1's usage_in_bytes: pages charged to them,
+ *      tmpfs uppers and their processes included; each gets a 1 GB memory limit, hence a cgroup).
  * The server is `minisandbox serve` in its own process (run from the sources through tsx), as a
  * trainer would use it; its request log goes to a file. The library runs in this process. The
  * environment is a busybox root pushed to a temp registry and pulled once before timing.
@@ -21,12 +22,14 @@
  * --heavy N (the 128 of levels 1, 4 and 5), --max-sandboxes N (the server's cap, default heavy+32),
  * --seconds S (length of 2 and 4, default 5), --session-iter N (default 1000), --cpu-prof DIR
  * (the server runs under node --cpu-prof, profiles written to DIR on its exit), --only LIST
- * (comma-separated of cycle,creates,session,liveness,memory).
+ * (comma-separated of cycle,creates,session,liveness,memory), --server-log FILE (keep the server's
+ * request log, whose `ms` is each request's time inside the server).
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { chmodSync, mkdtempSync, openSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
+import { Agent, request } from 'node:http';
 import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { parseArgs } from 'node:util';
@@ -34,6 +37,7 @@ import { Worker } from 'node:worker_threads';
 import { populateBusyboxRoot } from '../src/recipe/base-rootfs.js';
 import { LocalRegistry } from '../src/registry/local.js';
 import { openSandbox } from '../src/runtime/open.js';
+import { probeHost } from '../src/sandbox/host.js';
 import { descendantsOf } from '../src/sandbox/proc.js';
 import type { Sandbox } from '../src/sandbox/sandbox.js';
 import { readState } from '../src/sandbox/state.js';
@@ -50,6 +54,7 @@ const { values: flags } = parseArgs({
     'session-iter': { type: 'string', default: '1000' },
     'cpu-prof': { type: 'string' },
     only: { type: 'string', default: 'cycle,creates,session,liveness,memory' },
+    'server-log': { type: 'string' },
   },
 });
 const CYCLES = Number(flags.cycles);
@@ -172,14 +177,14 @@ async function startServerProcess(): Promise<{ url: string; token: string; pid: 
     '--ttl',
     '2h',
   ];
-  const log = openSync(join(work, 'serve.log'), 'a');
+  const log = openSync(flags['server-log'] ?? join(work, 'serve.log'), 'a');
   const p = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', log] });
   server = p;
   serverExit = new Promise((r) => p.once('exit', () => r()));
   const line = await Promise.race([
     new Promise<string>((r) => createInterface({ input: p.stdout! }).once('line', r)),
     serverExit.then(() => {
-      throw new Error(`the server exited at start: ${readFileSync(join(work, 'serve.log'), 'utf8').slice(-2000)}`);
+      throw new Error(`the server exited at start: ${readFileSync(flags['server-log'] ?? join(work, 'serve.log'), 'utf8').slice(-2000)}`);
     }),
   ]);
   const { listening } = JSON.parse(line) as { listening: string };
@@ -190,7 +195,8 @@ try {
   const root = join(work, 'rootfs');
   await populateBusyboxRoot('/bin/busybox', root);
   await pushTree(reg, new StorePaths(join(work, 'push')), root, { tag: REF });
-  const quiet = { warn: (): void => undefined };
+  // probed once, as the server does: what differs between the two sides is then HTTP and the server
+  const quiet = { warn: (): void => undefined, host: await probeHost() };
   const libOpen = async (): Promise<Sandbox> => {
     const sb = await openSandbox(reg, store, REF, quiet);
     libSandboxes.add(sb);
@@ -202,11 +208,29 @@ try {
   };
   await libDestroy(await libOpen()); // pulls the environment: what follows times sandboxes over a pulled one
   const srv = await startServerProcess();
-  const headers = { authorization: `Bearer ${srv.token}`, 'content-type': 'application/json' };
-  const api = async (method: string, path: string, body?: unknown): Promise<Response> =>
-    fetch(`${srv.url}${path}`, { method, headers, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
-  const httpCreate = async (): Promise<string> => {
-    const c = await api('POST', '/v1/sandboxes', { ref: REF });
+  // node:http over kept-alive connections, as a trainer's client would hold them (fetch's own
+  // cost per request is larger than the server's and would hide it)
+  const agent = new Agent({ keepAlive: true });
+  const { hostname, port } = new URL(srv.url);
+  const api = (method: string, path: string, body?: unknown): Promise<{ status: number; text: () => Promise<string>; json: () => Promise<unknown> }> =>
+    new Promise((res, rej) => {
+      const data = body === undefined ? undefined : JSON.stringify(body);
+      const headers: Record<string, string> = { authorization: `Bearer ${srv.token}` };
+      if (data !== undefined) headers['content-type'] = 'application/json';
+      const req = request({ hostname, port, path, method, agent, headers }, (r) => {
+        const chunks: Buffer[] = [];
+        r.on('data', (c: Buffer) => chunks.push(c));
+        r.on('error', rej);
+        r.on('end', () => {
+          const text = Buffer.concat(chunks).toString('utf8');
+          res({ status: r.statusCode ?? 0, text: async () => text, json: async () => JSON.parse(text) as unknown });
+        });
+      });
+      req.on('error', rej);
+      req.end(data);
+    });
+  const httpCreate = async (extra: Record<string, unknown> = {}): Promise<string> => {
+    const c = await api('POST', '/v1/sandboxes', { ref: REF, ...extra });
     if (c.status !== 201) throw new Error(`create: ${c.status} ${await c.text()}`);
     return ((await c.json()) as { id: string }).id;
   };
@@ -249,7 +273,16 @@ try {
       report(
         'cycle',
         'create -> exec true -> delete (ms; ratio http / library, aim <= 1.3x)',
-        { concurrency: conc, cycles: n, http_p50_ms: r2(h50), http_p99_ms: r2(h99), lib_p50_ms: r2(l50), lib_p99_ms: r2(l99), ratio_p50: r2(h50 / l50), ratio_p99: r2(h99 / l99) },
+        {
+          concurrency: conc,
+          cycles: n,
+          http_p50_ms: r2(h50),
+          http_p99_ms: r2(h99),
+          lib_p50_ms: r2(l50),
+          lib_p99_ms: r2(l99),
+          ratio_p50: r2(h50 / l50),
+          ratio_p99: r2(h99 / l99),
+        },
         `concurrency ${String(conc).padStart(3)}: http p50 ${h50.toFixed(1).padStart(7)} p99 ${h99.toFixed(1).padStart(7)} | library p50 ${l50.toFixed(1).padStart(7)} p99 ${l99.toFixed(1).padStart(7)} | ratio p50 ${(h50 / l50).toFixed(2)}x p99 ${(h99 / l99).toFixed(2)}x`,
       );
     }
@@ -321,11 +354,13 @@ try {
       }
       return { rss, pss, cgroup, procs: pids.length };
     };
+    // a memory limit gives each sandbox a cgroup of its own, whose usage is what it is charged
+    const cgroupLimit = { limits: { memory: '1g' } };
     await new Promise((r) => setTimeout(r, 500));
     const before = await sandboxRss();
     const ids: string[] = [];
     try {
-      for (let i = 0; i < HEAVY; i += 8) ids.push(...(await Promise.all(Array.from({ length: Math.min(8, HEAVY - i) }, httpCreate))));
+      for (let i = 0; i < HEAVY; i += 8) ids.push(...(await Promise.all(Array.from({ length: Math.min(8, HEAVY - i) }, () => httpCreate(cgroupLimit)))));
       await new Promise((r) => setTimeout(r, 1000));
       const after = await sandboxRss();
       const mb = (kb: number): number => r2(kb / 1024 / HEAVY);
@@ -344,20 +379,27 @@ try {
         );
 
       if (ONLY.has('liveness')) {
-        const probe = await fetch(`${srv.url}/swerex/${ids[0]}/is_alive`, { headers: { 'x-api-key': srv.token } });
-        await probe.arrayBuffer();
+        const probe = await api('GET', `/swerex/${ids[0]}/is_alive`);
         const path = probe.status === 200 ? `/swerex/${ids[0]}/is_alive` : '/v1/health';
         // probed from a worker thread: its own event loop, untouched by the 128 clients below
         const worker = new Worker(
           `const { parentPort, workerData: w } = require('node:worker_threads');
+          const http = require('node:http');
+          const agent = new http.Agent({ keepAlive: true });
+          const get = () => new Promise((res, rej) => {
+            const req = http.get(w.url, { agent, headers: { 'x-api-key': w.token } }, (r) => {
+              r.resume();
+              r.on('end', () => res(r.statusCode));
+            });
+            req.on('error', rej);
+          });
           (async () => {
             const times = [];
             const end = performance.now() + w.ms;
             while (performance.now() < end) {
               const t = performance.now();
-              const r = await fetch(w.url, { headers: { 'x-api-key': w.token } });
-              await r.arrayBuffer();
-              if (r.status !== 200) throw new Error('liveness: ' + r.status);
+              const status = await get();
+              if (status !== 200) throw new Error('liveness: ' + status);
               times.push(performance.now() - t);
               await new Promise((res) => setTimeout(res, 5));
             }
@@ -388,7 +430,14 @@ try {
         report(
           'liveness',
           `liveness while ${HEAVY} sandboxes run commands (ms; aim p99 < 10 ms)`,
-          { route: path.replace(ids[0]!, '<key>'), samples: ts.length, p50_ms: r2(pct(ts, 50)), p99_ms: r2(pct(ts, 99)), max_ms: r2(Math.max(...ts)), load_execs_per_s: r2(execRate) },
+          {
+            route: path.replace(ids[0]!, '<key>'),
+            samples: ts.length,
+            p50_ms: r2(pct(ts, 50)),
+            p99_ms: r2(pct(ts, 99)),
+            max_ms: r2(Math.max(...ts)),
+            load_execs_per_s: r2(execRate),
+          },
           `GET ${path.replace(ids[0]!, '<key>')}: p50 ${pct(ts, 50).toFixed(2)} p99 ${pct(ts, 99).toFixed(2)} max ${Math.max(...ts).toFixed(2)} (${ts.length} probes; load ${execRate.toFixed(0)} execs/s)`,
         );
       }

@@ -4,7 +4,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { lstatSync } from 'node:fs';
-import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { type Digest, digestHex, verifyDigest } from '../cas/digest.js';
 import { Readable } from 'node:stream';
@@ -391,6 +391,9 @@ function missingObjects(store: StorePaths, contents: Set<string>): Map<Digest, n
 }
 
 async function writeAtomic(store: StorePaths, path: string, data: string): Promise<void> {
+  // Every open of a pulled env rewrites its ref and config: one read instead of four calls when
+  // they already say the same (the common case, and a part of each sandbox start).
+  if ((await readFile(path, 'utf8').catch(() => undefined)) === data) return;
   await mkdir(join(path, '..'), { recursive: true });
   await mkdir(store.tmpDir, { recursive: true });
   const tmp = join(store.tmpDir, `w-${process.pid}-${randomBytes(6).toString('hex')}`);
