@@ -9,7 +9,8 @@
  *   4. liveness while 128 sandboxes run commands (128 clients loop exec `true` over HTTP): p50/p99
  *      of `GET /swerex/<key>/is_alive` where the server answers it, else of `GET /v1/health` (the
  *      output says which), probed one at a time from a worker thread so the load generator's own
- *      event loop does not add to it (aim p99 < 10 ms);
+ *      event loop does not add to it (aim p99 < 10 ms); and the same while those 128 are deleted
+ *      at once, as a trainer ends a batch of rollouts;
  *   5. host memory per idle sandbox with 128 idle sandboxes minus none: RSS and PSS of the server,
  *      its launcher and every process below them (holders, sandbox inits), from /proc, and the
  *      sandboxes' cgroup memory (memory.current, or v1's usage_in_bytes: pages charged to them,
@@ -152,6 +153,51 @@ for (const sig of ['SIGINT', 'SIGTERM'] as const) {
     process.stderr.write(`bench: ${sig}, cleaning up\n`);
     void cleanup().finally(() => process.exit(130));
   });
+}
+
+/**
+ * Probes `url` one request at a time (5 ms apart) from a worker thread, whose event loop the load
+ * generated here does not touch, until stopped; the latency of each probe in ms.
+ */
+function startProbe(url: string, token: string): { stop: () => Promise<number[]> } {
+  const worker = new Worker(
+    `const { parentPort, workerData: w } = require('node:worker_threads');
+    const http = require('node:http');
+    const agent = new http.Agent({ keepAlive: true });
+    let stop = false;
+    parentPort.once('message', () => (stop = true));
+    const get = () => new Promise((res, rej) => {
+      const req = http.get(w.url, { agent, headers: { 'x-api-key': w.token } }, (r) => {
+        r.resume();
+        r.on('end', () => res(r.statusCode));
+      });
+      req.on('error', rej);
+    });
+    (async () => {
+      const times = [];
+      while (!stop) {
+        const t = performance.now();
+        const status = await get();
+        if (status !== 200) throw new Error('liveness: ' + status);
+        times.push(performance.now() - t);
+        await new Promise((res) => setTimeout(res, 5));
+      }
+      parentPort.postMessage(times);
+    })();`,
+    { eval: true, workerData: { url, token } },
+  );
+  const times = new Promise<number[]>((res, rej) => {
+    worker.once('message', res);
+    worker.once('error', rej);
+  });
+  return {
+    stop: async () => {
+      worker.postMessage('stop');
+      const ts = await times;
+      await worker.terminate();
+      return ts;
+    },
+  };
 }
 
 async function startServerProcess(): Promise<{ url: string; token: string; pid: number }> {
@@ -354,6 +400,16 @@ try {
       }
       return { rss, pss, cgroup, procs: pids.length };
     };
+    let livePath: string | undefined;
+    const reportLiveness = (during: string, ts: number[], extra: Record<string, number>, note: string): void => {
+      const route = (livePath ?? '').replace(/\/swerex\/[^/]+\//, '/swerex/<key>/');
+      report(
+        'liveness',
+        `liveness (GET ${route}, ms; aim p99 < 10 ms)`,
+        { route, during, samples: ts.length, p50_ms: r2(pct(ts, 50)), p99_ms: r2(pct(ts, 99)), max_ms: r2(Math.max(...ts)), ...extra },
+        `while ${during}: p50 ${pct(ts, 50).toFixed(2)} p99 ${pct(ts, 99).toFixed(2)} max ${Math.max(...ts).toFixed(2)} (${ts.length} probes; ${note})`,
+      );
+    };
     // a memory limit gives each sandbox a cgroup of its own, whose usage is what it is charged
     const cgroupLimit = { limits: { memory: '1g' } };
     await new Promise((r) => setTimeout(r, 500));
@@ -380,37 +436,8 @@ try {
 
       if (ONLY.has('liveness')) {
         const probe = await api('GET', `/swerex/${ids[0]}/is_alive`);
-        const path = probe.status === 200 ? `/swerex/${ids[0]}/is_alive` : '/v1/health';
-        // probed from a worker thread: its own event loop, untouched by the 128 clients below
-        const worker = new Worker(
-          `const { parentPort, workerData: w } = require('node:worker_threads');
-          const http = require('node:http');
-          const agent = new http.Agent({ keepAlive: true });
-          const get = () => new Promise((res, rej) => {
-            const req = http.get(w.url, { agent, headers: { 'x-api-key': w.token } }, (r) => {
-              r.resume();
-              r.on('end', () => res(r.statusCode));
-            });
-            req.on('error', rej);
-          });
-          (async () => {
-            const times = [];
-            const end = performance.now() + w.ms;
-            while (performance.now() < end) {
-              const t = performance.now();
-              const status = await get();
-              if (status !== 200) throw new Error('liveness: ' + status);
-              times.push(performance.now() - t);
-              await new Promise((res) => setTimeout(res, 5));
-            }
-            parentPort.postMessage(times);
-          })();`,
-          { eval: true, workerData: { url: `${srv.url}${path}`, token: srv.token, ms: SECONDS * 1000 } },
-        );
-        const times = new Promise<number[]>((res, rej) => {
-          worker.once('message', res);
-          worker.once('error', rej);
-        });
+        livePath = probe.status === 200 ? `/swerex/${ids[0]}/is_alive` : '/v1/health';
+        const liveness = startProbe(`${srv.url}${livePath}`, srv.token);
         let stop = false;
         let execs = 0;
         const load = Promise.all(
@@ -422,27 +449,21 @@ try {
           }),
         );
         const t0 = performance.now();
-        const ts = await times;
+        await new Promise((r) => setTimeout(r, SECONDS * 1000));
+        const ts = await liveness.stop();
         stop = true;
         await load;
         const execRate = execs / ((performance.now() - t0) / 1000);
-        await worker.terminate();
-        report(
-          'liveness',
-          `liveness while ${HEAVY} sandboxes run commands (ms; aim p99 < 10 ms)`,
-          {
-            route: path.replace(ids[0]!, '<key>'),
-            samples: ts.length,
-            p50_ms: r2(pct(ts, 50)),
-            p99_ms: r2(pct(ts, 99)),
-            max_ms: r2(Math.max(...ts)),
-            load_execs_per_s: r2(execRate),
-          },
-          `GET ${path.replace(ids[0]!, '<key>')}: p50 ${pct(ts, 50).toFixed(2)} p99 ${pct(ts, 99).toFixed(2)} max ${Math.max(...ts).toFixed(2)} (${ts.length} probes; load ${execRate.toFixed(0)} execs/s)`,
-        );
+        reportLiveness(`${HEAVY} sandboxes run commands`, ts, { load_execs_per_s: r2(execRate) }, `load ${execRate.toFixed(0)} execs/s`);
       }
     } finally {
+      // the deletes come all at once, as a trainer ends a batch of rollouts; liveness meanwhile
+      const liveness = livePath === undefined ? undefined : startProbe(`${srv.url}${livePath}`, srv.token);
+      const t0 = performance.now();
       await Promise.allSettled(ids.map(httpDelete));
+      const took = performance.now() - t0;
+      const ts = await liveness?.stop();
+      if (ts !== undefined && ts.length > 0) reportLiveness(`${HEAVY} sandboxes are deleted at once`, ts, { delete_all_ms: r2(took) }, `all deleted in ${took.toFixed(0)} ms`);
     }
   }
 } finally {
