@@ -16,14 +16,22 @@
  *      sandboxes' cgroup memory (memory.current, or v1's usage_in_bytes: pages charged to them,
  *      tmpfs uppers and their processes included; each gets a 1 GB memory limit, hence a cgroup).
  * The server is `minisandbox serve` in its own process (run from the sources through tsx), as a
- * trainer would use it; its request log goes to a file. The library runs in this process. The
- * environment is a busybox root pushed to a temp registry and pulled once before timing.
+ * trainer would use it; its request log goes to a file; the client is node:http over kept-alive
+ * connections. The library runs in this process and, like the server, probes the host once, so
+ * the ratios are HTTP and the server alone. The environment is a busybox root pushed to a temp
+ * registry and pulled once before timing.
+ * Reading the figures on a shared host: a session round trip over HTTP passes through four
+ * processes (client, server, launcher, shell) against the library's three; with the CPUs busy,
+ * the server's write to the launcher is where the scheduler preempts it (measured: the write call
+ * itself takes milliseconds), so HTTP's share grows with the host's load.
+ * Compare ratios taken in one run, never figures from runs apart.
  * Output: a table on a terminal; JSON lines (one object per result) when piped or with --json.
  * Flags: --cycles N (cycles per level and side, default 48; the 128 level runs at least 2x128),
- * --heavy N (the 128 of levels 1, 4 and 5), --max-sandboxes N (the server's cap, default heavy+32),
+ * --heavy N (the 128 of sections 1, 4 and 5), --max-sandboxes N (the server's cap, default heavy+32),
  * --seconds S (length of 2 and 4, default 5), --session-iter N (default 1000), --cpu-prof DIR
  * (the server runs under node --cpu-prof, profiles written to DIR on its exit), --only LIST
- * (comma-separated of cycle,creates,session,liveness,memory), --server-log FILE (keep the server's
+ * (comma-separated of cycle,creates,session,liveness,memory), --levels LIST (the concurrency
+ * levels of section 1, default 1,16,heavy), --server-log FILE (keep the server's
  * request log, whose `ms` is each request's time inside the server).
  */
 import { type ChildProcess, spawn } from 'node:child_process';
@@ -56,6 +64,7 @@ const { values: flags } = parseArgs({
     'cpu-prof': { type: 'string' },
     only: { type: 'string', default: 'cycle,creates,session,liveness,memory' },
     'server-log': { type: 'string' },
+    levels: { type: 'string' },
   },
 });
 const CYCLES = Number(flags.cycles);
@@ -307,7 +316,7 @@ try {
     console.log(`serve bench: server pid ${srv.pid} (cap ${MAX}), ${CYCLES} cycles per level and side, heavy level ${HEAVY}, ${SECONDS} s windows`);
 
   if (ONLY.has('cycle')) {
-    for (const conc of [1, 16, HEAVY]) {
+    for (const conc of flags.levels === undefined ? [1, 16, HEAVY] : flags.levels.split(',').map(Number)) {
       const n = Math.max(CYCLES, 2 * conc);
       const h: number[] = [];
       const l: number[] = [];
@@ -463,7 +472,8 @@ try {
       await Promise.allSettled(ids.map(httpDelete));
       const took = performance.now() - t0;
       const ts = await liveness?.stop();
-      if (ts !== undefined && ts.length > 0) reportLiveness(`${HEAVY} sandboxes are deleted at once`, ts, { delete_all_ms: r2(took) }, `all deleted in ${took.toFixed(0)} ms`);
+      if (ts !== undefined && ts.length > 0)
+        reportLiveness(`${HEAVY} sandboxes are deleted at once`, ts, { delete_all_ms: r2(took) }, `all deleted in ${took.toFixed(0)} ms`);
     }
   }
 } finally {
