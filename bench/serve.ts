@@ -440,7 +440,7 @@ try {
             cgroup_mb: mb(after.cgroup - before.cgroup),
             procs_per_sandbox: r2((after.procs - before.procs) / HEAVY),
           },
-          `processes (server + launcher + holders + inits): RSS ${mb(after.rss - before.rss)} MB, PSS ${mb(after.pss - before.pss)} MB (${r2((after.procs - before.procs) / HEAVY)} processes each) | cgroup memory.current ${mb(after.cgroup - before.cgroup)} MB`,
+          `processes (server + launcher + holders + inits): RSS ${mb(after.rss - before.rss)} MB, PSS ${mb(after.pss - before.pss)} MB (${r2((after.procs - before.procs) / HEAVY)} processes each) | cgroup memory ${mb(after.cgroup - before.cgroup)} MB`,
         );
 
       if (ONLY.has('liveness')) {
