@@ -31,6 +31,11 @@ export interface OpenOptions extends Omit<SandboxOptions, 'lowerDirs' | 'stateDi
   onPull?: PullOptions['onProgress'];
   warn?: (message: string) => void;
   /**
+   * The host probe to start over (probeHost's result). A long-lived caller (the server) probes once
+   * and passes it: the probe is dozens of file-system calls, a large part of a sandbox start.
+   */
+  host?: HostInfo;
+  /**
    * Cancels the open: the pull stops between layers, and a sandbox that started meanwhile is
    * destroyed; the call then rejects with AbortedError (code ABORTED). Once the sandbox is returned,
    * the signal is the caller's to pass to exec/run.
@@ -39,9 +44,9 @@ export interface OpenOptions extends Omit<SandboxOptions, 'lowerDirs' | 'stateDi
 }
 
 export async function openSandbox(reg: Registry, store: StorePaths, ref: string, opts: OpenOptions = {}): Promise<Sandbox> {
-  const { config, onPull, warn, signal, ...rest } = opts;
+  const { config, onPull, warn, signal, host: given, ...rest } = opts;
   throwIfAborted(signal, `open ${ref}`);
-  const host = await probeHost();
+  const host = given ?? (await probeHost());
   mark('open: host probed');
   const mapping = await layerMapping(store, host, warn);
   mark('open: layer mapping');

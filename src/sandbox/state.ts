@@ -3,8 +3,8 @@
  * store's gc treats a live sandbox's lowerDirs as leased, and a restarted runtime reaps what a dead
  * one left behind.
  */
-import { mkdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { readFile, readdir, stat } from 'node:fs/promises';
+import { mkdirSync, renameSync, statSync, writeFileSync } from 'node:fs';
+import { readFile, readdir, rm, stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { z } from 'zod';
 import { InvalidInputError } from '../errors.js';
@@ -132,8 +132,8 @@ export async function teardown(stateDir: string, id: string, state: SandboxState
     await removeCgroup(state.cgroupDirs);
   }
   try {
-    // A tmpfs upper left only a few empty dirs and state.json: removed in place, faster than a
-    // thread-pool round trip. A disk upper may be large, so it never blocks the event loop.
+    // A tmpfs upper left only a few empty dirs and state.json, removed directly; a disk upper may
+    // be large and hold files of subordinate ids (see removeTree).
     await removeTree(sandboxDir(stateDir, id), idMap ?? state?.idMap, { small: state?.upperKind === 'tmpfs' });
   } finally {
     // Only now, with every process and file of the range gone, may another sandbox take its ids.
@@ -152,12 +152,14 @@ async function waitGone(pid: number, start: string | undefined): Promise<void> {
 /**
  * Removes a sandbox directory. A disk upper dir holds files owned by subordinate ids that a
  * rootless owner cannot delete directly (see host/userns.ts). `small`: a tmpfs sandbox's few empty
- * dirs, removed without a turn of the event loop.
+ * dirs, removed directly. Never synchronously: removing a former mount point waits on the kernel's
+ * mount locks, milliseconds each while other sandboxes tear down, and 128 destroys at once stalled
+ * a server's every other request for over a second.
  */
 export async function removeTree(dir: string, idMap: IdMap | undefined, opts: { small?: boolean } = {}): Promise<void> {
   if (opts.small === true) {
     try {
-      rmSync(dir, { recursive: true, force: true, maxRetries: 3 });
+      await rm(dir, { recursive: true, force: true, maxRetries: 3 });
       return;
     } catch (e) {
       if (idMap === undefined || !(isErrno(e, 'EACCES') || isErrno(e, 'EPERM'))) throw e;

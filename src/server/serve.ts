@@ -11,9 +11,11 @@ import type { FastifyInstance } from 'fastify';
 import { InvalidInputError, MinisandboxError } from '../errors.js';
 import type { Registry } from '../registry/registry.js';
 import { forkLeased, openSandbox, reapStale } from '../runtime/open.js';
+import { type HostInfo, probeHost } from '../sandbox/host.js';
 import type { StorePaths } from '../store/paths.js';
 import { buildApp } from './app.js';
 import { type EvalDatasetSource, loadEvalDatasets } from './eval-datasets.js';
+import { batchedLines } from './log-sink.js';
 import { type SandboxProvider, SandboxManager } from './manager.js';
 
 export interface ServeOptions {
@@ -67,8 +69,16 @@ export function loadToken(tokenFile: string | undefined, store: StorePaths): { t
 }
 
 export function storeProvider(reg: Registry, store: StorePaths): SandboxProvider {
+  // The host is probed once per server, not per create (dozens of file-system calls each time); a
+  // failed probe is retried by the next create. A changed host (new subordinate ranges) needs a restart.
+  let host: Promise<HostInfo> | undefined;
+  const probe = (): Promise<HostInfo> =>
+    (host ??= probeHost().catch((e: unknown) => {
+      host = undefined;
+      throw e;
+    }));
   return {
-    open: (ref, opts) => openSandbox(reg, store, ref, opts),
+    open: async (ref, opts) => openSandbox(reg, store, ref, { ...opts, host: await probe() }),
     forkOne: async (sb) => (await forkLeased(store, sb, 1))[0]!,
   };
 }
@@ -91,7 +101,8 @@ export async function startServer(reg: Registry, store: StorePaths, o: ServeOpti
   const datasets = await loadEvalDatasets(o.evalDatasets ?? []);
   const { token, file } = loadToken(o.tokenFile, store);
   await reapStale(store);
-  const write = log ?? ((l: string) => void process.stderr.write(`${l}\n`));
+  const sink = log === undefined ? batchedLines((text) => void process.stderr.write(text)) : undefined;
+  const write = log ?? sink!.write;
   const manager = new SandboxManager(storeProvider(reg, store), {
     maxSandboxes: o.maxSandboxes,
     ttlMs: o.ttlMs,
@@ -113,6 +124,7 @@ export async function startServer(reg: Registry, store: StorePaths, o: ServeOpti
       (closing ??= (async () => {
         await manager.shutdown();
         await app.close();
+        sink?.flush();
       })()),
   };
 }

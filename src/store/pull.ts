@@ -4,7 +4,7 @@
  * only for a layer the store lacks).
  */
 import { randomBytes } from 'node:crypto';
-import { mkdir, rename, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Digest } from '../cas/digest.js';
 import { throwIfAborted } from '../errors.js';
@@ -103,6 +103,9 @@ export async function ensureManifest(reg: Registry, store: StorePaths, layer: La
 }
 
 async function writeAtomic(store: StorePaths, path: string, data: string): Promise<void> {
+  // Every open of a pulled env rewrites its ref and config: one read instead of four calls when
+  // they already say the same (the common case, and a part of each sandbox start).
+  if ((await readFile(path, 'utf8').catch(() => undefined)) === data) return;
   await mkdir(join(path, '..'), { recursive: true });
   await mkdir(store.tmpDir, { recursive: true });
   const tmp = join(store.tmpDir, `w-${process.pid}-${randomBytes(6).toString('hex')}`);
