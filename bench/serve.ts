@@ -338,7 +338,9 @@ try {
           ratio_p50: r2(h50 / l50),
           ratio_p99: r2(h99 / l99),
         },
-        `concurrency ${String(conc).padStart(3)}: http p50 ${h50.toFixed(1).padStart(7)} p99 ${h99.toFixed(1).padStart(7)} | library p50 ${l50.toFixed(1).padStart(7)} p99 ${l99.toFixed(1).padStart(7)} | ratio p50 ${(h50 / l50).toFixed(2)}x p99 ${(h99 / l99).toFixed(2)}x`,
+        `concurrency ${String(conc).padStart(3)}: http p50 ${h50.toFixed(1).padStart(7)} p99 ${h99.toFixed(1).padStart(7)} | ` +
+          `library p50 ${l50.toFixed(1).padStart(7)} p99 ${l99.toFixed(1).padStart(7)} | ` +
+          `ratio p50 ${(h50 / l50).toFixed(2)}x p99 ${(h99 / l99).toFixed(2)}x`,
       );
     }
   }
@@ -440,7 +442,9 @@ try {
             cgroup_mb: mb(after.cgroup - before.cgroup),
             procs_per_sandbox: r2((after.procs - before.procs) / HEAVY),
           },
-          `processes (server + launcher + holders + inits): RSS ${mb(after.rss - before.rss)} MB, PSS ${mb(after.pss - before.pss)} MB (${r2((after.procs - before.procs) / HEAVY)} processes each) | cgroup memory ${mb(after.cgroup - before.cgroup)} MB`,
+          `processes (server + launcher + holders + inits): RSS ${mb(after.rss - before.rss)} MB, ` +
+            `PSS ${mb(after.pss - before.pss)} MB (${r2((after.procs - before.procs) / HEAVY)} processes each) | ` +
+            `cgroup memory ${mb(after.cgroup - before.cgroup)} MB`,
         );
 
       if (ONLY.has('liveness')) {
