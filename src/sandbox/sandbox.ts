@@ -134,6 +134,8 @@ export class Sandbox {
    * `origin.config.layers.length` lower dirs) belong to. Set by the runtime (runtime/open.ts).
    */
   origin: SandboxOrigin | undefined;
+  /** The origin it was created with: where reset() without a snapshot goes back to. */
+  creationOrigin: SandboxOrigin | undefined;
 
   /** @internal use createSandbox */
   constructor(
@@ -722,7 +724,7 @@ export async function forkSandboxShared(src: Sandbox, n: number, hooks: CreateHo
         const opts: ParsedOptions = { ...src.options, lowerDirs };
         delete opts.id;
         const child = await startSandbox(opts, { host: src.host, ...hooks }, undefined, src.id);
-        child.origin = src.origin;
+        child.origin = child.creationOrigin = src.origin;
         return child;
       }),
     );
