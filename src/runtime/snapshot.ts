@@ -110,7 +110,8 @@ export class Snapshots {
   async get(id: string): Promise<SnapshotRecord> {
     const text = SNAPSHOT_ID_RE.test(id) ? await readFile(this.recordPath(id), 'utf8').catch(() => undefined) : undefined;
     const parsed = text === undefined ? undefined : SnapshotRecordSchema.safeParse(JSON.parse(text) as unknown);
-    if (parsed === undefined || !parsed.success) throw new NotFoundError(`snapshot ${id}`, 'list this node\'s snapshots with GET /v1/snapshots (or Snapshots.list())');
+    if (parsed === undefined || !parsed.success)
+      throw new NotFoundError(`snapshot ${id}`, "list this node's snapshots with GET /v1/snapshots (or Snapshots.list())");
     return parsed.data;
   }
 
@@ -134,7 +135,10 @@ export class Snapshots {
     if (opts.tag !== undefined) parseRefName(opts.tag);
     const origin = sb.origin;
     if (origin === undefined)
-      throw new InvalidInputError(`sandbox ${sb.id} was not opened from an environment`, 'snapshot sandboxes made by openSandbox (or the server), not createSandbox');
+      throw new InvalidInputError(
+        `sandbox ${sb.id} was not opened from an environment`,
+        'snapshot sandboxes made by openSandbox (or the server), not createSandbox',
+      );
     if (!sb.alive) throw new MinisandboxError('SANDBOX_DESTROYED', `sandbox ${sb.id} was destroyed`, { hint: 'snapshot a live sandbox' });
     const id = newSnapshotId();
     const tag = snapshotRef(id);
@@ -194,7 +198,11 @@ export class Snapshots {
   async layout(id: string): Promise<SnapshotLayout> {
     const record = await this.get(id);
     const l = await this.layOut(snapshotRef(id));
-    return { record, lowerDirs: l.lowerDirs, origin: { env: { digest: l.digest, config: l.config }, ...(record.parentRef === undefined ? {} : { ref: record.parentRef }) } };
+    return {
+      record,
+      lowerDirs: l.lowerDirs,
+      origin: { env: { digest: l.digest, config: l.config }, ...(record.parentRef === undefined ? {} : { ref: record.parentRef }) },
+    };
   }
 
   /** A new sandbox started from the snapshot. */

@@ -32,8 +32,9 @@ export function retainFrozenLowers(dirs: string[]): void {
   for (const d of dirs) if (isFrozenLower(d)) holders.set(d, (holders.get(d) ?? 0) + 1);
 }
 
-/** One sandbox fewer over each frozen dir among `dirs`; the last one out removes it (in the background). */
-export function releaseFrozenLowers(dirs: string[], idMap: IdMap): void {
+/** One sandbox fewer over each frozen dir among `dirs`; the last one out removes it (settled when the promise is). */
+export function releaseFrozenLowers(dirs: string[], idMap: IdMap): Promise<void> {
+  const removals: Promise<void>[] = [];
   for (const d of dirs) {
     if (!isFrozenLower(d)) continue;
     const n = (holders.get(d) ?? 1) - 1;
@@ -42,8 +43,9 @@ export function releaseFrozenLowers(dirs: string[], idMap: IdMap): void {
       continue;
     }
     holders.delete(d);
-    void removeTree(d, idMap).catch(() => undefined);
+    removals.push(removeTree(d, idMap).catch(() => undefined));
   }
+  return Promise.all(removals).then(() => undefined);
 }
 
 /**

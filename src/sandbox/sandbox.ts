@@ -315,7 +315,7 @@ export class Sandbox {
     await holderGone(this.holder, this.state.holderStartTime, 2000);
     await teardown(this.options.stateDir, this.id, this.state);
     if (this.cgroup !== undefined) await removeCgroup(this.cgroup.dirs);
-    releaseFrozenLowers(this.state.lowerDirs, this.state.idMap);
+    await releaseFrozenLowers(this.state.lowerDirs, this.state.idMap);
     await this.hooks.onDestroyed?.(this.state);
   }
 
@@ -369,7 +369,7 @@ export class Sandbox {
     try {
       holder = await startHolder({ ...this.holderSpec, lowerDirs, fromTar: false }, undefined);
     } catch (e) {
-      releaseFrozenLowers(lowerDirs, this.state.idMap);
+      void releaseFrozenLowers(lowerDirs, this.state.idMap);
       // the old holder is dead: without a new one the sandbox is gone
       void this.destroy();
       throw e;
@@ -382,8 +382,9 @@ export class Sandbox {
     this.state.lowerDirs = [...lowerDirs];
     writeState(this.options.stateDir, this.state);
     if (this.state.idSlot !== undefined) recordIdRangeHolder({ path: this.state.idSlot }, this.id, holder.pid, this.state.holderStartTime);
-    releaseFrozenLowers(oldState.lowerDirs, this.state.idMap);
+    // the old holder may still have them mounted: removed once it is gone
     void holderGone(old, oldState.holderStartTime, 10_000).then(async () => {
+      await releaseFrozenLowers(oldState.lowerDirs, this.state.idMap);
       if (trash !== undefined) await removeTree(trash, this.state.idMap).catch(() => undefined);
     });
   }
@@ -730,6 +731,6 @@ export async function forkSandboxShared(src: Sandbox, n: number, hooks: CreateHo
     );
     return settled.map((r) => (r.status === 'fulfilled' ? { ok: true, sandbox: r.value } : { ok: false, error: r.reason as unknown }));
   } finally {
-    releaseFrozenLowers([frozen], src.state.idMap);
+    await releaseFrozenLowers([frozen], src.state.idMap);
   }
 }

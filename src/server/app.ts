@@ -13,6 +13,7 @@ import { CapacityError, type SandboxManager } from './manager.js';
 import { execRoutes } from './routes-exec.js';
 import { fileRoutes } from './routes-files.js';
 import { sandboxRoutes } from './routes-sandboxes.js';
+import { snapshotRoutes } from './routes-snapshots.js';
 
 export interface AppOptions {
   token: string;
@@ -34,6 +35,7 @@ const STATUS: Partial<Record<ErrorCode, number>> = {
   UNSAFE_PATH: 422,
   DIFF_FAILED: 422,
   CAPACITY: 429,
+  SNAPSHOT_IN_USE: 409,
   BODY_TOO_LARGE: 413,
   MALFORMED_BODY: 400,
   SANDBOX_DESTROYED: 410,
@@ -148,6 +150,7 @@ export function buildApp(mgr: SandboxManager, opts: AppOptions): FastifyInstance
   sandboxRoutes(app, ctx);
   execRoutes(app, ctx);
   fileRoutes(app, ctx);
+  snapshotRoutes(app, ctx);
 
   return app;
 }

@@ -46,22 +46,32 @@ const SandboxPathSchema = z
 
 const EnvSchema = z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'variable names: letters, digits and _'), z.string());
 
-export const CreateSandboxBodySchema = z.strictObject({
-  ref: z.string().min(1),
-  limits: z
-    .strictObject({
-      cpus: z.number().positive().max(4096).optional(),
-      memory: SizeSchema.optional(),
-      pids: z.number().int().positive().optional(),
-      disk: SizeSchema.optional(),
-    })
-    .optional(),
-  network: z.enum(['none', 'host']).optional(),
-  env: EnvSchema.optional(),
-  workdir: SandboxPathSchema.optional(),
-  /** Capped by the server's --ttl. */
-  ttl: DurationSchema.optional(),
-});
+export const SnapshotIdSchema = z.string().regex(/^snap-[0-9a-f]{16}$/, 'a snapshot id (snap-<16 hex digits>)');
+
+export const CreateSandboxBodySchema = z
+  .strictObject({
+    /** One source: an environment ref of the node's registry ... */
+    ref: z.string().min(1).optional(),
+    /** ... or a snapshot of this node. */
+    snapshot: SnapshotIdSchema.optional(),
+    limits: z
+      .strictObject({
+        cpus: z.number().positive().max(4096).optional(),
+        memory: SizeSchema.optional(),
+        pids: z.number().int().positive().optional(),
+        disk: SizeSchema.optional(),
+      })
+      .optional(),
+    network: z.enum(['none', 'host']).optional(),
+    env: EnvSchema.optional(),
+    workdir: SandboxPathSchema.optional(),
+    /** Capped by the server's --ttl. */
+    ttl: DurationSchema.optional(),
+  })
+  .refine((b) => [b.ref, b.snapshot].filter((v) => v !== undefined).length === 1, {
+    message: 'give exactly one source: ref or snapshot',
+    path: ['ref'],
+  });
 export type CreateSandboxBody = z.output<typeof CreateSandboxBodySchema>;
 
 export const ExecBodySchema = z
@@ -89,7 +99,29 @@ export const SessionRunBodySchema = z.strictObject({
 
 export const ForkBodySchema = z.strictObject({
   count: z.number().int().min(1).max(64),
+  /** Each child gets a session of this id, in this parent session's cwd with its exported variables. */
+  session: z
+    .string()
+    .regex(/^[a-z0-9-]{1,64}$/, 'a session id')
+    .optional(),
 });
+
+export const SnapshotBodySchema = z.strictObject({
+  /** Also publish it to the node's registry (an environment other nodes create from by ref). */
+  push: z.boolean().default(false),
+  /** The ref it is pushed under; default `snapshots/<id>`. */
+  tag: z
+    .string()
+    .regex(/^[A-Za-z0-9][A-Za-z0-9._/:-]{0,255}$/, 'a ref name, e.g. team/task-1:v2')
+    .optional(),
+});
+
+export const ResetBodySchema = z.strictObject({
+  /** Reset to this snapshot of the node instead of the creation state. */
+  snapshot: SnapshotIdSchema.optional(),
+});
+
+export const SnapParamsSchema = z.strictObject({ snap: SnapshotIdSchema });
 
 export const FileQuerySchema = z.strictObject({
   path: SandboxPathSchema,
