@@ -27,8 +27,8 @@ describe('a pushed snapshot', () => {
     expect(r.status, r.text).toBe(201);
     const snap = r.json();
     expect(snap.ref).toBe(`snapshots/${snap.snapshot as string}`);
-    const tagged = (await kit.call('POST', `/v1/sandboxes/${id}/snapshot`, { push: true, tag: 'team/after-setup:v1' })).json();
-    expect(tagged.ref).toBe('team/after-setup:v1');
+    const tagged = (await kit.call('POST', `/v1/sandboxes/${id}/snapshot`, { push: true, tag: 'team/after-setup-v1' })).json();
+    expect(tagged.ref).toBe('team/after-setup-v1');
 
     const parent = await resolveEnv(kit.reg, 'kit/busybox');
     const env = await resolveEnv(kit.reg, snap.ref as string);
@@ -38,7 +38,7 @@ describe('a pushed snapshot', () => {
     const otherRoot = join(kit.work, 'node-b');
     mkdirSync(otherRoot, { mode: 0o755 });
     const other = new StorePaths(join(otherRoot, 'store'));
-    for (const ref of [snap.ref as string, 'team/after-setup:v1']) {
+    for (const ref of [snap.ref as string, 'team/after-setup-v1']) {
       const sb = await openSandbox(kit.reg, other, ref);
       try {
         expect((await sb.exec(['/bin/sh', '-c', 'cat /work/state; ls /data; echo $GREETING'])).stdout).toBe('from-node-a\nkeep.txt\nhello\n');

@@ -4,6 +4,7 @@
  * (bytes, seconds) or the CLI's text forms (`2g`, `30m`), so a trainer's config can use either.
  */
 import { z } from 'zod';
+import { RefNameSchema } from '../cas/ref-name.js';
 
 const SIZE_UNITS: Record<string, number> = { '': 1, k: 1024, m: 1024 ** 2, g: 1024 ** 3, t: 1024 ** 4 };
 const DURATION_UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
@@ -110,10 +111,7 @@ export const SnapshotBodySchema = z.strictObject({
   /** Also publish it to the node's registry (an environment other nodes create from by ref). */
   push: z.boolean().default(false),
   /** The ref it is pushed under; default `snapshots/<id>`. */
-  tag: z
-    .string()
-    .regex(/^[A-Za-z0-9][A-Za-z0-9._/:-]{0,255}$/, 'a ref name, e.g. team/task-1:v2')
-    .optional(),
+  tag: RefNameSchema.optional(),
 });
 
 export const ResetBodySchema = z.strictObject({
