@@ -5,7 +5,8 @@
  *    of the parent's upper read into each child's upper; forkLeased), until all eight run
  *    (aim < 1 s for all eight);
  *  - reset after writing 10 MB and 1 GB (aim: the same time, < 20 ms) against destroy + create of
- *    a new sandbox of the same environment.
+ *    a new sandbox of the same environment: a sandbox's first reset (a new holder starts) and a
+ *    later one (the standby holder started after the previous reset is swapped in).
  * The environment is busybox pushed to a temp registry and pulled before timing. Medians of
  * BENCH_ROUNDS rounds (default 3). Uppers are tmpfs (the default), capped at 2 GiB here.
  */
@@ -21,7 +22,7 @@ import { pushTree } from '../src/publish/push.js';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const REF = 'bench/busybox';
-const OPEN = { limits: { diskBytes: 2 << 30 } };
+const OPEN = { limits: { diskBytes: 2 * 1024 ** 3 } };
 
 function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);
@@ -87,19 +88,26 @@ try {
   const ft = median(streamed);
   console.log(`fork x8 after writing 100 MB: shared ${fs.toFixed(1)} ms, streaming ${ft.toFixed(1)} ms (${(ft / fs).toFixed(1)}x faster; aim < 1000 ms)`);
 
-  // reset after writing 10 MB and 1 GB, against destroy + create
-  const resets: Record<string, number[]> = { '10 MB': [], '1 GB': [] };
+  // reset after writing 10 MB and 1 GB, against destroy + create. A sandbox's first reset starts
+  // a new holder; later ones swap in the standby holder started after the previous reset.
+  const first: Record<string, number[]> = { '10 MB': [], '1 GB': [] };
+  const again: Record<string, number[]> = { '10 MB': [], '1 GB': [] };
   const recreate: Record<string, number[]> = { '10 MB': [], '1 GB': [] };
+  const sizes = [
+    ['10 MB', 10],
+    ['1 GB', 1024],
+  ] as const;
   for (let r = 0; r < ROUNDS; r++) {
-    for (const [label, mb] of [
-      ['10 MB', 10],
-      ['1 GB', 1024],
-    ] as const) {
+    for (const [label, mb] of sizes) {
       const sb = await openSandbox(reg, store, REF, OPEN);
-      await write(sb, mb);
-      resets[label]!.push(await timed(() => resetLeased(store, sb)));
-      const check = await sb.exec(['/bin/sh', '-c', 'ls /work 2>/dev/null | wc -l']);
-      if (check.stdout.trim() !== '0') throw new Error('reset left files behind');
+      for (const times of [first[label]!, again[label]!]) {
+        await write(sb, mb);
+        times.push(await timed(() => resetLeased(store, sb)));
+        const check = await sb.exec(['/bin/sh', '-c', 'ls /work 2>/dev/null | wc -l']);
+        if (check.stdout.trim() !== '0') throw new Error('reset left files behind');
+        // the standby holder starts in the background after a reset: let it, as an episode's work would
+        await new Promise((res) => setTimeout(res, 200));
+      }
       await write(sb, mb);
       let fresh: Sandbox | undefined;
       recreate[label]!.push(
@@ -111,12 +119,17 @@ try {
       await fresh?.destroy();
     }
   }
-  for (const label of ['10 MB', '1 GB']) {
-    const a = median(resets[label]!);
+  for (const [label] of sizes) {
+    const a = median(first[label]!);
+    const w = median(again[label]!);
     const b = median(recreate[label]!);
-    console.log(`reset after writing ${label}: ${a.toFixed(1)} ms; destroy + create ${b.toFixed(1)} ms (${(b / a).toFixed(1)}x)`);
+    console.log(
+      `reset after writing ${label}: first ${a.toFixed(1)} ms, later ${w.toFixed(1)} ms; destroy + create ${b.toFixed(1)} ms (${(b / a).toFixed(1)}x, ${(b / w).toFixed(1)}x)`,
+    );
   }
-  console.log(`reset 1 GB / reset 10 MB: ${(median(resets['1 GB']!) / median(resets['10 MB']!)).toFixed(2)}x (aim: 1x, < 20 ms)`);
+  console.log(
+    `reset 1 GB / reset 10 MB: first ${(median(first['1 GB']!) / median(first['10 MB']!)).toFixed(2)}x, later ${(median(again['1 GB']!) / median(again['10 MB']!)).toFixed(2)}x (aim: 1x, < 20 ms)`,
+  );
 } finally {
   rmSync(work, { recursive: true, force: true });
 }

@@ -78,13 +78,13 @@ export async function freezeUpper(stateDir: string, state: SandboxState, isRoot:
   return dir;
 }
 
-/** `a | b`, failing with either's stderr. */
+/** `a | b` (the pipe handed from one to the other, never read here), failing with either's stderr. */
 async function pipeCommands(a: string[], b: string[]): Promise<void> {
   const opts = { env: { PATH: HOST_PATH } };
   const pa = spawn(a[0]!, a.slice(1), { ...opts, stdio: ['ignore', 'pipe', 'pipe'] });
-  const pb = spawn(b[0]!, b.slice(1), { ...opts, stdio: ['pipe', 'ignore', 'pipe'] });
-  pa.stdout!.pipe(pb.stdin!);
-  pb.stdin!.on('error', () => undefined);
+  const pb = spawn(b[0]!, b.slice(1), { ...opts, stdio: [pa.stdout, 'ignore', 'pipe'] });
+  // b holds its end now: ours would only keep the pipe open
+  pa.stdout.destroy();
   const done = (p: ChildProcess): Promise<{ code: number | null; err: string }> =>
     new Promise((resolve) => {
       let err = '';

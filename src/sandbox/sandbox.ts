@@ -127,6 +127,12 @@ export class Sandbox {
   private resetting: Promise<void> = Promise.resolve();
   /** Holders a reset replaced: their exit is expected. */
   private readonly retired = new WeakSet<HolderHandle>();
+  /**
+   * A holder started ahead over the creation layers with an empty tmpfs upper (its own, in its
+   * own mount namespace), which the next reset() to the creation state swaps in: a sandbox that
+   * was reset once is likely reset again (one per episode), and swapping costs no holder start.
+   */
+  private standby: Promise<HolderHandle> | undefined;
   /** The lower dirs it was created over: what reset() goes back to. */
   readonly creationLowerDirs: string[];
   /**
@@ -309,13 +315,20 @@ export class Sandbox {
     for (const s of this.sessions) s.close();
     // a reset in progress finishes first: its new holder is then the one to end
     await this.resetting.catch(() => undefined);
+    const standby = await this.standby?.catch(() => undefined);
+    this.standby = undefined;
+    if (standby !== undefined) {
+      this.retired.add(standby);
+      standby.kill();
+    }
     await unthrottle(this.state.cgroupDirs);
     // pid 1 first, so the kernel ends every process of the sandbox's pid namespace at once.
     this.holder.kill();
     await holderGone(this.holder, this.state.holderStartTime, 2000);
     await teardown(this.options.stateDir, this.id, this.state);
     if (this.cgroup !== undefined) await removeCgroup(this.cgroup.dirs);
-    await releaseFrozenLowers(this.state.lowerDirs, this.state.idMap);
+    // the current lower dirs, and the creation ones, held for reset() as long as the sandbox lives
+    await releaseFrozenLowers([...this.state.lowerDirs, ...this.creationLowerDirs], this.state.idMap);
     await this.hooks.onDestroyed?.(this.state);
   }
 
@@ -325,6 +338,47 @@ export class Sandbox {
       // replaced by reset() is killed on purpose.
       if (!this.retired.has(h)) void this.destroy();
     });
+  }
+
+  /** The standby holder, if there is a live one for these lower dirs (and the upper is tmpfs). */
+  private async takeStandby(lowerDirs: string[]): Promise<HolderHandle | undefined> {
+    const p = this.standby;
+    this.standby = undefined;
+    if (p === undefined) return undefined;
+    const h = await p.catch(() => undefined);
+    if (h === undefined) return undefined;
+    if (h.hasExited || lowerDirs.length !== this.creationLowerDirs.length || lowerDirs.some((d, i) => d !== this.creationLowerDirs[i])) {
+      this.retired.add(h);
+      h.kill();
+      return undefined;
+    }
+    return h;
+  }
+
+  /** Starts the next standby holder in the background (tmpfs uppers only: a disk upper is one dir). */
+  private prepareStandby(): void {
+    if (this.state.upperKind !== 'tmpfs' || this.destroyed || this.standby !== undefined) return;
+    const p = startHolder({ ...this.holderSpec, lowerDirs: this.creationLowerDirs, fromTar: false }, undefined);
+    this.standby = p;
+    p.then(
+      (h) => {
+        if (this.destroyed || this.standby !== p) {
+          // destroyed meanwhile (doDestroy kills what it finds in this.standby; this one it may have missed)
+          this.retired.add(h);
+          if (this.standby !== p) h.kill();
+          return;
+        }
+        this.state.standby = {
+          holderPid: h.pid,
+          initPid: h.initPid,
+          ...(processStartTime(h.pid) === undefined ? {} : { holderStartTime: processStartTime(h.pid)! }),
+        };
+        writeState(this.options.stateDir, this.state);
+      },
+      () => {
+        if (this.standby === p) this.standby = undefined;
+      },
+    );
   }
 
   /** Every session this sandbox has open. */
@@ -367,7 +421,7 @@ export class Sandbox {
     retainFrozenLowers(lowerDirs);
     let holder: HolderHandle;
     try {
-      holder = await startHolder({ ...this.holderSpec, lowerDirs, fromTar: false }, undefined);
+      holder = (await this.takeStandby(lowerDirs)) ?? (await startHolder({ ...this.holderSpec, lowerDirs, fromTar: false }, undefined));
     } catch (e) {
       void releaseFrozenLowers(lowerDirs, this.state.idMap);
       // the old holder is dead: without a new one the sandbox is gone
@@ -380,7 +434,9 @@ export class Sandbox {
     this.state.holderStartTime = processStartTime(holder.pid);
     this.state.initPid = holder.initPid;
     this.state.lowerDirs = [...lowerDirs];
+    delete this.state.standby;
     writeState(this.options.stateDir, this.state);
+    this.prepareStandby();
     if (this.state.idSlot !== undefined) recordIdRangeHolder({ path: this.state.idSlot }, this.id, holder.pid, this.state.holderStartTime);
     // the old holder may still have them mounted: removed once it is gone
     void holderGone(old, oldState.holderStartTime, 10_000).then(async () => {
@@ -627,6 +683,8 @@ async function startSandbox(opts: ParsedOptions, hooks: CreateHooks, forkFrom: S
     if (range.slotPath !== undefined) recordIdRangeHolder({ path: range.slotPath }, id, holder.pid, state.holderStartTime);
     const sb = new Sandbox(state, opts, host, holder, cgroup, rlimits, hooks, [...unenforced], spec);
     await hooks.onCreated?.(state);
+    // once for its current lower dirs, once for its creation ones (see doDestroy)
+    retainFrozenLowers(opts.lowerDirs);
     retainFrozenLowers(opts.lowerDirs);
     return sb;
   } catch (e) {

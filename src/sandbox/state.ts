@@ -41,6 +41,8 @@ export const SandboxStateSchema = z.strictObject({
   idmapLowers: z.boolean().optional(),
   createdAt: z.string(),
   forkedFrom: z.string().optional(),
+  /** A second holder started ahead over the creation layers, which the next reset() swaps in (sandbox.ts). */
+  standby: z.strictObject({ holderPid: z.number().int().positive(), holderStartTime: z.string().optional(), initPid: z.number().int().min(0) }).optional(),
 });
 export type SandboxState = z.infer<typeof SandboxStateSchema>;
 
@@ -120,15 +122,16 @@ export async function teardown(stateDir: string, id: string, state: SandboxState
     await unthrottle(state.cgroupDirs);
     // The holder is pid 1's parent; pid 1 dying ends every process in the sandbox's pid namespace,
     // and the last process leaving the mount namespace unmounts the overlay and the tmpfs.
-    for (const [pid, start] of [
+    const procs: Array<readonly [number, string | undefined]> = [
       [state.initPid, undefined],
       [state.holderPid, state.holderStartTime],
-    ] as const) {
+    ];
+    if (state.standby !== undefined) procs.push([state.standby.initPid, undefined], [state.standby.holderPid, state.standby.holderStartTime]);
+    for (const [pid, start] of procs) {
       if (sameProcessAlive(pid, start)) trySignal(pid, 'SIGKILL');
     }
     // SIGKILL takes effect when the victim next runs: wait for it, so that "destroyed" means gone.
-    await waitGone(state.initPid, undefined);
-    await waitGone(state.holderPid, state.holderStartTime);
+    for (const [pid, start] of procs) await waitGone(pid, start);
     await removeCgroup(state.cgroupDirs);
   }
   try {

@@ -1,0 +1,32 @@
+import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { populateBusyboxRoot } from '../src/recipe/base-rootfs.js';
+import { LocalRegistry } from '../src/registry/local.js';
+import { forkShared, openSandbox } from '../src/runtime/open.js';
+import { freezeUpper } from '../src/sandbox/frozen.js';
+import { StorePaths } from '../src/store/paths.js';
+import { pushTree } from '../src/publish/push.js';
+const work = mkdtempSync(join(tmpdir(), 'ms-rt-'));
+chmodSync(work, 0o755);
+const reg = new LocalRegistry(join(work, 'registry'));
+const store = new StorePaths(join(work, 'store'));
+const root = join(work, 'rootfs');
+await populateBusyboxRoot('/bin/busybox', root);
+await pushTree(reg, new StorePaths(join(work, 'push')), root, { tag: 'b/b' });
+const sb = await openSandbox(reg, store, 'b/b', { limits: { diskBytes: 2 * 1024 ** 3 } });
+await sb.exec(['/bin/sh', '-c', 'mkdir /work; for i in 0 1 2 3 4 5 6 7 8 9; do dd if=/dev/urandom of=/work/f$i bs=1M count=10 2>/dev/null; done']);
+for (let i = 0; i < 3; i++) {
+  let t = performance.now();
+  const d = await freezeUpper(store.sandboxesDir, sb.state, true);
+  console.log('freezeUpper', (performance.now() - t).toFixed(1));
+  rmSync(d, { recursive: true, force: true });
+  t = performance.now();
+  const kids = await forkShared(store, sb, 8);
+  console.log('forkShared x8', (performance.now() - t).toFixed(1));
+  t = performance.now();
+  await Promise.all(kids.map((k) => (k.ok ? k.sandbox.destroy() : undefined)));
+  console.log('destroy x8', (performance.now() - t).toFixed(1));
+}
+await sb.destroy();
+rmSync(work, { recursive: true, force: true });
