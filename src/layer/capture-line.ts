@@ -4,7 +4,7 @@
  * sorts and re-stringifies every key of every entry, which showed up as the largest single
  * cost of capturing small-file trees.
  */
-import type { Entry } from './manifest.js';
+import { type Entry } from './manifest.js';
 import { canonicalJson } from '../cas/canonical-json.js';
 
 const s = JSON.stringify;

@@ -17,7 +17,7 @@ import { pipeline } from 'node:stream/promises';
 import { type Digest, verifyDigest } from '../cas/digest.js';
 import { DigestMismatchError, InvalidInputError, NotFoundError } from '../errors.js';
 import { envClosure } from './closure.js';
-import type { Registry } from './registry.js';
+import { type Registry } from './registry.js';
 import { parseRefName } from '../cas/ref-name.js';
 import { runPool } from '../util/pool.js';
 
