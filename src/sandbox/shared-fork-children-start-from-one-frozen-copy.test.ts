@@ -4,11 +4,12 @@
  * fork (new files, deletions, replaced dirs), write independently of it and of each other, and the
  * frozen copy is removed once the last sandbox over it is gone. Over shifted busybox layers.
  */
-import { existsSync, readdirSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, utimesSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { rm } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { busyboxLower, freshStateDir, hostInfo } from '../../test/helpers/sandbox-testkit.js';
-import { createSandbox, forkSandboxShared, type HostInfo, type Sandbox } from './index.js';
+import { createSandbox, forkSandboxShared, reapStaleSandboxes, type HostInfo, type Sandbox } from './index.js';
 
 let host: HostInfo;
 let lower: string;
@@ -60,6 +61,29 @@ describe('shared fork', () => {
       expect(readdirSync(stateDir)).toEqual([]);
     } finally {
       await Promise.all([parent, ...children].map((s) => s.destroy()));
+    }
+  });
+});
+
+describe('frozen copies a dead runtime left', () => {
+  it('are removed by the reaper once old, unless a live sandbox mounts them', async () => {
+    const parent = await createSandbox({ lowerDirs: [lower], stateDir }, { host });
+    try {
+      const [r] = await forkSandboxShared(parent, 1, { host });
+      if (r === undefined || !r.ok) throw new Error('fork failed');
+      const used = r.sandbox.state.lowerDirs.at(-1)!;
+      const orphan = join(stateDir, '.fork-sb-dead-0123456789ab');
+      mkdirSync(join(orphan, 'work'), { recursive: true });
+      writeFileSync(join(orphan, 'work', 'f'), 'x');
+      const old = new Date(Date.now() - 3_600_000);
+      for (const d of [orphan, used]) utimesSync(d, old, old);
+      await reapStaleSandboxes(stateDir);
+      expect(existsSync(orphan)).toBe(false);
+      expect(existsSync(used)).toBe(true);
+      expect((await r.sandbox.exec(['echo', 'alive'])).stdout).toBe('alive\n');
+      await r.sandbox.destroy();
+    } finally {
+      await parent.destroy();
     }
   });
 });

@@ -113,7 +113,26 @@ export async function reapStaleSandboxes(stateDir: string, idMapForRemoval?: IdM
   }
   // slots of sandboxes whose state dirs are already gone (a runtime killed mid-teardown)
   if (process.getuid?.() === 0) reapStaleIdRanges();
+  await reapFrozenLeftovers(stateDir, idMapForRemoval);
   return reaped;
+}
+
+/**
+ * Frozen fork copies (frozen.ts: `.fork-*`, named without a state file of their own) that no live
+ * sandbox has among its lower dirs, left by a runtime that died: removed once past the grace a
+ * fork in progress needs to start its children.
+ */
+async function reapFrozenLeftovers(stateDir: string, idMap: IdMap | undefined): Promise<void> {
+  const names = (await readdir(stateDir).catch(() => [] as string[])).filter((n) => n.startsWith('.fork-'));
+  if (names.length === 0) return;
+  const used = new Set<string>();
+  for (const e of await listSandboxes(stateDir)) if (e.live && e.state !== undefined) for (const d of e.state.lowerDirs) used.add(d);
+  for (const n of names) {
+    const dir = join(stateDir, n);
+    const st = await stat(dir).catch(() => undefined);
+    if (used.has(dir) || st === undefined || Date.now() - st.mtimeMs < STATELESS_GRACE_MS) continue;
+    await removeTree(dir, idMap).catch(() => undefined);
+  }
 }
 
 /** Ends the sandbox's processes, cgroups and directory. Idempotent; used by destroy and reap. */
