@@ -5,6 +5,7 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { eventually } from '../../test/helpers/eventually.js';
 import { type ServerKit, startServerKit } from '../../test/helpers/server-kit.js';
 import { digestHex } from '../cas/digest.js';
 import { gcStore } from '../store/gc.js';
@@ -25,7 +26,9 @@ describe('snapshot', () => {
     // a process keeps writing while the snapshot is taken: the capture stops it meanwhile
     await kit.sh(id, 'echo new > /data/new.txt && rm /data/gone.txt && rm -rf /opq && mkdir /opq && echo c > /opq/c.txt');
     const ses = (await kit.call('POST', `/v1/sandboxes/${id}/sessions`, {})).json().session as string;
-    await kit.call('POST', `/v1/sandboxes/${id}/sessions/${ses}/run`, { command: '(while :; do date > /root/ticker; done) >/dev/null 2>&1 &' });
+    await kit.call('POST', `/v1/sandboxes/${id}/sessions/${ses}/run`, {
+      command: '(i=0; while :; do i=$((i+1)); echo $i > /root/t.tmp; mv /root/t.tmp /root/ticker; done) >/dev/null 2>&1 &',
+    });
     const before = await kit.sh(id, TREE);
     expect(before).toBe('/data: keep.txt new.txt \n/opq: c.txt \nnew\nc\n');
 
@@ -41,7 +44,7 @@ describe('snapshot', () => {
     expect(manifest).toContain('"path":"data/new.txt"');
     // the sandbox runs on after the snapshot (its processes were continued)
     const t1 = await kit.sh(id, 'cat /root/ticker');
-    expect(await kit.sh(id, 'sleep 1.1; cat /root/ticker')).not.toBe(t1);
+    await eventually(async () => (await kit.sh(id, 'cat /root/ticker')) !== t1);
 
     expect((await kit.call('GET', '/v1/snapshots')).json().snapshots).toEqual([expect.objectContaining({ snapshot: snap.snapshot, layer: snap.layer })]);
     // the store's gc keeps it: its store ref reaches its layers
