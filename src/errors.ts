@@ -55,6 +55,8 @@ export const ErrorCode = {
   UNAUTHORIZED: 'UNAUTHORIZED',
   /** `serve`: the server already holds its maximum of sandboxes (HTTP 429). */
   CAPACITY: 'CAPACITY',
+  /** A snapshot still used by a live sandbox (delete refused). */
+  SNAPSHOT_IN_USE: 'SNAPSHOT_IN_USE',
   /** `serve`: the request body is larger than the server accepts (HTTP 413). */
   BODY_TOO_LARGE: 'BODY_TOO_LARGE',
   /** `serve`: the request body is not valid JSON (HTTP 400). */

@@ -15,7 +15,10 @@ import {
   type Sandbox,
   type SandboxOptions,
   createSandbox,
+  type ForkResult,
+  type SandboxOrigin,
   forkSandbox,
+  forkSandboxShared,
   probeHost,
   reapStaleSandboxes,
 } from '../sandbox/index.js';
@@ -73,6 +76,7 @@ export async function openSandbox(reg: Registry, store: StorePaths, ref: string,
     },
     hooks,
   );
+  sb.origin = sb.creationOrigin = { env: { digest: pulled.digest, config: pulled.env }, ...(ref.startsWith('sha256:') ? {} : { ref }) };
   if (signal?.aborted === true) {
     // aborted while the sandbox started: nobody will get it to destroy
     await sb.destroy();
@@ -81,16 +85,44 @@ export async function openSandbox(reg: Registry, store: StorePaths, ref: string,
   return sb;
 }
 
+/** Leases for the children of a fork: each holds its lower dirs for its lifetime. */
+function childHooks(store: StorePaths, sb: Sandbox): CreateHooks {
+  return {
+    host: sb.host,
+    onCreated: async (state) => void (await acquireLease(store, state.id, state.lowerDirs)),
+    onDestroyed: async (state) => releaseLease(store, state.id),
+  };
+}
+
+/**
+ * `n` children of a sandbox's current state sharing one frozen copy of its writes (see
+ * sandbox/frozen.ts): the parent's upper is read once, whatever `n`. Each child is reported on its
+ * own; each holds its own lease.
+ */
+export async function forkShared(store: StorePaths, sb: Sandbox, n: number): Promise<ForkResult[]> {
+  return forkSandboxShared(sb, n, childHooks(store, sb));
+}
+
+/**
+ * Resets a sandbox (see Sandbox.reset) to its creation state, or over `to` (a snapshot's
+ * environment, laid out: see runtime/snapshot.ts); its lease follows its lower dirs.
+ */
+export async function resetLeased(store: StorePaths, sb: Sandbox, to?: { lowerDirs: string[]; origin: SandboxOrigin }): Promise<void> {
+  // lease the new lower dirs first, so no gc between the two leaves them unclaimed
+  if (to !== undefined) await acquireLease(store, sb.id, [...new Set([...sb.state.lowerDirs, ...to.lowerDirs])]);
+  await sb.reset(to === undefined ? {} : { lowerDirs: to.lowerDirs });
+  sb.origin = to === undefined ? sb.creationOrigin : to.origin;
+  await acquireLease(store, sb.id, sb.state.lowerDirs);
+}
+
 /**
  * Branches a sandbox's current filesystem state into `n` new sandboxes (GRPO-style sampling from
  * one state). The lower layers are shared, never copied; each branch holds its own lease.
  */
 export async function forkLeased(store: StorePaths, sb: Sandbox, n: number): Promise<Sandbox[]> {
-  return forkSandbox(sb, n, {
-    host: sb.host,
-    onCreated: async (state) => void (await acquireLease(store, state.id, state.lowerDirs)),
-    onDestroyed: async (state) => releaseLease(store, state.id),
-  });
+  const children = await forkSandbox(sb, n, childHooks(store, sb));
+  for (const c of children) c.origin = c.creationOrigin = sb.origin;
+  return children;
 }
 
 /**

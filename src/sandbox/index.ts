@@ -1,5 +1,15 @@
 /** The sandbox runtime: rootless namespace sandboxes over read-only overlayfs layers. */
-export { createSandbox, forkSandbox, forkSandbox as fork, Sandbox, SandboxStartError, SandboxOptionsSchema, SandboxLimitsSchema } from './sandbox.js';
+export {
+  createSandbox,
+  forkSandbox,
+  forkSandbox as fork,
+  forkSandboxShared,
+  Sandbox,
+  SandboxStartError,
+  SandboxOptionsSchema,
+  SandboxLimitsSchema,
+} from './sandbox.js';
+export type { ForkResult, SandboxOrigin } from './sandbox.js';
 export type { SandboxOptions, SandboxLimits, CreateHooks, ExecOptions } from './sandbox.js';
 export { Session, ansiQuote, commandScript } from './session.js';
 export type { SessionOptions, SessionRunOptions } from './session.js';

@@ -4,7 +4,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, chownSync, mkdirSync } from 'node:fs';
+import { chmodSync, chownSync, mkdirSync, renameSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { InvalidInputError, MinisandboxError } from '../errors.js';
@@ -18,7 +18,10 @@ import { allocateIdRange, type IdPool, recordIdRangeHolder, releaseIdRange, reso
 import { processStartTime, sameProcessAlive } from './proc.js';
 import { runInSandbox } from './runner.js';
 import { Session, type SessionOptions, type SessionRunOptions } from './session.js';
-import { makeStateDir, sandboxDir, teardown, writeState, type SandboxState } from './state.js';
+import { makeStateDir, removeTree, sandboxDir, teardown, writeState, type SandboxState } from './state.js';
+import { freezeUpper, releaseFrozenLowers, retainFrozenLowers } from './frozen.js';
+import type { Digest } from '../cas/digest.js';
+import type { EnvConfig } from '../layer/env.js';
 import type { IdMap } from '../host/subid.js';
 import { mark } from '../util/timing.js';
 
@@ -118,27 +121,45 @@ export class SandboxStartError extends MinisandboxError {
 export class Sandbox {
   private destroyed = false;
   private destroying: Promise<void> | undefined;
-  private readonly abort = new AbortController();
+  private abort = new AbortController();
   private defaultSession: Session | undefined;
   private readonly sessions = new Set<Session>();
   private lifetimeTimer: NodeJS.Timeout | undefined;
+  private resetting: Promise<void> = Promise.resolve();
+  /** Holders a reset replaced: their exit is expected. */
+  private readonly retired = new WeakSet<HolderHandle>();
+  /**
+   * A holder started ahead over the creation layers with an empty tmpfs upper (its own, in its
+   * own mount namespace), which the next reset() to the creation state swaps in: a sandbox that
+   * was reset once is likely reset again (one per episode), and swapping costs no holder start.
+   */
+  private standby: Promise<HolderHandle> | undefined;
+  /** The lower dirs it was created over: what reset() goes back to. */
+  readonly creationLowerDirs: string[];
+  /**
+   * Where it came from, for a snapshot of it: the environment its layers (the first
+   * `origin.config.layers.length` lower dirs) belong to. Set by the runtime (runtime/open.ts).
+   */
+  origin: SandboxOrigin | undefined;
+  /** The origin it was created with: where reset() without a snapshot goes back to. */
+  creationOrigin: SandboxOrigin | undefined;
 
   /** @internal use createSandbox */
   constructor(
     readonly state: SandboxState,
     readonly options: ParsedOptions,
     readonly host: HostInfo,
-    private readonly holder: HolderHandle,
+    private holder: HolderHandle,
     private readonly cgroup: SandboxCgroup | undefined,
     readonly rlimits: Rlimits,
     private readonly hooks: CreateHooks,
     /** Limits the host could not enforce through cgroups. */
     readonly unenforced: string[],
+    /** How its holder was started: a reset starts another one the same way. */
+    private readonly holderSpec: HolderSpec,
   ) {
-    holder.onExit(() => {
-      // The holder never exits on its own while we live: something killed the sandbox.
-      void this.destroy();
-    });
+    this.creationLowerDirs = [...state.lowerDirs];
+    this.watchHolder(holder);
     if (options.timeoutMs !== undefined) {
       this.lifetimeTimer = setTimeout(() => void this.destroy(), options.timeoutMs);
       this.lifetimeTimer.unref();
@@ -293,19 +314,178 @@ export class Sandbox {
     if (this.lifetimeTimer !== undefined) clearTimeout(this.lifetimeTimer);
     this.abort.abort();
     for (const s of this.sessions) s.close();
+    // a reset in progress finishes first: its new holder is then the one to end
+    await this.resetting.catch(() => undefined);
+    const standby = await this.standby?.catch(() => undefined);
+    this.standby = undefined;
+    if (standby !== undefined) {
+      this.retired.add(standby);
+      standby.kill();
+    }
     await unthrottle(this.state.cgroupDirs);
-    mark('destroy: unthrottled');
     // pid 1 first, so the kernel ends every process of the sandbox's pid namespace at once.
     this.holder.kill();
     await holderGone(this.holder, this.state.holderStartTime, 2000);
-    mark('destroy: holder gone');
     await teardown(this.options.stateDir, this.id, this.state);
-    mark('destroy: torn down');
     if (this.cgroup !== undefined) await removeCgroup(this.cgroup.dirs);
-    mark('destroy: cgroup removed');
+    // the current lower dirs, and the creation ones, held for reset() as long as the sandbox lives
+    await releaseFrozenLowers([...this.state.lowerDirs, ...this.creationLowerDirs], this.state.idMap);
     await this.hooks.onDestroyed?.(this.state);
-    mark('destroy: lease released');
   }
+
+  private watchHolder(h: HolderHandle): void {
+    h.onExit(() => {
+      // The holder never exits on its own while we live: something killed the sandbox. A holder
+      // replaced by reset() is killed on purpose.
+      if (!this.retired.has(h)) void this.destroy();
+    });
+  }
+
+  /** The standby holder, if there is a live one for these lower dirs (and the upper is tmpfs). */
+  private async takeStandby(lowerDirs: string[]): Promise<HolderHandle | undefined> {
+    const p = this.standby;
+    this.standby = undefined;
+    if (p === undefined) return undefined;
+    const h = await p.catch(() => undefined);
+    if (h === undefined) return undefined;
+    if (h.hasExited || lowerDirs.length !== this.creationLowerDirs.length || lowerDirs.some((d, i) => d !== this.creationLowerDirs[i])) {
+      this.retired.add(h);
+      h.kill();
+      return undefined;
+    }
+    return h;
+  }
+
+  /** Starts the next standby holder in the background (tmpfs uppers only: a disk upper is one dir). */
+  private prepareStandby(): void {
+    if (this.state.upperKind !== 'tmpfs' || this.destroyed || this.standby !== undefined) return;
+    const p = startHolder({ ...this.holderSpec, lowerDirs: this.creationLowerDirs, fromTar: false }, undefined);
+    this.standby = p;
+    p.then(
+      (h) => {
+        if (this.destroyed || this.standby !== p) {
+          // destroyed meanwhile (doDestroy kills what it finds in this.standby; this one it may have missed)
+          this.retired.add(h);
+          if (this.standby !== p) h.kill();
+          return;
+        }
+        this.state.standby = {
+          holderPid: h.pid,
+          initPid: h.initPid,
+          ...(processStartTime(h.pid) === undefined ? {} : { holderStartTime: processStartTime(h.pid)! }),
+        };
+        writeState(this.options.stateDir, this.state);
+      },
+      () => {
+        if (this.standby === p) this.standby = undefined;
+      },
+    );
+  }
+
+  /** Every session this sandbox has open. */
+  get openSessions(): Session[] {
+    return [...this.sessions];
+  }
+
+  /**
+   * Back to the creation state (or over other lower dirs: a snapshot's), same id: every process
+   * ends, every session is closed, the writable layer is thrown away. Its cost does not grow with
+   * what was written: a new holder starts with a fresh upper (a new tmpfs in its own mount
+   * namespace, or a new dir), and the old holder, its namespaces and its upper go in the background.
+   */
+  reset(opts: { lowerDirs?: string[] } = {}): Promise<void> {
+    this.assertAlive();
+    const run = this.resetting.catch(() => undefined).then(() => this.doReset(opts.lowerDirs ?? this.creationLowerDirs));
+    this.resetting = run;
+    return run;
+  }
+
+  private async doReset(lowerDirs: string[]): Promise<void> {
+    this.assertAlive();
+    const old = this.holder;
+    const oldState = { ...this.state };
+    this.abort.abort();
+    this.abort = new AbortController();
+    for (const s of this.sessions) s.close();
+    this.sessions.clear();
+    this.defaultSession = undefined;
+    // pid 1 of the old namespaces: the kernel ends every process in them, in its own time
+    this.retired.add(old);
+    old.kill();
+    let trash: string | undefined;
+    if (this.state.upperKind === 'disk') {
+      // the old upper keeps serving the dying overlay under its new name; removed once that is gone
+      trash = join(sandboxDir(this.options.stateDir, this.id), `trash-${randomBytes(6).toString('hex')}`);
+      renameSync(this.state.upperDir, trash);
+      makeUpperDir(this.state.upperDir, 'disk', this.host.isRoot, this.state.idMap);
+    }
+    retainFrozenLowers(lowerDirs);
+    let holder: HolderHandle;
+    try {
+      holder = (await this.takeStandby(lowerDirs)) ?? (await startHolder({ ...this.holderSpec, lowerDirs, fromTar: false }, undefined));
+    } catch (e) {
+      void releaseFrozenLowers(lowerDirs, this.state.idMap);
+      // the old holder is dead: without a new one the sandbox is gone
+      void this.destroy();
+      throw e;
+    }
+    this.holder = holder;
+    this.watchHolder(holder);
+    this.state.holderPid = holder.pid;
+    this.state.holderStartTime = processStartTime(holder.pid);
+    this.state.initPid = holder.initPid;
+    this.state.lowerDirs = [...lowerDirs];
+    delete this.state.standby;
+    writeState(this.options.stateDir, this.state);
+    this.prepareStandby();
+    if (this.state.idSlot !== undefined) recordIdRangeHolder({ path: this.state.idSlot }, this.id, holder.pid, this.state.holderStartTime);
+    // the old holder may still have them mounted: removed once it is gone
+    void holderGone(old, oldState.holderStartTime, 10_000).then(async () => {
+      await releaseFrozenLowers(oldState.lowerDirs, this.state.idMap);
+      if (trash !== undefined) await removeTree(trash, this.state.idMap).catch(() => undefined);
+    });
+  }
+}
+
+/** Where a sandbox's layers came from (see Sandbox.origin). */
+export interface SandboxOrigin {
+  /** The environment's digest and config (its layers are the sandbox's lowest lower dirs). */
+  env: { digest: Digest; config: EnvConfig };
+  /** The ref it was opened from, if any. */
+  ref?: string;
+}
+
+/** The upper dir of a new sandbox, or a reset one's fresh one. */
+function makeUpperDir(upperDir: string, kind: 'tmpfs' | 'disk', isRoot: boolean, idMap: IdMap): void {
+  mkdirSync(upperDir, { mode: kind === 'disk' ? 0o700 : 0o711 });
+  // A disk upper is written by the sandbox's root, i.e. the first id of the mapped range; the
+  // mkdir mode alone would be cut by the umask (and world-writable would be wrong anyway).
+  if (kind === 'disk') {
+    // Rootless owners cannot chown to a subordinate id: open the dir instead (its parent is 0711,
+    // so only someone who knows the random sandbox id could reach it).
+    if (isRoot) chownSync(upperDir, idMap.uidStart, idMap.gidStart);
+    else chmodSync(upperDir, 0o777);
+  }
+}
+
+/** Starts a holder through the launcher server (or, for a streamed fork, spawned with the tar on fd 4). */
+async function startHolder(spec: HolderSpec, forkFrom: Sandbox | undefined, onSpawn?: (c: ChildProcess) => void): Promise<HolderHandle> {
+  if (forkFrom === undefined) {
+    const r = await launcherServer(spec.launcher).start(holderArgs(spec), 30_000);
+    if (!r.ok)
+      throw new SandboxStartError(
+        `sandbox holder exited (status ${r.status ?? 'none'}) before the sandbox was ready: ${r.stderr.trim().slice(-800) || 'no error output'}`,
+        startHint(r.stderr),
+      );
+    return r.holder;
+  }
+  const argv = holderCommand(spec);
+  const spawned = spawn(argv[0]!, argv.slice(1), { stdio: ['pipe', 'pipe', 'pipe', 'pipe', 'pipe'], env: { PATH: HOST_PATH } });
+  onSpawn?.(spawned);
+  spawned.stdin!.on('error', () => undefined);
+  await streamUpper(forkFrom, spawned);
+  const { initPid } = await readHolderInfo(spawned, 30_000);
+  return spawnedHolder(spawned, initPid);
 }
 
 /**
@@ -414,7 +594,7 @@ export async function createSandbox(input: SandboxOptions, hooks: CreateHooks = 
   return startSandbox(SandboxOptionsSchema.parse(input), hooks, undefined);
 }
 
-async function startSandbox(opts: ParsedOptions, hooks: CreateHooks, forkFrom: Sandbox | undefined): Promise<Sandbox> {
+async function startSandbox(opts: ParsedOptions, hooks: CreateHooks, forkFrom: Sandbox | undefined, forkedFrom = forkFrom?.id): Promise<Sandbox> {
   const host = hooks.host ?? (await probeHost());
   const warn = hooks.warn ?? ((m: string) => process.emitWarning(m, 'MinisandboxWarning'));
   const id = opts.id ?? newId();
@@ -438,15 +618,7 @@ async function startSandbox(opts: ParsedOptions, hooks: CreateHooks, forkFrom: S
   }
   const upperDir = join(dir, 'upper');
   const mergedDir = join(dir, 'root');
-  mkdirSync(upperDir, { mode: opts.upper === 'disk' ? 0o700 : 0o711 });
-  // A disk upper is written by the sandbox's root, i.e. the first id of the mapped range; the
-  // mkdir mode alone would be cut by the umask (and world-writable would be wrong anyway).
-  if (opts.upper === 'disk') {
-    // Rootless owners cannot chown to a subordinate id: open the dir instead (its parent is 0711,
-    // so only someone who knows the random sandbox id could reach it).
-    if (host.isRoot) chownSync(upperDir, range.idMap.uidStart, range.idMap.gidStart);
-    else chmodSync(upperDir, 0o777);
-  }
+  makeUpperDir(upperDir, opts.upper, host.isRoot, range.idMap);
   mkdirSync(mergedDir, { mode: 0o711 });
   const state: SandboxState = {
     version: 1,
@@ -465,13 +637,13 @@ async function startSandbox(opts: ParsedOptions, hooks: CreateHooks, forkFrom: S
     ...(range.slotPath === undefined ? {} : { idSlot: range.slotPath }),
     ...(opts.idmapLowers ? { idmapLowers: true } : {}),
     createdAt: new Date().toISOString(),
-    ...(forkFrom === undefined ? {} : { forkedFrom: forkFrom.id }),
+    ...(forkedFrom === undefined ? {} : { forkedFrom }),
   };
   writeState(opts.stateDir, state);
   mark('start: state written');
   let cgroup: SandboxCgroup | undefined;
   let holder: HolderHandle | undefined;
-  let spawned: ChildProcess | undefined;
+  const sp: { c?: ChildProcess } = {};
   try {
     const { memoryBytes, pids, cpus } = opts.limits;
     cgroup = await createSandboxCgroup(`msb-${id}`, { memoryBytes, pids, cpus });
@@ -508,22 +680,9 @@ async function startSandbox(opts: ParsedOptions, hooks: CreateHooks, forkFrom: S
       rlimits: { ...rlimits, nproc: undefined },
       cgroupProcs: cgroup?.procsFiles ?? [],
     };
-    if (forkFrom === undefined) {
-      const r = await launcherServer(host.tools.launcher).start(holderArgs(spec), 30_000);
-      if (!r.ok)
-        throw new SandboxStartError(
-          `sandbox holder exited (status ${r.status ?? 'none'}) before the sandbox was ready: ${r.stderr.trim().slice(-800) || 'no error output'}`,
-          startHint(r.stderr),
-        );
-      holder = r.holder;
-    } else {
-      const argv = holderCommand(spec);
-      spawned = spawn(argv[0]!, argv.slice(1), { stdio: ['pipe', 'pipe', 'pipe', 'pipe', 'pipe'], env: { PATH: HOST_PATH } });
-      spawned.stdin!.on('error', () => undefined);
-      await streamUpper(forkFrom, spawned);
-      const { initPid } = await readHolderInfo(spawned, 30_000);
-      holder = spawnedHolder(spawned, initPid);
-    }
+    holder = await startHolder(spec, forkFrom, (c) => {
+      sp.c = c;
+    });
     mark('start: holder ready');
     state.holderPid = holder.pid;
     // Its start time tells the holder apart from a later process that reuses the pid.
@@ -531,15 +690,18 @@ async function startSandbox(opts: ParsedOptions, hooks: CreateHooks, forkFrom: S
     state.initPid = holder.initPid;
     writeState(opts.stateDir, state);
     if (range.slotPath !== undefined) recordIdRangeHolder({ path: range.slotPath }, id, holder.pid, state.holderStartTime);
-    const sb = new Sandbox(state, opts, host, holder, cgroup, rlimits, hooks, [...unenforced]);
+    const sb = new Sandbox(state, opts, host, holder, cgroup, rlimits, hooks, [...unenforced], spec);
     await hooks.onCreated?.(state);
     mark('start: lease taken');
+    // once for its current lower dirs, once for its creation ones (see doDestroy)
+    retainFrozenLowers(opts.lowerDirs);
+    retainFrozenLowers(opts.lowerDirs);
     return sb;
   } catch (e) {
     holder?.kill();
-    spawned?.kill('SIGKILL');
+    sp.c?.kill('SIGKILL');
     if (holder !== undefined) state.holderPid = holder.pid;
-    else if (spawned?.pid !== undefined) state.holderPid = spawned.pid;
+    else if (sp.c?.pid !== undefined) state.holderPid = sp.c.pid;
     await teardown(opts.stateDir, id, state);
     if (cgroup !== undefined) await removeCgroup(cgroup.dirs);
     if (e instanceof MinisandboxError) throw e;
@@ -608,4 +770,36 @@ export async function forkSandbox(src: Sandbox, n: number, hooks: CreateHooks = 
     throw e;
   }
   return out;
+}
+
+/** A child of a fork, or why it could not start. */
+export type ForkResult = { ok: true; sandbox: Sandbox } | { ok: false; error: unknown };
+
+/**
+ * Branches a sandbox's current state into n children that share one frozen copy of its upper dir
+ * as their top lower layer (see frozen.ts), each with an empty upper of its own: the parent's
+ * writes are read once, with its processes stopped for the copy, and each child starts like a new
+ * sandbox. A child's reset() goes back to this forked state. Each child is reported on its own.
+ */
+export async function forkSandboxShared(src: Sandbox, n: number, hooks: CreateHooks = {}): Promise<ForkResult[]> {
+  if (!src.alive) throw new MinisandboxError('SANDBOX_DESTROYED', `cannot fork destroyed sandbox ${src.id}`, { hint: 'fork before destroying' });
+  if (!Number.isInteger(n) || n < 1) throw new InvalidInputError(`fork count must be a positive integer, got ${n}`);
+  const frozen = await freezeUpper(src.options.stateDir, src.state, src.host.isRoot);
+  // held for the children's starts, so a child failing early does not remove it under the others
+  retainFrozenLowers([frozen]);
+  try {
+    const lowerDirs = [...src.state.lowerDirs, frozen];
+    const settled = await Promise.allSettled(
+      Array.from({ length: n }, async () => {
+        const opts: ParsedOptions = { ...src.options, lowerDirs };
+        delete opts.id;
+        const child = await startSandbox(opts, { host: src.host, ...hooks }, undefined, src.id);
+        child.origin = child.creationOrigin = src.origin;
+        return child;
+      }),
+    );
+    return settled.map((r) => (r.status === 'fulfilled' ? { ok: true, sandbox: r.value } : { ok: false, error: r.reason as unknown }));
+  } finally {
+    await releaseFrozenLowers([frozen], src.state.idMap);
+  }
 }

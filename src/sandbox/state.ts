@@ -41,6 +41,8 @@ export const SandboxStateSchema = z.strictObject({
   idmapLowers: z.boolean().optional(),
   createdAt: z.string(),
   forkedFrom: z.string().optional(),
+  /** A second holder started ahead over the creation layers, which the next reset() swaps in (sandbox.ts). */
+  standby: z.strictObject({ holderPid: z.number().int().positive(), holderStartTime: z.string().optional(), initPid: z.number().int().min(0) }).optional(),
 });
 export type SandboxState = z.infer<typeof SandboxStateSchema>;
 
@@ -111,7 +113,26 @@ export async function reapStaleSandboxes(stateDir: string, idMapForRemoval?: IdM
   }
   // slots of sandboxes whose state dirs are already gone (a runtime killed mid-teardown)
   if (process.getuid?.() === 0) reapStaleIdRanges();
+  await reapFrozenLeftovers(stateDir, idMapForRemoval);
   return reaped;
+}
+
+/**
+ * Frozen fork copies (frozen.ts: `.fork-*`, named without a state file of their own) that no live
+ * sandbox has among its lower dirs, left by a runtime that died: removed once past the grace a
+ * fork in progress needs to start its children.
+ */
+async function reapFrozenLeftovers(stateDir: string, idMap: IdMap | undefined): Promise<void> {
+  const names = (await readdir(stateDir).catch(() => [] as string[])).filter((n) => n.startsWith('.fork-'));
+  if (names.length === 0) return;
+  const used = new Set<string>();
+  for (const e of await listSandboxes(stateDir)) if (e.live && e.state !== undefined) for (const d of e.state.lowerDirs) used.add(d);
+  for (const n of names) {
+    const dir = join(stateDir, n);
+    const st = await stat(dir).catch(() => undefined);
+    if (used.has(dir) || st === undefined || Date.now() - st.mtimeMs < STATELESS_GRACE_MS) continue;
+    await removeTree(dir, idMap).catch(() => undefined);
+  }
 }
 
 /** Ends the sandbox's processes, cgroups and directory. Idempotent; used by destroy and reap. */
@@ -120,15 +141,16 @@ export async function teardown(stateDir: string, id: string, state: SandboxState
     await unthrottle(state.cgroupDirs);
     // The holder is pid 1's parent; pid 1 dying ends every process in the sandbox's pid namespace,
     // and the last process leaving the mount namespace unmounts the overlay and the tmpfs.
-    for (const [pid, start] of [
+    const procs: Array<readonly [number, string | undefined]> = [
       [state.initPid, undefined],
       [state.holderPid, state.holderStartTime],
-    ] as const) {
+    ];
+    if (state.standby !== undefined) procs.push([state.standby.initPid, undefined], [state.standby.holderPid, state.standby.holderStartTime]);
+    for (const [pid, start] of procs) {
       if (sameProcessAlive(pid, start)) trySignal(pid, 'SIGKILL');
     }
     // SIGKILL takes effect when the victim next runs: wait for it, so that "destroyed" means gone.
-    await waitGone(state.initPid, undefined);
-    await waitGone(state.holderPid, state.holderStartTime);
+    for (const [pid, start] of procs) await waitGone(pid, start);
     await removeCgroup(state.cgroupDirs);
   }
   try {

@@ -18,6 +18,7 @@ import { type EvaluateConfig, evaluateRoutes } from './routes-evaluate.js';
 import { jobRoutes } from './routes-jobs.js';
 import { nodeRoutes } from './routes-node.js';
 import { sandboxRoutes } from './routes-sandboxes.js';
+import { snapshotRoutes } from './routes-snapshots.js';
 import { tarRoutes } from './routes-tar.js';
 import { swerexRoutes } from './swerex-routes.js';
 
@@ -43,6 +44,7 @@ const STATUS: Partial<Record<ErrorCode, number>> = {
   UNSAFE_PATH: 422,
   DIFF_FAILED: 422,
   CAPACITY: 429,
+  SNAPSHOT_IN_USE: 409,
   BODY_TOO_LARGE: 413,
   MALFORMED_BODY: 400,
   SANDBOX_DESTROYED: 410,
@@ -158,6 +160,7 @@ export function buildApp(mgr: SandboxManager, opts: AppOptions): FastifyInstance
   sandboxRoutes(app, ctx);
   execRoutes(app, ctx);
   fileRoutes(app, ctx);
+  snapshotRoutes(app, ctx);
   jobRoutes(app, ctx);
   tarRoutes(app, ctx);
   nodeRoutes(app, ctx);

@@ -7,7 +7,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createSandbox, forkSandbox, shiftCopyTree, type HostInfo } from '../sandbox/index.js';
+import { createSandbox, forkSandboxShared, shiftCopyTree, type HostInfo } from '../sandbox/index.js';
 import { CACHE_DIR, debianLower, freshStateDir, hostInfo, run } from '../../test/helpers/sandbox-testkit.js';
 import { buildApp } from './app.js';
 import { SandboxManager } from './manager.js';
@@ -41,7 +41,8 @@ beforeAll(async () => {
     {
       open: (_ref, o) =>
         createSandbox({ lowerDirs: lowers, stateDir, config: { workdir: '/work/repo', ...(o.config?.env ? { env: o.config.env } : {}) } }, { host }),
-      forkOne: async (sb) => (await forkSandbox(sb, 1, { host }))[0]!,
+      fork: (sb, n) => forkSandboxShared(sb, n, { host }),
+      reset: (sb) => sb.reset(),
     },
     { maxSandboxes: 4, ttlMs: 600_000, idleMs: 600_000 },
   );

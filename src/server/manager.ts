@@ -6,15 +6,34 @@
 import { randomBytes } from 'node:crypto';
 import { MinisandboxError, NotFoundError } from '../errors.js';
 import type { OpenOptions } from '../runtime/open.js';
-import type { Sandbox } from '../sandbox/sandbox.js';
+import type { SnapshotRecord, Snapshots } from '../runtime/snapshot.js';
+import type { ForkResult, Sandbox } from '../sandbox/sandbox.js';
 import type { Session } from '../sandbox/session.js';
+import { captureShellState, restoreShellState, type ShellState } from '../sandbox/shell-state.js';
 import { ServerMetrics } from './metrics.js';
 
 /** How sandboxes are made: from the store and registry in production (see serve.ts), anything in tests. */
 export interface SandboxProvider {
   open(ref: string, opts: OpenOptions): Promise<Sandbox>;
-  /** One new child of the sandbox's current state. */
-  forkOne(sb: Sandbox): Promise<Sandbox>;
+  /** `n` children of the sandbox's current state, each reported on its own. */
+  fork(sb: Sandbox, n: number): Promise<ForkResult[]>;
+  /** Back to its creation state, or to a snapshot of this node. */
+  reset(sb: Sandbox, snapshot?: string): Promise<void>;
+  /** The node's snapshots, where the server has a store. */
+  snapshots?: Snapshots;
+}
+
+export type ForkChild = { id: string; session?: string } | { error: { code: string; message: string } };
+
+/** Snapshots need a store; a server without one (tests) says so. */
+function noSnapshots(): MinisandboxError {
+  return new MinisandboxError('NOT_CONFIGURED', 'this server keeps no snapshots (it has no store)', {
+    hint: "run `minisandbox serve`, which has the node's store",
+  });
+}
+
+function errorOf(e: unknown): { code: string; message: string } {
+  return { code: e instanceof MinisandboxError ? e.code : 'SANDBOX_START', message: e instanceof Error ? e.message : String(e) };
 }
 
 export interface ManagerOptions {
@@ -50,6 +69,8 @@ export interface Entry {
   busy: number;
   sessions: Map<string, Session>;
   forkedFrom?: string;
+  /** The snapshot it was created from, or last reset to. */
+  snapshot?: string;
 }
 
 export interface SandboxInfo {
@@ -60,6 +81,7 @@ export interface SandboxInfo {
   idle_since: string | null;
   sessions: string[];
   forked_from?: string;
+  snapshot?: string;
 }
 
 export class SandboxManager {
@@ -168,6 +190,7 @@ export class SandboxManager {
       idle_since: e.busy > 0 ? null : new Date(e.lastUsed).toISOString(),
       sessions: [...e.sessions.keys()],
       ...(e.forkedFrom === undefined ? {} : { forked_from: e.forkedFrom }),
+      ...(e.snapshot === undefined ? {} : { snapshot: e.snapshot }),
     };
   }
 
@@ -178,27 +201,65 @@ export class SandboxManager {
     await e.sb.destroy();
   }
 
-  /** Children one by one, so each is reported on its own: a failed child does not undo the others. */
-  async fork(id: string, count: number): Promise<Array<{ id: string } | { error: { code: string; message: string } }>> {
+  /**
+   * `count` children of the sandbox's current state (one frozen copy of its writes, shared), each
+   * reported on its own: a failed child does not undo the others. With `session`, each child gets
+   * a session of the same id, in that parent session's cwd with its exported variables.
+   */
+  async fork(id: string, count: number, session?: string): Promise<ForkChild[]> {
     return this.use(id, async (parent) => {
-      const out: Array<{ id: string } | { error: { code: string; message: string } }> = [];
+      let shell: ShellState | undefined;
+      if (session !== undefined) {
+        const s = parent.sessions.get(session);
+        if (s === undefined) throw new NotFoundError(`session ${session} in sandbox ${id}`, 'list its sessions with GET /v1/sandboxes/:id');
+        shell = await captureShellState(s);
+      }
+      const out: ForkChild[] = [];
+      let slots = 0;
       for (let i = 0; i < count; i++) {
         try {
           this.reserve();
-          try {
-            const child = await this.provider.forkOne(parent.sb);
-            this.register(child, parent.ref, Math.max(1, parent.expiresAt - Date.now()), parent.sb.id);
-            out.push({ id: child.id });
-          } finally {
-            this.pending--;
-          }
+          slots++;
         } catch (e) {
-          const code = e instanceof MinisandboxError ? e.code : 'SANDBOX_START';
-          this.metrics.error(code);
-          out.push({ error: { code, message: e instanceof Error ? e.message : String(e) } });
+          this.metrics.error(e instanceof MinisandboxError ? e.code : 'CAPACITY');
+          out.push({ error: errorOf(e) });
         }
       }
-      return out;
+      let results: ForkResult[];
+      try {
+        results = slots === 0 ? [] : await this.provider.fork(parent.sb, slots);
+      } catch (e) {
+        results = Array.from({ length: slots }, () => ({ ok: false, error: e }));
+      } finally {
+        this.pending -= slots;
+      }
+      const children = await Promise.all(
+        results.map(async (r): Promise<ForkChild> => {
+          if (!r.ok) {
+            this.metrics.error(errorOf(r.error).code);
+            return { error: errorOf(r.error) };
+          }
+          const child = r.sandbox;
+          if (this.closed) {
+            await child.destroy();
+            return { error: { code: 'SANDBOX_DESTROYED', message: 'the server is shutting down' } };
+          }
+          const e = this.register(child, parent.ref, Math.max(1, parent.expiresAt - Date.now()), parent.sb.id);
+          if (parent.snapshot !== undefined) e.snapshot = parent.snapshot;
+          if (session === undefined || shell === undefined) return { id: child.id };
+          try {
+            const s = child.newSession();
+            e.sessions.set(session, s);
+            await restoreShellState(s, shell, ['PATH', 'HOME', ...Object.keys(child.config.env)]);
+            return { id: child.id, session };
+          } catch (err) {
+            this.metrics.error(errorOf(err).code);
+            await this.destroy(child.id).catch(() => undefined);
+            return { error: errorOf(err) };
+          }
+        }),
+      );
+      return [...children, ...out];
     });
   }
 
@@ -244,6 +305,49 @@ export class SandboxManager {
     if (id === undefined || !this.entries.has(id)) return false;
     await this.destroy(id);
     return true;
+  }
+
+  /** Back to its creation state (or a snapshot's): same id; its commands and sessions end. */
+  async reset(id: string, snapshot?: string): Promise<SandboxInfo> {
+    return this.use(id, async (e) => {
+      if (snapshot !== undefined) await this.snapshotsOrFail().get(snapshot);
+      e.sessions.clear();
+      await this.provider.reset(e.sb, snapshot);
+      e.sessions.clear();
+      if (snapshot !== undefined) e.snapshot = snapshot;
+      else delete e.snapshot;
+      return this.info(e);
+    });
+  }
+
+  snapshotsOrFail(): Snapshots {
+    if (this.provider.snapshots === undefined) throw noSnapshots();
+    return this.provider.snapshots;
+  }
+
+  /** A snapshot of the sandbox's current state (see runtime/snapshot.ts). */
+  async snapshot(id: string, opts: { push?: boolean; tag?: string }): Promise<SnapshotRecord> {
+    const snaps = this.snapshotsOrFail();
+    return this.use(id, (e) => snaps.take(e.sb, opts));
+  }
+
+  /** A new sandbox from a snapshot of this node. */
+  async createFromSnapshot(snapshot: string, opts: OpenOptions, ttlMs: number | undefined): Promise<Entry> {
+    const snaps = this.snapshotsOrFail();
+    const record = await snaps.get(snapshot);
+    this.reserve();
+    try {
+      const sb = await snaps.open(snapshot, opts);
+      if (this.closed) {
+        await sb.destroy();
+        throw new MinisandboxError('SANDBOX_DESTROYED', 'the server shut down while the sandbox started', { hint: 'retry against a running server' });
+      }
+      const e = this.register(sb, record.parentRef ?? `snapshots/${snapshot}`, Math.min(ttlMs ?? this.opts.ttlMs, this.opts.ttlMs));
+      e.snapshot = snapshot;
+      return e;
+    } finally {
+      this.pending--;
+    }
   }
 
   newSessionId(): string {

@@ -65,7 +65,7 @@ describe('the OpenAPI document', () => {
 
   it('finds a route registered without an entry in the table', async () => {
     const mgr = new SandboxManager(
-      { open: () => Promise.reject(new Error('unused')), forkOne: () => Promise.reject(new Error('unused')) },
+      { open: () => Promise.reject(new Error('unused')), fork: () => Promise.reject(new Error('unused')), reset: () => Promise.reject(new Error('unused')) },
       {
         maxSandboxes: 1,
         ttlMs: 60_000,

@@ -16,6 +16,7 @@ import {
   JobStartedSchema,
   OutcomeBodySchema,
   PrewarmResultsSchema,
+  SnapshotSchema,
   SandboxInfoSchema,
 } from './response-schemas.js';
 import {
@@ -31,8 +32,11 @@ import {
   JobParamsSchema,
   JobWaitQuerySchema,
   PrewarmBodySchema,
+  ResetBodySchema,
   SessionParamsSchema,
   SessionRunBodySchema,
+  SnapParamsSchema,
+  SnapshotBodySchema,
 } from './schemas.js';
 
 type Method = 'GET' | 'POST' | 'PUT' | 'DELETE';
@@ -104,6 +108,35 @@ export const ROUTES: RouteDoc[] = [
     params: IdParamsSchema,
     body: ForkBodySchema,
     responses: { 200: ok('one entry per child: id or error', ForkResultSchema) },
+  },
+  {
+    method: 'POST',
+    path: '/v1/sandboxes/:id/reset',
+    summary: 'back to the creation state or a snapshot: same id, every process and session ends',
+    params: IdParamsSchema,
+    body: ResetBodySchema,
+    responses: { 200: ok('the sandbox', SandboxInfoSchema) },
+  },
+  {
+    method: 'POST',
+    path: '/v1/sandboxes/:id/snapshot',
+    summary: "freeze the sandbox's writable layer into a content-addressed layer (pushed to the registry on request)",
+    params: IdParamsSchema,
+    body: SnapshotBodySchema,
+    responses: { 201: ok('the snapshot', SnapshotSchema) },
+  },
+  {
+    method: 'GET',
+    path: '/v1/snapshots',
+    summary: "this node's snapshots",
+    responses: { 200: ok('snapshots', z.object({ snapshots: z.array(SnapshotSchema) })) },
+  },
+  {
+    method: 'DELETE',
+    path: '/v1/snapshots/:snap',
+    summary: 'delete a snapshot no live sandbox uses',
+    params: SnapParamsSchema,
+    responses: { 204: NO_CONTENT, 409: { description: 'a live sandbox uses it', body: ErrorBodySchema } },
   },
   {
     method: 'POST',

@@ -21,6 +21,8 @@ export const SandboxInfoSchema = z.object({
   idle_since: z.string().nullable(),
   sessions: z.array(z.string()),
   forked_from: z.string().optional(),
+  /** The snapshot it was created from or last reset to. */
+  snapshot: z.string().optional(),
 });
 
 export const OutcomeBodySchema = z.object({
@@ -74,5 +76,20 @@ export const PrewarmResultsSchema = z.object({
 });
 
 export const ForkResultSchema = z.object({
-  children: z.array(z.union([z.object({ id: z.string() }), z.object({ error: z.object({ code: z.string(), message: z.string() }) })])),
+  children: z.array(
+    z.union([z.object({ id: z.string(), session: z.string().optional() }), z.object({ error: z.object({ code: z.string(), message: z.string() }) })]),
+  ),
+});
+
+/** A snapshot of this node (POST /v1/sandboxes/:id/snapshot, GET /v1/snapshots). */
+export const SnapshotSchema = z.object({
+  snapshot: z.string(),
+  layer: z.string(),
+  env: z.string(),
+  parent_ref: z.string().optional(),
+  sandbox: z.string(),
+  created_at: z.string(),
+  size: z.number(),
+  ref: z.string().optional(),
+  pushed: z.array(z.string()).optional(),
 });

@@ -1,10 +1,10 @@
 /**
- * Sandboxes: create (pulled on demand), list, look up, destroy, fork.
+ * Sandboxes: create (pulled on demand, or from a snapshot), list, look up, destroy, fork, reset.
  */
 import type { FastifyInstance } from 'fastify';
 import type { OpenOptions } from '../runtime/open.js';
 import { type RouteContext, disconnectSignal, parse } from './http.js';
-import { CreateSandboxBodySchema, ForkBodySchema, IdParamsSchema } from './schemas.js';
+import { CreateSandboxBodySchema, ForkBodySchema, IdParamsSchema, ResetBodySchema } from './schemas.js';
 
 export function sandboxRoutes(app: FastifyInstance, ctx: RouteContext): void {
   const { mgr, log } = ctx;
@@ -18,17 +18,17 @@ export function sandboxRoutes(app: FastifyInstance, ctx: RouteContext): void {
     const config: NonNullable<OpenOptions['config']> = {};
     if (b.env !== undefined) config.env = b.env;
     if (b.workdir !== undefined) config.workdir = b.workdir;
-    const e = await mgr.create(
-      b.ref ?? `${b.dataset}/${b.instance_id}`,
-      {
-        limits,
-        config,
-        network: b.network ?? 'none',
-        signal: disconnectSignal(reply),
-        warn: (message) => log(JSON.stringify({ time: new Date().toISOString(), req: req.id, event: 'warning', message })),
-      },
-      b.ttl,
-    );
+    const opts: OpenOptions = {
+      limits,
+      config,
+      network: b.network ?? 'none',
+      signal: disconnectSignal(reply),
+      warn: (message) => log(JSON.stringify({ time: new Date().toISOString(), req: req.id, event: 'warning', message })),
+    };
+    const e =
+      b.snapshot !== undefined
+        ? await mgr.createFromSnapshot(b.snapshot, opts, b.ttl)
+        : await mgr.create(b.ref ?? `${b.dataset}/${b.instance_id}`, opts, b.ttl);
     return reply.code(201).send(mgr.info(e));
   });
 
@@ -42,6 +42,12 @@ export function sandboxRoutes(app: FastifyInstance, ctx: RouteContext): void {
   app.post('/v1/sandboxes/:id/fork', async (req) => {
     const { id } = parse(IdParamsSchema, req.params, 'path');
     const b = parse(ForkBodySchema, req.body, 'body');
-    return { children: await mgr.fork(id, b.count) };
+    return { children: await mgr.fork(id, b.count, b.session) };
+  });
+
+  app.post('/v1/sandboxes/:id/reset', async (req) => {
+    const { id } = parse(IdParamsSchema, req.params, 'path');
+    const b = parse(ResetBodySchema, req.body, 'body');
+    return mgr.reset(id, b.snapshot);
   });
 }

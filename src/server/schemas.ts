@@ -4,6 +4,7 @@
  * (bytes, seconds) or the CLI's text forms (`2g`, `30m`), so a trainer's config can use either.
  */
 import { z } from 'zod';
+import { RefNameSchema } from '../cas/ref-name.js';
 
 const SIZE_UNITS: Record<string, number> = { '': 1, k: 1024, m: 1024 ** 2, g: 1024 ** 3, t: 1024 ** 4 };
 const DURATION_UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
@@ -49,12 +50,16 @@ const EnvSchema = z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'variabl
 /** A dataset's name or an instance id: one path segment of the tag `<dataset>/<instance_id>`. */
 const TagPartSchema = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$/, 'letters, digits, ".", "_" and "-"');
 
+export const SnapshotIdSchema = z.string().regex(/^snap-[0-9a-f]{16}$/, 'a snapshot id (snap-<16 hex digits>)');
+
 export const CreateSandboxBodySchema = z
   .strictObject({
     /** One source: a ref, or a dataset instance (the env tagged `<dataset>/<instance_id>`). */
     ref: z.string().min(1).optional(),
     dataset: TagPartSchema.optional(),
     instance_id: TagPartSchema.optional(),
+    /** ... or a snapshot of this node. */
+    snapshot: SnapshotIdSchema.optional(),
     limits: z
       .strictObject({
         cpus: z.number().positive().max(4096).optional(),
@@ -73,8 +78,8 @@ export const CreateSandboxBodySchema = z
     message: 'dataset and instance_id go together (the env tagged <dataset>/<instance_id>)',
     path: ['instance_id'],
   })
-  .refine((b) => [b.ref, b.dataset].filter((x) => x !== undefined).length === 1, {
-    message: 'give exactly one source: ref, or dataset with instance_id',
+  .refine((b) => [b.ref, b.dataset, b.snapshot].filter((x) => x !== undefined).length === 1, {
+    message: 'give exactly one source: ref, dataset with instance_id, or snapshot',
     path: ['ref'],
   });
 export type CreateSandboxBody = z.output<typeof CreateSandboxBodySchema>;
@@ -104,7 +109,26 @@ export const SessionRunBodySchema = z.strictObject({
 
 export const ForkBodySchema = z.strictObject({
   count: z.number().int().min(1).max(64),
+  /** Each child gets a session of this id, in this parent session's cwd with its exported variables. */
+  session: z
+    .string()
+    .regex(/^[a-z0-9-]{1,64}$/, 'a session id')
+    .optional(),
 });
+
+export const SnapshotBodySchema = z.strictObject({
+  /** Also publish it to the node's registry (an environment other nodes create from by ref). */
+  push: z.boolean().default(false),
+  /** The ref it is pushed under; default `snapshots/<id>`. */
+  tag: RefNameSchema.optional(),
+});
+
+export const ResetBodySchema = z.strictObject({
+  /** Reset to this snapshot of the node instead of the creation state. */
+  snapshot: SnapshotIdSchema.optional(),
+});
+
+export const SnapParamsSchema = z.strictObject({ snap: SnapshotIdSchema });
 
 export const FileQuerySchema = z.strictObject({
   path: SandboxPathSchema,

@@ -10,7 +10,8 @@ import { isIP } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { InvalidInputError, MinisandboxError } from '../errors.js';
 import type { Registry } from '../registry/registry.js';
-import { forkLeased, openSandbox, reapStale } from '../runtime/open.js';
+import { forkShared, openSandbox, reapStale, resetLeased } from '../runtime/open.js';
+import { Snapshots } from '../runtime/snapshot.js';
 import { type HostInfo, probeHost } from '../sandbox/host.js';
 import type { StorePaths } from '../store/paths.js';
 import { buildApp } from './app.js';
@@ -77,9 +78,12 @@ export function storeProvider(reg: Registry, store: StorePaths): SandboxProvider
       host = undefined;
       throw e;
     }));
+  const snapshots = new Snapshots(store, reg);
   return {
     open: async (ref, opts) => openSandbox(reg, store, ref, { ...opts, host: await probe() }),
-    forkOne: async (sb) => (await forkLeased(store, sb, 1))[0]!,
+    fork: (sb, n) => forkShared(store, sb, n),
+    reset: async (sb, snapshot) => resetLeased(store, sb, snapshot === undefined ? undefined : await snapshots.layout(snapshot)),
+    snapshots,
   };
 }
 
