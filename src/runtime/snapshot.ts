@@ -19,7 +19,7 @@ import { join } from 'node:path';
 import { z } from 'zod';
 import { type Digest, DigestSchema, digestHex } from '../cas/digest.js';
 import { parseRefName } from '../cas/ref-name.js';
-import { InvalidInputError, MinisandboxError, NotFoundError } from '../errors.js';
+import { HostCapabilityError, InvalidInputError, MinisandboxError, NotFoundError } from '../errors.js';
 import { idShiftOf } from '../host/subid.js';
 import type { EnvConfig } from '../layer/env.js';
 import { pushTree } from '../publish/push.js';
@@ -138,6 +138,12 @@ export class Snapshots {
       throw new InvalidInputError(
         `sandbox ${sb.id} was not opened from an environment`,
         'snapshot sandboxes made by openSandbox (or the server), not createSandbox',
+      );
+    if (!sb.host.isRoot)
+      // capture reads the upper dir from this process, and a rootless sandbox's 0600 files and 0700 dirs belong to subordinate ids
+      throw new HostCapabilityError(
+        `sandbox ${sb.id} runs without root: snapshots of rootless sandboxes are not supported yet`,
+        'run the server (or the runtime) as root to snapshot; fork and reset work without root',
       );
     if (!sb.alive) throw new MinisandboxError('SANDBOX_DESTROYED', `sandbox ${sb.id} was destroyed`, { hint: 'snapshot a live sandbox' });
     const id = newSnapshotId();

@@ -9,15 +9,19 @@
  * fork or reset keeps the count right) and is removed in the background after the last one.
  * The leading dot keeps it out of the sandbox listing and its reaper.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { promisify } from 'node:util';
+import { asSubordinateRoot } from '../host/userns.js';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, chownSync, mkdirSync } from 'node:fs';
+import { chownSync, mkdirSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import type { IdMap } from '../host/subid.js';
 import { forkSourceTarCommand, HOST_PATH } from './commands.js';
 import { freezeSandbox } from './freeze.js';
 import { MinisandboxError } from '../errors.js';
 import { removeTree, type SandboxState } from './state.js';
+
+const execFileP = promisify(execFile);
 
 export const FROZEN_PREFIX = '.fork-';
 
@@ -60,8 +64,9 @@ export async function freezeUpper(stateDir: string, state: SandboxState, isRoot:
   const idmapped = state.idmapLowers === true;
   mkdirSync(dir, { mode: 0o755 });
   if (!idmapped) {
+    // the sandbox's root must own it, so that tar in its user namespace can give it the upper's owner, mode and times
     if (isRoot) chownSync(dir, state.idMap.uidStart, state.idMap.gidStart);
-    else chmodSync(dir, 0o777);
+    else await runArgv(await asSubordinateRoot(state.idMap, ['chown', '0:0', dir]));
   }
   const extract = ['tar', '-C', dir, '--xattrs', '--xattrs-include=user.*', '--numeric-owner', '-xpf', '-'];
   const dst = idmapped ? extract : ['nsenter', `--target=${state.holderPid}`, '--user', '--', ...extract];
@@ -76,6 +81,20 @@ export async function freezeUpper(stateDir: string, state: SandboxState, isRoot:
     thaw();
   }
   return dir;
+}
+
+async function runArgv(argv: string[]): Promise<void> {
+  try {
+    await execFileP(argv[0]!, argv.slice(1), { env: { PATH: HOST_PATH } });
+  } catch (e) {
+    throw new MinisandboxError(
+      'SANDBOX_START',
+      `fork: cannot hand the frozen copy to the sandbox's ids: ${String((e as { stderr?: string }).stderr ?? e).trim()}`,
+      {
+        hint: "check this user's subordinate id ranges (/etc/subuid, /etc/subgid)",
+      },
+    );
+  }
 }
 
 /** `a | b` (the pipe handed from one to the other, never read here), failing with either's stderr. */
