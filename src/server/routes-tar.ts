@@ -3,13 +3,17 @@
  * sandbox by the environment's own stat and tar, so every path (and every symlink a task planted)
  * resolves in the sandbox's root, never on the host.
  */
+import { createReadStream } from 'node:fs';
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import type { IncomingMessage } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { InvalidInputError, MinisandboxError } from '../errors.js';
 import { streamInSandbox } from '../sandbox/stream.js';
 import { type RouteContext, disconnectSignal, parse } from './http.js';
 import { DirQuerySchema, IdParamsSchema } from './schemas.js';
-import { TarTooLargeError, checkedTar } from './tar-upload.js';
+import { TarTooLargeError, spoolCheckedTar } from './tar-upload.js';
 
 export interface DirEntry {
   name: string;
@@ -21,8 +25,10 @@ export interface DirEntry {
   target?: string;
 }
 
-// One stat for the whole directory (lstat: a symlink is described, not followed), then each
-// symlink's target: NUL-separated name and target pairs after a NUL.
+// One stat for the whole directory (lstat: a symlink is described, not followed), printing no name:
+// its lines (`%f %s`, which cannot hold a newline) follow the arguments' order. Then, after a NUL,
+// each name NUL-terminated, then for each name its symlink target (readlink adds a newline) or
+// nothing, NUL-terminated. A name is never parsed out of a line, so none can forge an entry.
 const LIST_SCRIPT = `cd -- "$1" 2>/dev/null || exit 3
 set --
 for f in .* *; do
@@ -30,9 +36,10 @@ for f in .* *; do
 done
 [ $# -eq 0 ] && exit 0
 command -v stat >/dev/null 2>&1 || exit 4
-stat -c '%f %s %n' -- "$@" || exit 5
+stat -c '%f %s' -- "$@" || exit 5
 printf '\\0'
-for f; do if [ -L "$f" ]; then printf '%s\\0' "$f"; readlink -- "$f"; printf '\\0'; fi; done`;
+printf '%s\\0' "$@"
+for f; do if [ -L "$f" ]; then readlink -- "$f"; fi; printf '\\0'; done`;
 
 const TAR_OUT_SCRIPT = `cd -- "$1" 2>/dev/null || exit 3
 command -v tar >/dev/null 2>&1 || exit 4
@@ -55,30 +62,31 @@ function typeOf(raw: number): DirEntry['type'] {
   }
 }
 
-/** Parses LIST_SCRIPT's output; a name with a newline continues on the next line. */
+export class ListingError extends MinisandboxError {
+  constructor(why: string) {
+    super('SANDBOX_FILE', `the directory listing from the sandbox is malformed: ${why}`, {
+      hint: 'the directory changed during the listing, or the environment has an unusual stat: list again, or list with exec',
+    });
+  }
+}
+
+/** Parses LIST_SCRIPT's output: stat lines, then NUL-terminated names, then NUL-terminated targets. */
 export function parseListing(out: string): DirEntry[] {
-  const nul = out.indexOf('\0');
-  const statPart = nul < 0 ? out : out.slice(0, nul);
-  const entries: DirEntry[] = [];
-  for (const line of statPart.replace(/\n$/, '').split('\n')) {
-    const m = /^([0-9a-f]+) (\d+) (.*)$/.exec(line);
-    if (m === null) {
-      const last = entries.at(-1);
-      if (last !== undefined) last.name += `\n${line}`;
-      continue;
-    }
+  if (out === '') return [];
+  const fields = out.split('\0');
+  const lines = fields[0]!.replace(/\n$/, '').split('\n');
+  const n = lines.length;
+  // the stat lines, n names, n targets, and what follows the last NUL (nothing)
+  if (fields.length !== 2 * n + 2 || fields[2 * n + 1] !== '') throw new ListingError(`${n} stat lines for ${fields.length - 2} fields`);
+  const entries = lines.map((line, i): DirEntry => {
+    const m = /^([0-9a-f]+) (\d+)$/.exec(line);
+    if (m === null) throw new ListingError(`stat line ${JSON.stringify(line.slice(0, 80))}`);
     const raw = parseInt(m[1]!, 16);
-    entries.push({ name: m[3]!, type: typeOf(raw), size: Number(m[2]), mode: (raw & 0o7777).toString(8).padStart(3, '0') });
-  }
-  if (nul >= 0) {
-    const f = out.slice(nul + 1).split('\0');
-    const targets = new Map<string, string>();
-    for (let i = 0; i + 1 < f.length; i += 2) targets.set(f[i]!, f[i + 1]!.replace(/\n$/, ''));
-    for (const e of entries) {
-      const t = targets.get(e.name);
-      if (e.type === 'symlink' && t !== undefined) e.target = t;
-    }
-  }
+    const e: DirEntry = { name: fields[1 + i]!, type: typeOf(raw), size: Number(m[2]), mode: (raw & 0o7777).toString(8).padStart(3, '0') };
+    const target = fields[1 + n + i]!;
+    if (e.type === 'symlink' && target !== '') e.target = target.replace(/\n$/, '');
+    return e;
+  });
   return entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
 }
 
@@ -148,27 +156,37 @@ export function tarRoutes(app: FastifyInstance, ctx: RouteContext): void {
       throw new InvalidInputError('body: send a tar as application/x-tar', 'set Content-Type: application/x-tar');
     const declared = Number(req.headers['content-length'] ?? 0);
     if (declared > fileLimit) throw new TarTooLargeError(fileLimit);
-    await mgr.use(id, async (e) => {
-      const checked = checkedTar(body, fileLimit);
-      const cmd = streamInSandbox(e.sb, ['/bin/sh', '-c', TAR_IN_SCRIPT, 'msb-untar', q.path], {
-        stdin: checked.out,
-        timeoutMs: 3_600_000,
-        signal: disconnectSignal(reply),
+    // the archive is spooled whole before any of it is extracted: all or nothing
+    if (ctx.store !== undefined) await mkdir(ctx.store.tmpDir, { recursive: true, mode: 0o700 });
+    const spoolDir = await mkdtemp(join(ctx.store?.tmpDir ?? tmpdir(), 'tar-upload-'));
+    const signal = disconnectSignal(reply);
+    try {
+      await mgr.use(id, async (e) => {
+        const spooled = join(spoolDir, 'upload.tar');
+        try {
+          await spoolCheckedTar(body, fileLimit, spooled, signal);
+        } finally {
+          // whatever was not read is drained, so the client gets its answer
+          if (!body.readableEnded) {
+            body.unpipe();
+            body.resume();
+          }
+        }
+        const cmd = streamInSandbox(e.sb, ['/bin/sh', '-c', TAR_IN_SCRIPT, 'msb-untar', q.path], {
+          stdin: createReadStream(spooled),
+          timeoutMs: 3_600_000,
+          signal,
+        });
+        cmd.stdout.resume();
+        const r = await cmd.done;
+        if (r.exitCode === 4) throw missingTool('tar');
+        if (r.exitCode === 3) throw new InvalidInputError(`cannot make directory ${q.path} in the sandbox`, 'a parent is a file, or not writable');
+        if (r.exitCode !== 0)
+          throw new InvalidInputError(`tar in the sandbox failed (exit ${r.exitCode}): ${r.stderr.trim().slice(-300)}`, 'check that the body is a whole tar');
       });
-      cmd.stdout.resume();
-      const r = await cmd.done;
-      // whatever the sandbox did not read is drained, so the client gets its answer
-      if (!body.readableEnded) {
-        body.unpipe();
-        body.resume();
-      }
-      const failure = checked.failure();
-      if (failure !== undefined) throw failure;
-      if (r.exitCode === 4) throw missingTool('tar');
-      if (r.exitCode === 3) throw new InvalidInputError(`cannot make directory ${q.path} in the sandbox`, 'a parent is a file, or not writable');
-      if (r.exitCode !== 0)
-        throw new InvalidInputError(`tar in the sandbox failed (exit ${r.exitCode}): ${r.stderr.trim().slice(-300)}`, 'check that the body is a whole tar');
-    });
+    } finally {
+      await rm(spoolDir, { recursive: true, force: true });
+    }
     return reply.code(204).send();
   });
 }

@@ -3,9 +3,13 @@
  * link's target) stays below the target directory (no absolute names, no `..`), no entry goes
  * through a symlink the same archive made, only files, directories and links, and the body stays
  * under the size limit. The archive is re-packed entry by entry as it streams (the environment's
- * own tar extracts it), so a tar whose extractor would follow `../` never sees such an entry.
+ * own tar extracts it), so a tar whose extractor would follow `../` never sees such an entry; and
+ * it is spooled whole before extraction starts, so a refused entry anywhere, or a body that breaks
+ * off, leaves nothing of the archive in the sandbox.
  */
+import { createWriteStream } from 'node:fs';
 import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import { type Header, extract, pack } from 'tar-stream';
 import { MinisandboxError } from '../errors.js';
 
@@ -122,4 +126,27 @@ export function checkedTar(src: Readable, maxBytes: number): { out: Readable; fa
   src.pipe(ex);
   // a node stream for the command's stdin; the pack's backpressure goes through its iterator
   return { out: Readable.from(out), failure: () => failed };
+}
+
+/**
+ * The checked archive written whole to `file` (under the size limit, which it counts) before any
+ * of it reaches the sandbox; rejects with the reason the archive was refused.
+ */
+export async function spoolCheckedTar(src: Readable, maxBytes: number, file: string, signal?: AbortSignal): Promise<void> {
+  const checked = checkedTar(src, maxBytes);
+  // a client gone mid-upload never ends its body: the spool would wait for it forever
+  const onAbort = (): void => void src.destroy(new Error('the client went away'));
+  if (signal?.aborted === true) onAbort();
+  signal?.addEventListener('abort', onAbort, { once: true });
+  try {
+    await pipeline(checked.out, createWriteStream(file, { mode: 0o600 }));
+  } catch (e) {
+    throw (
+      checked.failure() ?? new MinisandboxError('TRUNCATED_BODY', `the upload could not be spooled: ${(e as Error).message}`, { hint: 'send the tar again' })
+    );
+  } finally {
+    signal?.removeEventListener('abort', onAbort);
+  }
+  const failure = checked.failure();
+  if (failure !== undefined) throw failure;
 }
