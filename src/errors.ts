@@ -27,6 +27,8 @@ export const ErrorCode = {
   ID_RANGES_EXHAUSTED: 'ID_RANGES_EXHAUSTED',
   SANDBOX_DESTROYED: 'SANDBOX_DESTROYED',
   SANDBOX_FILE: 'SANDBOX_FILE',
+  /** The sandbox's processes could not all be held still (for a snapshot or fork): they kept multiplying, or one would not stop. */
+  SANDBOX_FREEZE: 'SANDBOX_FREEZE',
   SESSION_CLOSED: 'SESSION_CLOSED',
   DIFF_FAILED: 'DIFF_FAILED',
   GIT_FAILED: 'GIT_FAILED',
