@@ -50,6 +50,12 @@ describe('freezing a busy sandbox', () => {
         // the task's own stop survives each thaw
         expect(await stoppedState(id, ses)).toBe('T');
       }
+      // a snapshot and a fork at once share one freeze: neither thaws the sandbox under the other
+      const [s, f] = await Promise.all([kit.call('POST', `/v1/sandboxes/${id}/snapshot`, {}), kit.call('POST', `/v1/sandboxes/${id}/fork`, { count: 1 })]);
+      expect([s.status, f.status], `${s.text} ${f.text}`).toEqual([201, 200]);
+      snaps.push(s.json().snapshot as string);
+      made.push(...(f.json().children as Array<{ id: string }>).map((c) => c.id));
+      expect(await stoppedState(id, ses)).toBe('T');
       for (const snapshot of snaps) made.push(await kit.create({ snapshot }));
       for (const c of made) {
         // what was captured is whole lines of what the loops wrote
