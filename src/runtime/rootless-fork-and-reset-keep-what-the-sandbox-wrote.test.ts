@@ -60,7 +60,10 @@ describe('rootless fork and reset', () => {
         try { const v = await f(); out.steps.push({ name, ok: true }); return v; }
         catch (e) { out.steps.push({ name, ok: false, error: String(e?.stack ?? e) }); return undefined; }
       };
-      const sh = async (sb, c) => { const r = await sb.exec(['/bin/sh', '-c', c], { timeoutMs: 60000 }); return r.stdout + (r.exitCode ? ' exit ' + r.exitCode + ' ' + r.stderr : ''); };
+      const sh = async (sb, c) => {
+        const r = await sb.exec(['/bin/sh', '-c', c], { timeoutMs: 60000 });
+        return r.stdout + (r.exitCode ? ' exit ' + r.exitCode + ' ' + r.stderr : '');
+      };
       const reg = new LocalRegistry(${JSON.stringify(join(work, 'registry'))});
       const store = new StorePaths(${JSON.stringify(join(work, 'mine', 'store'))});
       const opts = { capabilities: 'default', warn: () => {} };
