@@ -1,20 +1,30 @@
 #!/usr/bin/env node
 /**
- * Bundles the CLI (src/cli/main.ts) into dist/cli.mjs plus chunks in dist/cli-chunks/, one per
- * dynamic import, so a command loads only its own code (start-up is part of every sandboxed
- * command's cost). npm packages with native parts or large trees stay external.
+ * Bundles the CLI (src/cli/main.ts) into one CommonJS file, dist/cli-bundle.cjs, run by the entry
+ * dist/cli.cjs (src/cli/bundle-loader.ts) with a V8 code cache. npm packages with native parts or
+ * large trees stay external. Each command still runs only its own code: the modules main.ts and
+ * the actions import dynamically are wrapped by esbuild to run on first import; with the code
+ * cache, code that is never called costs next to nothing to load.
+ *
+ * The bundle's `import()` of an external package becomes `__msbImport(...)`, a function the entry
+ * passes in: code compiled by vm.Script cannot import() by itself in Node 20.
  *
  * zod's main entry re-exports every locale of its error messages (`z.locales`, about half of the
  * zod code in the bundle, and so a sizeable part of the start-up's parsing); minisandbox uses none
  * but English, which zod configures itself, so the bundle gets only that one.
  */
-import { rmSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
-rmSync(join(root, 'dist', 'cli-chunks'), { recursive: true, force: true });
+const dist = join(root, 'dist');
+for (const old of ['cli-chunks', 'cli.mjs', 'v8-cache']) rmSync(join(dist, old), { recursive: true, force: true });
+mkdirSync(dist, { recursive: true });
+
+const EXTERNAL = ['zstd-napi', '@aws-sdk/client-s3', 'execa', 'yaml', 'commander', 'tar-stream', 'fastify', '@fastify/multipart', 'yauzl', 'esbuild'];
 
 /** @type {import('esbuild').Plugin} */
 const englishOnlyZod = {
@@ -32,19 +42,33 @@ const englishOnlyZod = {
   },
 };
 
-await build({
-  entryPoints: { cli: join(root, 'src', 'cli', 'main.ts') },
+/** CommonJS has no import.meta: the modules that use import.meta.url get the file's URL instead. */
+const common = {
   bundle: true,
-  splitting: true,
   platform: 'node',
-  format: 'esm',
+  format: 'cjs',
   target: 'node20',
-  external: ['zstd-napi', '@aws-sdk/client-s3', 'execa', 'yaml', 'commander', 'tar-stream', 'fastify', '@fastify/multipart', 'yauzl'],
-  outdir: join(root, 'dist'),
-  outExtension: { '.js': '.mjs' },
-  chunkNames: 'cli-chunks/[name]-[hash]',
+  external: EXTERNAL,
   logLevel: 'warning',
   minify: true,
   keepNames: true,
-  plugins: [englishOnlyZod],
+  define: { 'import.meta.url': 'commonjsFileUrl' },
+  inject: [join(root, 'src', 'cli', 'commonjs-file-url.ts')],
+  write: false,
+};
+
+const bundled = await build({ ...common, entryPoints: [join(root, 'src', 'cli', 'main.ts')], outfile: join(dist, 'cli-bundle.cjs'), plugins: [englishOnlyZod] });
+const packages = new RegExp(`\\bimport\\((?=["'](?:node:[a-z_/]+|${EXTERNAL.map((e) => e.replace(/[/]/g, '\\/')).join('|')})["']\\))`, 'g');
+const code = bundled.outputFiles[0].text.replace(/^#!.*\n/, '').replace(packages, '__msbImport(');
+if (/\bimport\(/.test(code)) throw new Error('the CLI bundle has an import() of something not external: add it to EXTERNAL or import it statically');
+writeFileSync(join(dist, 'cli-bundle.cjs'), code);
+
+const hash = createHash('sha256').update(code).digest('hex').slice(0, 16);
+const loader = await build({
+  ...common,
+  entryPoints: [join(root, 'src', 'cli', 'bundle-loader.ts')],
+  outfile: join(dist, 'cli.cjs'),
+  define: { ...common.define, MSB_BUNDLE_HASH: JSON.stringify(hash) },
+  banner: { js: '#!/usr/bin/env node' },
 });
+writeFileSync(join(dist, 'cli.cjs'), loader.outputFiles[0].text, { mode: 0o755 });
