@@ -6,8 +6,9 @@
  * the actions import dynamically are wrapped by esbuild to run on first import; with the code
  * cache, code that is never called costs next to nothing to load.
  *
- * The bundle's `import()` of an external package becomes `__msbImport(...)`, a function the entry
- * passes in: code compiled by vm.Script cannot import() by itself in Node 20.
+ * The file is one function expression, compiled and called by the entry; the bundle's `import()`
+ * of an external package becomes `__msbImport(...)`, a function the entry passes in: code
+ * compiled by vm.Script cannot import() by itself in Node 20.
  *
  * zod's main entry re-exports every locale of its error messages (`z.locales`, about half of the
  * zod code in the bundle, and so a sizeable part of the start-up's parsing); minisandbox uses none
@@ -69,6 +70,7 @@ const common = {
   target: 'node20',
   external: EXTERNAL,
   logLevel: 'warning',
+  charset: 'ascii',
   minify: true,
   keepNames: true,
   define: { 'import.meta.url': 'commonjsFileUrl' },
@@ -80,7 +82,11 @@ const bundled = await build({ ...common, entryPoints: [join(root, 'src', 'cli', 
 const packages = new RegExp(`\\bimport\\((?=["'](?:node:[a-z_/]+|${EXTERNAL.map((e) => e.replace(/[/]/g, '\\/')).join('|')})["']\\))`, 'g');
 const code = bundled.outputFiles[0].text.replace(/^#!.*\n/, '').replace(packages, '__msbImport(');
 if (/\bimport\(/.test(code)) throw new Error('the CLI bundle has an import() of something not external: add it to EXTERNAL or import it statically');
-writeFileSync(join(dist, 'cli-bundle.cjs'), code);
+// the entry reads it as latin1, which is the same text only for ASCII (esbuild escapes the rest)
+if (/[^\x00-\x7f]/.test(code)) throw new Error('the CLI bundle is not ASCII: set esbuild charset ascii');
+// A function expression with CommonJS's parameters plus the import function: what the entry
+// compiles as it is (no string concatenation: a copy of the whole text less at each start).
+writeFileSync(join(dist, 'cli-bundle.cjs'), `(function (exports, require, module, __filename, __dirname, __msbImport) {${code}\n})`);
 
 const hash = createHash('sha256').update(code).digest('hex').slice(0, 16);
 const loader = await build({
