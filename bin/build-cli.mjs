@@ -78,7 +78,12 @@ const common = {
   write: false,
 };
 
-const bundled = await build({ ...common, entryPoints: [join(root, 'src', 'cli', 'main.ts')], outfile: join(dist, 'cli-bundle.cjs'), plugins: [zodNamespace, englishOnlyZod] });
+const bundled = await build({
+  ...common,
+  entryPoints: [join(root, 'src', 'cli', 'main.ts')],
+  outfile: join(dist, 'cli-bundle.cjs'),
+  plugins: [zodNamespace, englishOnlyZod],
+});
 const packages = new RegExp(`\\bimport\\((?=["'](?:node:[a-z_/]+|${EXTERNAL.map((e) => e.replace(/[/]/g, '\\/')).join('|')})["']\\))`, 'g');
 const code = bundled.outputFiles[0].text.replace(/^#!.*\n/, '').replace(packages, '__msbImport(');
 if (/\bimport\(/.test(code)) throw new Error('the CLI bundle has an import() of something not external: add it to EXTERNAL or import it statically');
