@@ -22,7 +22,8 @@ import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
-const dist = join(root, 'dist');
+// another output dir (first argument): for tests, which must not replace the checkout's build
+const dist = process.argv[2] === undefined ? join(root, 'dist') : process.argv[2];
 for (const old of ['cli-chunks', 'cli.mjs', 'v8-cache']) rmSync(join(dist, old), { recursive: true, force: true });
 mkdirSync(dist, { recursive: true });
 

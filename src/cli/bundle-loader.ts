@@ -73,7 +73,11 @@ function importPackage(specifier: string): Promise<unknown> {
   }
 }
 
-/** Writes the cache to the first dir that takes it (atomically: racing processes are harmless), removing older bundles' caches there. */
+/**
+ * Writes the cache to the first dir that takes it (atomically: racing processes are harmless),
+ * removing older bundles' caches there. Never throws: it runs as the process exits, and a cache
+ * that cannot be written only means the next start compiles again.
+ */
 function saveCache(script: Script, dirs: string[], name: string): void {
   let data: Buffer;
   try {
@@ -90,8 +94,12 @@ function saveCache(script: Script, dirs: string[], name: string): void {
       for (const f of readdirSync(d)) if (f.startsWith('cli-') && !f.startsWith(`cli-${MSB_BUNDLE_HASH}-`)) rmSync(join(d, f), { force: true });
       return;
     } catch {
-      rmSync(tmp, { force: true });
-      // not writable here: the next place
+      // not writable here (nor, maybe, the temporary file there to remove): the next place
+      try {
+        rmSync(tmp, { force: true });
+      } catch {
+        // nothing was written
+      }
     }
   }
 }
