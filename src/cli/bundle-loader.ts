@@ -60,17 +60,23 @@ function runBundle(): void {
 }
 
 /**
- * The bundle's `import()` of an npm package or node module: `require` where it can (what a
- * CommonJS package's import gives is the same object), `import()` for ES-only packages (execa):
- * code compiled by vm.Script cannot call import() itself without an experimental flag.
+ * The bundle's `import()` of an npm package or node module (code compiled by vm.Script cannot call
+ * import() itself without an experimental flag): `require` where it can, which loads no ESM
+ * loader, shaped as import() would give it (a CommonJS module's exports as `default` and as named
+ * exports); `import()` for an ES module that node's require cannot load (before 20.19, or with
+ * top-level await).
  */
 function importPackage(specifier: string): Promise<unknown> {
+  let exports: unknown;
   try {
-    return Promise.resolve(require(specifier));
+    exports = require(specifier);
   } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === 'ERR_REQUIRE_ESM') return import(specifier);
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === 'ERR_REQUIRE_ESM' || code === 'ERR_REQUIRE_ASYNC_MODULE') return import(specifier);
     return Promise.reject(e);
   }
+  const isNamespace = typeof exports === 'object' && exports !== null && (exports as Record<symbol, unknown>)[Symbol.toStringTag] === 'Module';
+  return Promise.resolve(isNamespace ? exports : { ...(exports as object), default: exports });
 }
 
 /**
