@@ -6,7 +6,9 @@
  * `--version` answers before commander is imported, only the module of the command named is loaded
  * (all of them for help or an unknown command), the command modules define options only
  * (their values are parsed by options.ts before any action runs), and each action imports what it
- * uses (the bundle is split per import by esbuild; see package.json `build`).
+ * uses (in the bundle, a module imported dynamically runs on its first import: bin/build-cli.mjs).
+ * The built CLI's entry, dist/cli.cjs, answers `--version` before even this file is loaded
+ * (bundle-loader.ts).
  */
 import type { Command } from 'commander';
 import type { GlobalOptions } from './context.js';
