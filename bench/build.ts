@@ -22,7 +22,7 @@
  *
  * Uses the demo dataset: run `npm run demo` first (it builds ./registry); `history` needs nothing.
  *   npx tsx bench/build.ts            (BENCH_ONLY=overhead|rebuild|storage|history runs one part;
- *                                      BENCH_COMPARE_CLI=x/cli.mjs times that bundle's build too)
+ *                                      BENCH_COMPARE_CLI=x/cli.cjs times that bundle's build too)
  */
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync, chmodSync } from 'node:fs';
@@ -80,7 +80,7 @@ function overhead(): void {
   const chroot: number[] = [];
   const pipeline: number[] = [];
   const phases: Array<Record<string, number>> = [];
-  // BENCH_COMPARE_CLI=other/cli.mjs: the same build by another bundle (e.g. an older commit's) each round
+  // BENCH_COMPARE_CLI=other/cli.cjs: the same build by another bundle (e.g. an older commit's) each round
   const other = process.env.BENCH_COMPARE_CLI;
   const otherTimes: number[] = [];
   const otherPhases: Array<Record<string, number>> = [];

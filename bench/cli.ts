@@ -3,11 +3,11 @@
  *   - `minisandbox --version` vs `node -e 0` (target: within 1.5x);
  *   - `minisandbox run REF -- true` on an environment already in the store vs `node -e 0`
  *     (target: within node + 60 ms). The environment is a busybox root pushed to a temp registry.
- * Runs the bundle bin/setup builds (dist/cli.mjs; `npm run build:cli` first). Scale: BENCH_ITER (15).
- * BENCH_COMPARE_CLI=other/cli.mjs times another bundle (e.g. an older commit's) in the same rounds.
+ * Runs the bundle bin/setup builds (dist/cli.cjs; `npm run build:cli` first). Scale: BENCH_ITER (15).
+ * BENCH_COMPARE_CLI=other/cli.cjs (or an older cli.mjs) times another bundle (e.g. an older commit's) in the same rounds.
  * Besides wall time it prints CPU time (user + system, children included, from /usr/bin/time),
  * which a loaded machine inflates far less than wall time. Where the time goes, phase by phase:
- * `MINISANDBOX_TIMING=1 node dist/cli.mjs ... run REF -- true` (src/util/timing.ts).
+ * `MINISANDBOX_TIMING=1 node dist/cli.cjs ... run REF -- true` (src/util/timing.ts).
  */
 import { spawnSync } from 'node:child_process';
 import { chmodSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
@@ -19,8 +19,8 @@ import { StorePaths } from '../src/store/paths.js';
 import { pushTree } from '../src/publish/push.js';
 
 const ITER = Number(process.env.BENCH_ITER ?? 15);
-const cli = resolve('dist/cli.mjs');
-if (!existsSync(cli)) throw new Error('dist/cli.mjs is missing: run `npm run build:cli` first');
+const cli = resolve('dist/cli.cjs');
+if (!existsSync(cli)) throw new Error('dist/cli.cjs is missing: run `npm run build:cli` first');
 
 interface Sample {
   wall: number;

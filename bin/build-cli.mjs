@@ -1,20 +1,33 @@
 #!/usr/bin/env node
 /**
- * Bundles the CLI (src/cli/main.ts) into dist/cli.mjs plus chunks in dist/cli-chunks/, one per
- * dynamic import, so a command loads only its own code (start-up is part of every sandboxed
- * command's cost). npm packages with native parts or large trees stay external.
+ * Bundles the CLI (src/cli/main.ts) into one CommonJS file, dist/cli-bundle.cjs, run by the entry
+ * dist/cli.cjs (src/cli/bundle-loader.ts) with a V8 code cache. npm packages with native parts or
+ * large trees stay external. Each command still runs only its own code: the modules main.ts and
+ * the actions import dynamically are wrapped by esbuild to run on first import; with the code
+ * cache, code that is never called costs next to nothing to load.
+ *
+ * The file is one function expression, compiled and called by the entry; the bundle's `import()`
+ * of an external package becomes `__msbImport(...)`, a function the entry passes in: code
+ * compiled by vm.Script cannot import() by itself in Node 20.
  *
  * zod's main entry re-exports every locale of its error messages (`z.locales`, about half of the
  * zod code in the bundle, and so a sizeable part of the start-up's parsing); minisandbox uses none
  * but English, which zod configures itself, so the bundle gets only that one.
  */
-import { rmSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
-rmSync(join(root, 'dist', 'cli-chunks'), { recursive: true, force: true });
+// another output dir (first argument): for tests, which must not replace the checkout's build
+const dist = process.argv[2] === undefined ? join(root, 'dist') : process.argv[2];
+for (const old of ['cli-chunks', 'cli.mjs', 'v8-cache']) rmSync(join(dist, old), { recursive: true, force: true });
+mkdirSync(dist, { recursive: true });
+
+const EXTERNAL = ['zstd-napi', '@aws-sdk/client-s3', 'execa', 'yaml', 'tar-stream', 'fastify', '@fastify/multipart', 'yauzl', 'esbuild'];
 
 /** @type {import('esbuild').Plugin} */
 const englishOnlyZod = {
@@ -32,19 +45,61 @@ const englishOnlyZod = {
   },
 };
 
-await build({
-  entryPoints: { cli: join(root, 'src', 'cli', 'main.ts') },
+/**
+ * `import { z } from 'zod'` takes zod's namespace through a re-export, which esbuild keeps whole
+ * (JSON Schema conversion, ISO, coerce, every check: ~110 KB of zod's ~200 KB the bundle runs at
+ * each start). Imported as a namespace itself, only the properties the code reads are kept.
+ */
+const zodExternal = join(dirname(createRequire(import.meta.url).resolve('zod')), 'v4', 'classic', 'external.js');
+/** @type {import('esbuild').Plugin} */
+const zodNamespace = {
+  name: 'zod-namespace',
+  setup(b) {
+    b.onLoad({ filter: /[\\/]src[\\/].*\.ts$/ }, (args) => {
+      const text = readFileSync(args.path, 'utf8');
+      if (!text.includes("import { z } from 'zod';")) return undefined;
+      return { contents: text.replaceAll("import { z } from 'zod';", `import * as z from ${JSON.stringify(zodExternal)};`), loader: 'ts' };
+    });
+  },
+};
+
+/** CommonJS has no import.meta: the modules that use import.meta.url get the file's URL instead. */
+const common = {
   bundle: true,
-  splitting: true,
   platform: 'node',
-  format: 'esm',
+  format: 'cjs',
   target: 'node20',
-  external: ['zstd-napi', '@aws-sdk/client-s3', 'execa', 'yaml', 'commander', 'tar-stream', 'fastify', '@fastify/multipart', 'yauzl'],
-  outdir: join(root, 'dist'),
-  outExtension: { '.js': '.mjs' },
-  chunkNames: 'cli-chunks/[name]-[hash]',
+  external: EXTERNAL,
   logLevel: 'warning',
+  charset: 'ascii',
   minify: true,
   keepNames: true,
-  plugins: [englishOnlyZod],
+  define: { 'import.meta.url': 'commonjsFileUrl' },
+  inject: [join(root, 'src', 'cli', 'commonjs-file-url.ts')],
+  write: false,
+};
+
+const bundled = await build({
+  ...common,
+  entryPoints: [join(root, 'src', 'cli', 'main.ts')],
+  outfile: join(dist, 'cli-bundle.cjs'),
+  plugins: [zodNamespace, englishOnlyZod],
 });
+const packages = new RegExp(`\\bimport\\((?=["'](?:node:[a-z_/]+|${EXTERNAL.map((e) => e.replace(/[/]/g, '\\/')).join('|')})["']\\))`, 'g');
+const code = bundled.outputFiles[0].text.replace(/^#!.*\n/, '').replace(packages, '__msbImport(');
+if (/\bimport\(/.test(code)) throw new Error('the CLI bundle has an import() of something not external: add it to EXTERNAL or import it statically');
+// the entry reads it as latin1, which is the same text only for ASCII (esbuild escapes the rest)
+if (/[^\x00-\x7f]/.test(code)) throw new Error('the CLI bundle is not ASCII: set esbuild charset ascii');
+// A function expression with CommonJS's parameters plus the import function: what the entry
+// compiles as it is (no string concatenation: a copy of the whole text less at each start).
+writeFileSync(join(dist, 'cli-bundle.cjs'), `(function (exports, require, module, __filename, __dirname, __msbImport) {${code}\n})`);
+
+const hash = createHash('sha256').update(code).digest('hex').slice(0, 16);
+const loader = await build({
+  ...common,
+  entryPoints: [join(root, 'src', 'cli', 'bundle-loader.ts')],
+  outfile: join(dist, 'cli.cjs'),
+  define: { ...common.define, MSB_BUNDLE_HASH: JSON.stringify(hash) },
+  banner: { js: '#!/usr/bin/env node' },
+});
+writeFileSync(join(dist, 'cli.cjs'), loader.outputFiles[0].text, { mode: 0o755 });

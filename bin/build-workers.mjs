@@ -2,7 +2,7 @@
 /**
  * Puts the worker files (started by src/util/worker-file.ts) beside the built code: `lib` into
  * dist/lib at their source paths (next to the modules that start them), `cli` into dist/workers/
- * (beside dist/cli.mjs and its chunks). `*-worker.cjs` files are copied as they are; typed
+ * (beside the CLI bundle, dist/cli-bundle.cjs). `*-worker.cjs` files are copied as they are; typed
  * `*-worker.ts` modules are bundled into a `*-worker.cjs` each (a worker thread loads no
  * TypeScript). Names are unique across src/.
  */

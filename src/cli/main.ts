@@ -6,49 +6,16 @@
  * `--version` answers before commander is imported, only the module of the command named is loaded
  * (all of them for help or an unknown command), the command modules define options only
  * (their values are parsed by options.ts before any action runs), and each action imports what it
- * uses (the bundle is split per import by esbuild; see package.json `build`).
+ * uses (in the bundle, a module imported dynamically runs on its first import: bin/build-cli.mjs).
+ * The built CLI's entry, dist/cli.cjs, answers `--version` before even this file is loaded
+ * (bundle-loader.ts).
  */
-import { existsSync, readFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import type { Command } from 'commander';
 import type { GlobalOptions } from './context.js';
+import { asksForVersionOnly, type CommandModule, commandModule, packageVersion } from './command-line.js';
 import { mark } from '../util/timing.js';
 
-/** The package's version: package.json sits one level up from the bundled dist/, two from src/cli/. */
-function packageVersion(): string {
-  const here = dirname(fileURLToPath(import.meta.url));
-  for (const file of [join(here, '..', 'package.json'), join(here, '..', '..', 'package.json')]) {
-    if (!existsSync(file)) continue;
-    const pkg = JSON.parse(readFileSync(file, 'utf8')) as { name?: unknown; version?: unknown };
-    if (pkg.name === 'minisandbox' && typeof pkg.version === 'string') return pkg.version;
-  }
-  return 'unknown';
-}
-
 type Register = (program: Command, globals: () => GlobalOptions, setExit: (code: number) => void) => void;
-
-/** Global options that take a value (commander's `--opt value` and `--opt=value`). */
-const GLOBAL_WITH_VALUE = new Set(['--registry', '--store', '--progress']);
-const GLOBAL_FLAGS = new Set(['--json']);
-
-/**
- * The command word of a command line: the first argument after the global options, or undefined
- * when something else comes first (help, an unknown option), for which every command is loaded.
- */
-function commandName(argv: string[]): string | undefined {
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i] ?? '';
-    if (GLOBAL_FLAGS.has(a)) continue;
-    if (GLOBAL_WITH_VALUE.has(a)) {
-      i++;
-      continue;
-    }
-    if (a.startsWith('--') && GLOBAL_WITH_VALUE.has(a.slice(0, a.indexOf('=')))) continue;
-    return a.startsWith('-') ? undefined : a;
-  }
-  return undefined;
-}
 
 /** The module that defines each command: a command line naming one loads only that module. */
 const COMMAND_MODULES = {
@@ -58,32 +25,20 @@ const COMMAND_MODULES = {
   serve: async () => (await import('./serve-command.js')).registerServeCommand,
   store: async () => (await import('./store-commands.js')).registerStoreCommands,
   'swe-agent': async () => (await import('./swe-agent-command.js')).registerSweAgentCommand,
-} satisfies Record<string, () => Promise<Register>>;
-const COMMANDS = new Map<string, keyof typeof COMMAND_MODULES>([
-  ['build', 'build'],
-  ['run', 'run'],
-  ['shell', 'run'],
-  ['check', 'run'],
-  ['score', 'score'],
-  ['validate', 'score'],
-  ['serve', 'serve'],
-  ['swe-agent-instances', 'swe-agent'],
-  ...['import', 'export', 'pull', 'copy', 'ls', 'inspect', 'verify', 'gc', 'audit'].map((c) => [c, 'store'] as const),
-]);
+} satisfies Record<CommandModule, () => Promise<Register>>;
 
 /**
  * The register functions for `name`'s module, or every module (in the order of `--help`) when the
  * command line names no known command: commander then lists them all, or says which is unknown.
  */
-async function commandModules(name: string | undefined): Promise<Register[]> {
-  const one = name === undefined ? undefined : COMMANDS.get(name);
+async function commandModules(one: CommandModule | undefined): Promise<Register[]> {
   if (one !== undefined) return [await COMMAND_MODULES[one]()];
   return Promise.all((['store', 'run', 'build', 'score', 'serve', 'swe-agent'] as const).map((m) => COMMAND_MODULES[m]()));
 }
 
 export async function main(argv: string[]): Promise<number> {
   mark('main');
-  if (argv.length === 1 && (argv[0] === '--version' || argv[0] === '-V')) {
+  if (asksForVersionOnly(argv)) {
     process.stdout.write(`${packageVersion()}\n`);
     return 0;
   }
@@ -91,7 +46,7 @@ export async function main(argv: string[]): Promise<number> {
     import('commander'),
     import('./output.js'),
     import('./options.js'),
-    commandModules(commandName(argv)),
+    commandModules(commandModule(argv)),
   ]);
   mark('cli modules loaded');
   const program = new Command();

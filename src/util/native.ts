@@ -16,8 +16,8 @@ import { HostCapabilityError } from '../errors.js';
 import { isErrno } from './fs.js';
 
 /**
- * native/ at the package root: two levels up from src/util/ (and from the CLI bundle's chunks in
- * dist/cli-chunks/), one from the bundle's entry dist/cli.mjs, three from the library's dist/lib/util/.
+ * native/ at the package root: two levels up from src/util/, one from the CLI bundle
+ * dist/cli-bundle.cjs, three from the library's dist/lib/util/.
  */
 const here = dirname(fileURLToPath(import.meta.url));
 const nativeDir =

@@ -2,8 +2,8 @@
  * Worker threads run JavaScript files, which they load without a TypeScript loader. Two kinds:
  *
  * - `*-worker.cjs` files kept as they are: found next to the calling module (the sources under
- *   tsx or vitest, and dist/lib, where the build copies them) or in dist/workers/ (the bundle,
- *   dist/cli.mjs and its chunks in dist/cli-chunks/);
+ *   tsx or vitest, and dist/lib, where the build copies them) or in dist/workers/ (beside the CLI
+ *   bundle, dist/cli-bundle.cjs);
  * - `*-worker.ts` modules, typed and sharing code with the library: the build bundles each into a
  *   `.cjs` at those same places (bin/build-workers.mjs); run from the sources, where there is no
  *   such file, they are bundled here on first use (esbuild, in memory) and run from that code.

@@ -1,0 +1,85 @@
+/**
+ * The built CLI (bin/build-cli.mjs) compiles its bundle with a V8 code cache (bundle-loader.ts):
+ * the first run writes it, a cache V8 rejects (corrupt, or from another node) is ignored and
+ * rewritten, and where the bundle's dir takes no cache the user's cache dir does. Built into a
+ * temporary dir: the checkout's dist/ is left as it is.
+ */
+import { execFileSync, spawnSync } from 'node:child_process';
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+let work: string;
+let dist: string;
+
+beforeAll(() => {
+  work = mkdtempSync(join(tmpdir(), 'ms-cli-cache-'));
+  dist = join(work, 'dist');
+  execFileSync(process.execPath, [resolve('bin/build-cli.mjs'), dist], { stdio: 'pipe' });
+  mkdirSync(join(work, 'registry'));
+  // laid out like the package: its npm dependencies and package.json one level above dist/
+  symlinkSync(resolve('node_modules'), join(work, 'node_modules'));
+  copyFileSync('package.json', join(work, 'package.json'));
+}, 120_000);
+
+afterAll(() => rmSync(work, { recursive: true, force: true }));
+
+/** `ls` of an empty registry: a command that loads the bundle (the store module) and needs no host set-up. */
+function ls(env: Record<string, string> = {}): { status: number | null; stdout: string; stderr: string } {
+  const r = spawnSync(process.execPath, [join(dist, 'cli.cjs'), '--registry', join(work, 'registry'), '--store', join(work, 'store'), 'ls'], {
+    encoding: 'utf8',
+    env: { ...process.env, XDG_CACHE_HOME: join(work, 'xdg'), ...env },
+  });
+  return { status: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+function cacheFiles(dir: string): string[] {
+  try {
+    return readdirSync(dir).filter((f) => f.endsWith('.v8cache'));
+  } catch {
+    return [];
+  }
+}
+
+describe('the built CLI', () => {
+  it('writes a code cache for the command module on its first run, beside the bundle', () => {
+    const first = ls();
+    expect(first.stderr).toBe('');
+    expect(first.status).toBe(0);
+    const files = cacheFiles(join(dist, 'v8-cache'));
+    expect(files).toHaveLength(1);
+    expect(files[0]).toMatch(/^cli-[0-9a-f]{16}-store-v\d+\.\d+\.\d+-\w+\.v8cache$/);
+    const again = ls();
+    expect(again).toEqual(first);
+  });
+
+  it('ignores a cache V8 rejects and writes a good one in its place', () => {
+    const [name = 'missing'] = cacheFiles(join(dist, 'v8-cache'));
+    const file = join(dist, 'v8-cache', name);
+    const good = readFileSync(file);
+    const reference = ls();
+    writeFileSync(file, Buffer.alloc(good.length, 7));
+    const r = ls();
+    expect(r).toEqual(reference);
+    const rewritten = readFileSync(file);
+    expect(rewritten.equals(Buffer.alloc(good.length, 7))).toBe(false);
+    expect(rewritten.length).toBeGreaterThan(1000);
+  });
+
+  it("writes the cache to the user's cache dir where the bundle's dir takes none", () => {
+    rmSync(join(dist, 'v8-cache'), { recursive: true, force: true });
+    writeFileSync(join(dist, 'v8-cache'), 'not a directory'); // mkdir fails there, as on a read-only install
+    const r = ls();
+    expect(r.status).toBe(0);
+    expect(cacheFiles(join(work, 'xdg', 'minisandbox', 'v8-cache'))).toHaveLength(1);
+    expect(ls()).toEqual(r);
+  });
+
+  it('answers --version without the bundle', () => {
+    rmSync(join(dist, 'cli-bundle.cjs'));
+    const r = spawnSync(process.execPath, [join(dist, 'cli.cjs'), '--version'], { encoding: 'utf8' });
+    expect(r.status).toBe(0);
+    expect(r.stdout).toBe(`${JSON.parse(readFileSync('package.json', 'utf8')).version}\n`);
+  });
+});
