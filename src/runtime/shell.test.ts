@@ -45,7 +45,8 @@ describe('shell', () => {
     await waitFor('SLEEPING-2');
     child.stdin!.write('\x03');
     child.stdin!.write('echo AFTER-$((40+2)); tty\n');
-    await waitFor('AFTER-42');
+    // the tty's answer before typing on: a line typed ahead is echoed between the two outputs
+    await eventually(() => /AFTER-42\r?\n\/dev\/pts\/\d+/.test(out));
     child.stdin!.end('exit 3\n');
     const code = await new Promise<number | null>((resolve) => child.on('exit', (c) => resolve(c)));
     expect(code).toBe(3);
