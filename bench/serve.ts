@@ -7,10 +7,10 @@
  *      completed per second over HTTP vs the library (aim >= 20/s);
  *   3. session round trip: `true` in an existing session, over HTTP vs Session.run (aim < 2 ms p50);
  *   4. liveness while 128 sandboxes run commands (128 clients loop exec `true` over HTTP): p50/p99
- *      of `GET /swerex/<key>/is_alive` where the server answers it, else of `GET /v1/health` (the
- *      output says which), probed one at a time from a worker thread so the load generator's own
- *      event loop does not add to it (aim p99 < 10 ms); and the same while those 128 are deleted
- *      at once, as a trainer ends a batch of rollouts;
+ *      of SWE-ReX's `GET /swerex/<key>/is_alive`, for a live sandbox's id and for an `inst:` key
+ *      never created, each probed one request at a time from a worker thread of its own so the
+ *      load generator's event loop does not add to it (aim p99 < 10 ms); and the same (sandbox
+ *      key) while those 128 are deleted at once, as a trainer ends a batch of rollouts;
  *   5. host memory per idle sandbox with 128 idle sandboxes minus none: RSS and PSS of the server,
  *      its launcher and every process below them (holders, sandbox inits), from /proc, and the
  *      sandboxes' cgroup memory (memory.current, or v1's usage_in_bytes: pages charged to them,
@@ -127,6 +127,12 @@ async function rate(workers: number, ms: number, cycle: () => Promise<void>): Pr
     }),
   );
   return done / ((performance.now() - t0) / 1000);
+}
+
+/** CPU time (user + system, ms) a process has used so far, from /proc (10 ms ticks). */
+function cpuMs(pid: number): number {
+  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return (Number(f[11]) + Number(f[12])) * 10;
 }
 
 /** RSS and PSS (kB) of a process; zeros for one that is gone. */
@@ -375,9 +381,17 @@ try {
     await lrun();
     const h: number[] = [];
     const l: number[] = [];
+    // CPU each side spends per run: the server's (its process) against this process's on the library's runs
+    let srvCpu = 0;
+    let libCpu = 0;
     for (let round = 0; round < 2; round++) {
+      const c0 = process.cpuUsage();
       l.push(...(await measure(SESSION_ITER / 2, 1, lrun)));
+      const c1 = process.cpuUsage(c0);
+      libCpu += (c1.user + c1.system) / 1000;
+      const s0 = cpuMs(srv.pid);
       h.push(...(await measure(SESSION_ITER / 2, 1, hrun)));
+      srvCpu += cpuMs(srv.pid) - s0;
     }
     await libDestroy(sb);
     await httpDelete(id);
@@ -385,8 +399,18 @@ try {
     report(
       'session',
       'session round trip, `true` in an open session (ms; aim http p50 < 2 ms)',
-      { runs: SESSION_ITER, http_p50_ms: r2(h50), http_p99_ms: r2(h99), lib_p50_ms: r2(l50), lib_p99_ms: r2(l99), ratio_p50: r2(h50 / l50) },
-      `http p50 ${h50.toFixed(2)} p99 ${h99.toFixed(2)} | library p50 ${l50.toFixed(2)} p99 ${l99.toFixed(2)} | ratio p50 ${(h50 / l50).toFixed(2)}x`,
+      {
+        runs: SESSION_ITER,
+        http_p50_ms: r2(h50),
+        http_p99_ms: r2(h99),
+        lib_p50_ms: r2(l50),
+        lib_p99_ms: r2(l99),
+        ratio_p50: r2(h50 / l50),
+        server_cpu_ms_per_run: r2(srvCpu / SESSION_ITER),
+        lib_cpu_ms_per_run: r2(libCpu / SESSION_ITER),
+      },
+      `http p50 ${h50.toFixed(2)} p99 ${h99.toFixed(2)} | library p50 ${l50.toFixed(2)} p99 ${l99.toFixed(2)} | ratio p50 ${(h50 / l50).toFixed(2)}x | ` +
+        `CPU per run: server ${(srvCpu / SESSION_ITER).toFixed(3)} ms, library ${(libCpu / SESSION_ITER).toFixed(3)} ms`,
     );
   }
 
@@ -412,12 +436,20 @@ try {
       return { rss, pss, cgroup, procs: pids.length };
     };
     let livePath: string | undefined;
-    const reportLiveness = (during: string, ts: number[], extra: Record<string, number>, note: string): void => {
-      const route = (livePath ?? '').replace(/\/swerex\/[^/]+\//, '/swerex/<key>/');
+    const reportLiveness = (during: string, ts: number[], extra: Record<string, number>, note: string, key = 'sandbox'): void => {
       report(
         'liveness',
-        `liveness (GET ${route}, ms; aim p99 < 10 ms)`,
-        { route, during, samples: ts.length, p50_ms: r2(pct(ts, 50)), p99_ms: r2(pct(ts, 99)), max_ms: r2(Math.max(...ts)), ...extra },
+        'liveness (GET /swerex/<key>/is_alive, ms; aim p99 < 10 ms)',
+        {
+          route: '/swerex/<key>/is_alive',
+          key,
+          during,
+          samples: ts.length,
+          p50_ms: r2(pct(ts, 50)),
+          p99_ms: r2(pct(ts, 99)),
+          max_ms: r2(Math.max(...ts)),
+          ...extra,
+        },
         `while ${during}: p50 ${pct(ts, 50).toFixed(2)} p99 ${pct(ts, 99).toFixed(2)} max ${Math.max(...ts).toFixed(2)} (${ts.length} probes; ${note})`,
       );
     };
@@ -448,9 +480,14 @@ try {
         );
 
       if (ONLY.has('liveness')) {
-        const probe = await api('GET', `/swerex/${ids[0]}/is_alive`);
-        livePath = probe.status === 200 ? `/swerex/${ids[0]}/is_alive` : '/v1/health';
-        const liveness = startProbe(`${srv.url}${livePath}`, srv.token);
+        // SWE-ReX's liveness poll, for both kinds of key: a live sandbox's id (looked up in the
+        // server's table) and an `inst:` key never used (answered without a sandbox, none made)
+        const keys = { sandbox: ids[0]!, inst: 'inst:bench:never-created' };
+        for (const [kind, key] of Object.entries(keys)) {
+          const probe = await api('GET', `/swerex/${key}/is_alive`);
+          if (probe.status !== 200) throw new Error(`is_alive ${kind} key: ${probe.status} ${await probe.text()}`);
+        }
+        livePath = `/swerex/${keys.sandbox}/is_alive`;
         let stop = false;
         let execs = 0;
         const load = Promise.all(
@@ -462,12 +499,16 @@ try {
           }),
         );
         const t0 = performance.now();
+        // both keys probed at once, each from its own worker, over the same load window
+        const probes = Object.entries(keys).map(([kind, key]) => ({ kind, probe: startProbe(`${srv.url}/swerex/${key}/is_alive`, srv.token) }));
         await new Promise((r) => setTimeout(r, SECONDS * 1000));
-        const ts = await liveness.stop();
+        const results: { kind: string; ts: number[] }[] = [];
+        for (const { kind, probe } of probes) results.push({ kind, ts: await probe.stop() });
         stop = true;
         await load;
         const execRate = execs / ((performance.now() - t0) / 1000);
-        reportLiveness(`${HEAVY} sandboxes run commands`, ts, { load_execs_per_s: r2(execRate) }, `load ${execRate.toFixed(0)} execs/s`);
+        for (const { kind, ts } of results)
+          reportLiveness(`${HEAVY} sandboxes run commands`, ts, { load_execs_per_s: r2(execRate) }, `${kind} key; load ${execRate.toFixed(0)} execs/s`, kind);
       }
     } finally {
       // the deletes come all at once, as a trainer ends a batch of rollouts; liveness meanwhile
