@@ -395,6 +395,13 @@ try {
     }
     await libDestroy(sb);
     await httpDelete(id);
+    // the server's CPU for a request that does nothing (auth, routing, reply, log): HTTP's own share
+    const b0 = cpuMs(srv.pid);
+    const bare = await measure(SESSION_ITER, 1, async () => {
+      const r = await api('GET', '/v1/health');
+      if (r.status !== 200) throw new Error(`health: ${r.status}`);
+    });
+    const bareCpu = (cpuMs(srv.pid) - b0) / SESSION_ITER;
     const [h50, h99, l50, l99] = [pct(h, 50), pct(h, 99), pct(l, 50), pct(l, 99)];
     report(
       'session',
@@ -408,9 +415,12 @@ try {
         ratio_p50: r2(h50 / l50),
         server_cpu_ms_per_run: r2(srvCpu / SESSION_ITER),
         lib_cpu_ms_per_run: r2(libCpu / SESSION_ITER),
+        bare_request_p50_ms: r2(pct(bare, 50)),
+        bare_request_server_cpu_ms: r2(bareCpu),
       },
       `http p50 ${h50.toFixed(2)} p99 ${h99.toFixed(2)} | library p50 ${l50.toFixed(2)} p99 ${l99.toFixed(2)} | ratio p50 ${(h50 / l50).toFixed(2)}x | ` +
-        `CPU per run: server ${(srvCpu / SESSION_ITER).toFixed(3)} ms, library ${(libCpu / SESSION_ITER).toFixed(3)} ms`,
+        `CPU per run: server ${(srvCpu / SESSION_ITER).toFixed(3)} ms, library ${(libCpu / SESSION_ITER).toFixed(3)} ms | ` +
+        `GET /v1/health p50 ${pct(bare, 50).toFixed(2)} ms, server CPU ${bareCpu.toFixed(3)} ms`,
     );
   }
 
