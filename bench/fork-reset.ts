@@ -5,8 +5,9 @@
  *    of the parent's upper read into each child's upper; forkLeased), until all eight run
  *    (aim < 1 s for all eight);
  *  - reset after writing 10 MB and 1 GB (aim: the same time, < 20 ms) against destroy + create of
- *    a new sandbox of the same environment: a sandbox's first reset (a new holder starts) and a
- *    later one (the standby holder started after the previous reset is swapped in).
+ *    a new sandbox of the same environment: a sandbox's first reset (a new holder starts), a
+ *    later one (the standby holder started after the previous reset is swapped in), and the first
+ *    reset of a sandbox opened with prewarmReset (its standby holder started after create).
  * The environment is busybox pushed to a temp registry and pulled before timing. Medians of
  * BENCH_ROUNDS rounds (default 3). Uppers are tmpfs (the default), capped at 2 GiB here.
  */
@@ -49,6 +50,13 @@ async function write(sb: Sandbox, mb: number): Promise<void> {
   if (o.exitCode !== 0) throw new Error(`write failed: ${o.stderr}`);
 }
 
+/** Every sandbox opened, destroyed at the end however the run ends (destroy is idempotent). */
+const opened: Sandbox[] = [];
+function track(sb: Sandbox): Sandbox {
+  opened.push(sb);
+  return sb;
+}
+
 const work = mkdtempSync(join(tmpdir(), 'ms-bench-fork-reset-'));
 chmodSync(work, 0o755);
 const reg = new LocalRegistry(join(work, 'registry'));
@@ -63,21 +71,21 @@ try {
   const shared: number[] = [];
   const streamed: number[] = [];
   for (let r = 0; r < ROUNDS; r++) {
-    const parent = await openSandbox(reg, store, REF, OPEN);
+    const parent = track(await openSandbox(reg, store, REF, OPEN));
     try {
       await write(parent, 100);
       let kids: Sandbox[] = [];
       shared.push(
         await timed(async () => {
           const res = await forkShared(store, parent, 8);
-          kids = res.flatMap((x) => (x.ok ? [x.sandbox] : []));
+          kids = res.flatMap((x) => (x.ok ? [track(x.sandbox)] : []));
           if (kids.length !== 8) throw new Error(`shared fork: ${res.filter((x) => !x.ok).length} children failed`);
         }),
       );
       await Promise.all(kids.map((k) => k.destroy()));
       streamed.push(
         await timed(async () => {
-          kids = await forkLeased(store, parent, 8);
+          kids = (await forkLeased(store, parent, 8)).map(track);
         }),
       );
       await Promise.all(kids.map((k) => k.destroy()));
@@ -92,6 +100,7 @@ try {
   // reset after writing 10 MB and 1 GB, against destroy + create. A sandbox's first reset starts
   // a new holder; later ones swap in the standby holder started after the previous reset.
   const first: Record<string, number[]> = { '10 MB': [], '1 GB': [] };
+  const prewarmed: Record<string, number[]> = { '10 MB': [], '1 GB': [] };
   const again: Record<string, number[]> = { '10 MB': [], '1 GB': [] };
   const recreate: Record<string, number[]> = { '10 MB': [], '1 GB': [] };
   const sizes = [
@@ -100,7 +109,7 @@ try {
   ] as const;
   for (let r = 0; r < ROUNDS; r++) {
     for (const [label, mb] of sizes) {
-      const sb = await openSandbox(reg, store, REF, OPEN);
+      const sb = track(await openSandbox(reg, store, REF, OPEN));
       for (const times of [first[label]!, again[label]!]) {
         await write(sb, mb);
         times.push(await timed(() => resetLeased(store, sb)));
@@ -109,12 +118,17 @@ try {
         // the standby holder starts in the background after a reset: let it, as an episode's work would
         await new Promise((res) => setTimeout(res, 200));
       }
+      const pre = track(await openSandbox(reg, store, REF, { ...OPEN, prewarmReset: true }));
+      await write(pre, mb); // time enough for the standby holder to start, as an episode's work would be
+      prewarmed[label]!.push(await timed(() => resetLeased(store, pre)));
+      if ((await pre.exec(['/bin/sh', '-c', 'ls /work 2>/dev/null | wc -l'])).stdout.trim() !== '0') throw new Error('reset left files behind');
+      await pre.destroy();
       await write(sb, mb);
       let fresh: Sandbox | undefined;
       recreate[label]!.push(
         await timed(async () => {
           await sb.destroy();
-          fresh = await openSandbox(reg, store, REF, OPEN);
+          fresh = track(await openSandbox(reg, store, REF, OPEN));
         }),
       );
       await fresh?.destroy();
@@ -124,8 +138,9 @@ try {
     const a = median(first[label]!);
     const w = median(again[label]!);
     const b = median(recreate[label]!);
+    const p = median(prewarmed[label]!);
     console.log(
-      `reset after writing ${label}: first ${a.toFixed(1)} ms, later ${w.toFixed(1)} ms; ` +
+      `reset after writing ${label}: first ${a.toFixed(1)} ms, later ${w.toFixed(1)} ms, first with prewarmReset ${p.toFixed(1)} ms; ` +
         `destroy + create ${b.toFixed(1)} ms (${(b / a).toFixed(1)}x, ${(b / w).toFixed(1)}x)`,
     );
   }
@@ -134,5 +149,6 @@ try {
       `later ${(median(again['1 GB']!) / median(again['10 MB']!)).toFixed(2)}x (aim: 1x, < 20 ms)`,
   );
 } finally {
+  await Promise.allSettled(opened.map((sb) => sb.destroy()));
   rmSync(work, { recursive: true, force: true });
 }

@@ -5,7 +5,9 @@
  *      falls on both sides), ratio HTTP / library (aim <= 1.3x);
  *   2. sustained creates per second: 8 workers loop create -> delete for a fixed time, creates
  *      completed per second over HTTP vs the library (aim >= 20/s);
- *   3. session round trip: `true` in an existing session, over HTTP vs Session.run (aim < 2 ms p50);
+ *   3. session round trip: `true` in an existing session, over HTTP vs Session.run (aim < 2 ms p50),
+ *      after an untimed warm-up of both sides (a fresh server's first requests run unoptimised
+ *      code), with the server's CPU per run and per bare request (GET /v1/health);
  *   4. liveness while 128 sandboxes run commands (128 clients loop exec `true` over HTTP): p50/p99
  *      of SWE-ReX's `GET /swerex/<key>/is_alive`, for a live sandbox's id and for an `inst:` key
  *      never created, each probed one request at a time from a worker thread of its own so the
@@ -28,7 +30,8 @@
  * Output: a table on a terminal; JSON lines (one object per result) when piped or with --json.
  * Flags: --cycles N (cycles per level and side, default 48; the 128 level runs at least 2x128),
  * --heavy N (the 128 of sections 1, 4 and 5), --max-sandboxes N (the server's cap, default heavy+32),
- * --seconds S (length of 2 and 4, default 5), --session-iter N (default 1000), --cpu-prof DIR
+ * --seconds S (length of 2 and 4, default 5), --session-iter N (default 1000), --session-warmup N (untimed runs
+ * per side first, default 1000), --cpu-prof DIR
  * (the server runs under node --cpu-prof, profiles written to DIR on its exit), --only LIST
  * (comma-separated of cycle,creates,session,liveness,memory), --levels LIST (the concurrency
  * levels of section 1, default 1,16,heavy), --server-log FILE (keep the server's
@@ -61,6 +64,7 @@ const { values: flags } = parseArgs({
     'max-sandboxes': { type: 'string' },
     seconds: { type: 'string', default: '5' },
     'session-iter': { type: 'string', default: '1000' },
+    'session-warmup': { type: 'string', default: '1000' },
     'cpu-prof': { type: 'string' },
     only: { type: 'string', default: 'cycle,creates,session,liveness,memory' },
     'server-log': { type: 'string' },
@@ -72,6 +76,7 @@ const HEAVY = Number(flags.heavy);
 const MAX = Number(flags['max-sandboxes'] ?? HEAVY + 32);
 const SECONDS = Number(flags.seconds);
 const SESSION_ITER = Number(flags['session-iter']);
+const SESSION_WARMUP = Number(flags['session-warmup']);
 const ONLY = new Set(flags.only.split(','));
 const JSON_OUT = flags.json || !process.stdout.isTTY;
 const REF = 'bench/busybox';
@@ -377,8 +382,12 @@ try {
       const o = await s.run('true');
       if (o.exitCode !== 0) throw new Error(`session run: ${JSON.stringify(o)}`);
     };
-    await hrun();
-    await lrun();
+    // untimed warm-up on both sides: the first thousand or so requests of a fresh server run
+    // unoptimised code (measured: 2-3x the CPU per run of a warm one); a trainer's server is warm
+    for (let i = 0; i < SESSION_WARMUP; i++) {
+      await hrun();
+      await lrun();
+    }
     const h: number[] = [];
     const l: number[] = [];
     // CPU each side spends per run: the server's (its process) against this process's on the library's runs
@@ -395,6 +404,13 @@ try {
     }
     await libDestroy(sb);
     await httpDelete(id);
+    // the server's CPU for a request that does nothing (auth, routing, reply, log): HTTP's own share
+    const b0 = cpuMs(srv.pid);
+    const bare = await measure(SESSION_ITER, 1, async () => {
+      const r = await api('GET', '/v1/health');
+      if (r.status !== 200) throw new Error(`health: ${r.status}`);
+    });
+    const bareCpu = (cpuMs(srv.pid) - b0) / SESSION_ITER;
     const [h50, h99, l50, l99] = [pct(h, 50), pct(h, 99), pct(l, 50), pct(l, 99)];
     report(
       'session',
@@ -408,9 +424,12 @@ try {
         ratio_p50: r2(h50 / l50),
         server_cpu_ms_per_run: r2(srvCpu / SESSION_ITER),
         lib_cpu_ms_per_run: r2(libCpu / SESSION_ITER),
+        bare_request_p50_ms: r2(pct(bare, 50)),
+        bare_request_server_cpu_ms: r2(bareCpu),
       },
       `http p50 ${h50.toFixed(2)} p99 ${h99.toFixed(2)} | library p50 ${l50.toFixed(2)} p99 ${l99.toFixed(2)} | ratio p50 ${(h50 / l50).toFixed(2)}x | ` +
-        `CPU per run: server ${(srvCpu / SESSION_ITER).toFixed(3)} ms, library ${(libCpu / SESSION_ITER).toFixed(3)} ms`,
+        `CPU per run: server ${(srvCpu / SESSION_ITER).toFixed(3)} ms, library ${(libCpu / SESSION_ITER).toFixed(3)} ms | ` +
+        `GET /v1/health p50 ${pct(bare, 50).toFixed(2)} ms, server CPU ${bareCpu.toFixed(3)} ms`,
     );
   }
 

@@ -4,6 +4,7 @@
  * to rlimits and warns.
  */
 import { appendFile, mkdir, readFile, rmdir, stat, writeFile } from 'node:fs/promises';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { isErrno } from '../util/fs.js';
 
@@ -160,11 +161,16 @@ async function createV2(
   return cg;
 }
 
-/** The group's count of OOM kills so far (0 when unknown). */
+/**
+ * The group's count of OOM kills so far (0 when unknown). Read synchronously: a cgroup file is
+ * kernel memory, never disk, and this runs twice per command; an async read is four thread-pool
+ * round trips and event-loop callbacks each, which a server running many commands pays for in
+ * latency on every other request.
+ */
 export async function oomKills(oomFile: string | undefined): Promise<number> {
   if (oomFile === undefined) return 0;
   try {
-    const m = /^oom_kill (\d+)$/m.exec(await readFile(oomFile, 'utf8'));
+    const m = /^oom_kill (\d+)$/m.exec(readFileSync(oomFile, 'utf8'));
     return m === null ? 0 : Number(m[1]);
   } catch {
     return 0;

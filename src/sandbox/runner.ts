@@ -2,7 +2,7 @@
  * Runs one command inside a sandbox (through the launcher's `enter`) with a wall-clock timeout and capped
  * output, and classifies how it ended.
  */
-import { readFile } from 'node:fs/promises';
+import { readFileSync } from 'node:fs';
 import { WORKDIR_FAILURE, type EnterSpec } from './commands.js';
 import { enterServed } from './launcher-server.js';
 import { oomKills } from './cgroup.js';
@@ -129,7 +129,13 @@ async function killNestedInit(status: string, sandboxInit: number): Promise<void
   const m = /"child-pid"\s*:\s*(\d+)/.exec(status);
   if (m === null) return;
   const pid = Number(m[1]);
-  const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => '');
+  // synchronously: procfs is kernel memory, and this runs after every command (see oomKills)
+  let stat = '';
+  try {
+    stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  } catch {
+    // gone
+  }
   const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
   if (ppid === sandboxInit) trySignal(pid, 'SIGKILL');
 }

@@ -63,6 +63,13 @@ export const SandboxOptionsSchema = z.strictObject({
    */
   volatileUpper: z.boolean().default(false),
   limits: SandboxLimitsSchema.prefault({}),
+  /**
+   * Start the holder the first reset() swaps in (see Sandbox.standby) right after create, instead
+   * of after the first reset: the first reset then costs what later ones do, for two more
+   * processes (a holder and its init) held while the sandbox lives. For sandboxes that will be
+   * reset (one per episode); tmpfs uppers only.
+   */
+  prewarmReset: z.boolean().default(false),
   /** Wall-clock lifetime of the whole sandbox; destroyed when it passes. */
   timeoutMs: z.number().int().positive().optional(),
   /** Default per-command timeout. */
@@ -354,6 +361,11 @@ export class Sandbox {
       return undefined;
     }
     return h;
+  }
+
+  /** Starts the holder the next reset() swaps in, now (in the background), if there is none yet. */
+  prewarmReset(): void {
+    this.prepareStandby();
   }
 
   /** Starts the next standby holder in the background (tmpfs uppers only: a disk upper is one dir). */
@@ -696,6 +708,8 @@ async function startSandbox(opts: ParsedOptions, hooks: CreateHooks, forkFrom: S
     // once for its current lower dirs, once for its creation ones (see doDestroy)
     retainFrozenLowers(opts.lowerDirs);
     retainFrozenLowers(opts.lowerDirs);
+    // in the background: the create answers without waiting for it
+    if (opts.prewarmReset) sb.prewarmReset();
     return sb;
   } catch (e) {
     holder?.kill();
@@ -761,7 +775,7 @@ export async function forkSandbox(src: Sandbox, n: number, hooks: CreateHooks = 
   const out: Sandbox[] = [];
   try {
     for (let i = 0; i < n; i++) {
-      const opts: ParsedOptions = { ...src.options, id: undefined };
+      const opts: ParsedOptions = { ...src.options, id: undefined, prewarmReset: false };
       delete opts.id;
       out.push(await startSandbox(opts, { host: src.host, ...hooks }, src));
     }
@@ -791,7 +805,7 @@ export async function forkSandboxShared(src: Sandbox, n: number, hooks: CreateHo
     const lowerDirs = [...src.state.lowerDirs, frozen];
     const settled = await Promise.allSettled(
       Array.from({ length: n }, async () => {
-        const opts: ParsedOptions = { ...src.options, lowerDirs };
+        const opts: ParsedOptions = { ...src.options, lowerDirs, prewarmReset: false };
         delete opts.id;
         const child = await startSandbox(opts, { host: src.host, ...hooks }, undefined, src.id);
         child.origin = child.creationOrigin = src.origin;

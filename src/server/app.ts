@@ -83,16 +83,25 @@ export function buildApp(mgr: SandboxManager, opts: AppOptions): FastifyInstance
   // A file body is raw bytes, up to its own limit.
   app.addContentTypeParser('application/octet-stream', { parseAs: 'buffer', bodyLimit: fileLimit }, (_req, body, done) => done(null, body));
 
+  /**
+   * The token a kept-alive connection already proved it has: its next requests skip the digest. A
+   * plain compare, but only against what that same connection sent before, so it hints nothing
+   * about the token to a connection that has not sent it.
+   */
+  const proven = new WeakMap<object, string>();
   app.addHook('onRequest', async (req) => {
     const auth = req.headers.authorization;
     const key = req.headers['x-api-key'];
     const given = typeof auth === 'string' && auth.startsWith('Bearer ') ? auth.slice(7) : typeof key === 'string' ? key : undefined;
+    const conn = req.raw.socket;
+    if (given !== undefined && proven.get(conn) === given) return;
     // compared as digests: equal lengths for timingSafeEqual, and no timing hint of the token
     if (given === undefined || !timingSafeEqual(tokenDigest(given), want)) {
       throw new MinisandboxError('UNAUTHORIZED', 'missing or wrong token', {
         hint: 'send `Authorization: Bearer <token>` or `X-API-Key: <token>`; the token is in the file serve printed at start',
       });
     }
+    proven.set(conn, given);
   });
 
   app.addHook('onResponse', async (req, reply) => {

@@ -3,6 +3,7 @@
  * what it wrote is gone, its background processes end, its sessions are closed.
  */
 import { readFileSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually } from '../../test/helpers/eventually.js';
 import { type ServerKit, startServerKit } from '../../test/helpers/server-kit.js';
@@ -48,6 +49,24 @@ describe('reset', () => {
     // a session made after the reset works
     const ses2 = (await kit.call('POST', `/v1/sandboxes/${id}/sessions`, {})).json().session as string;
     expect((await kit.call('POST', `/v1/sandboxes/${id}/sessions/${ses2}/run`, { command: 'echo $GREETING' })).json()).toMatchObject({ stdout: 'hello\n' });
+    expect((await kit.call('DELETE', `/v1/sandboxes/${id}`)).status).toBe(204);
+  });
+
+  it('with prewarm_reset at create, the first reset swaps in the holder started after create', async () => {
+    const id = await kit.create({ prewarm_reset: true });
+    const fresh = await kit.sh(id, TREE);
+    // the sandbox's state file records the standby holder once it runs
+    const state = (): { holderPid: number; standby?: { holderPid: number } } =>
+      JSON.parse(readFileSync(join(kit.store.sandboxesDir, id, 'state.json'), 'utf8'));
+    await eventually(() => state().standby !== undefined);
+    const standby = state().standby!.holderPid;
+    await kit.sh(id, 'echo x > /root/x && rm /data/gone.txt');
+
+    const r = await kit.call('POST', `/v1/sandboxes/${id}/reset`, {});
+    expect(r.status, r.text).toBe(200);
+    expect(state().holderPid).toBe(standby);
+    expect(await kit.sh(id, TREE)).toBe(fresh);
+    expect((await kit.call('POST', '/v1/sandboxes', { ref: 'kit/busybox', prewarm_reset: 'yes' })).status).toBe(422);
     expect((await kit.call('DELETE', `/v1/sandboxes/${id}`)).status).toBe(204);
   });
 

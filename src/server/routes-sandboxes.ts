@@ -22,6 +22,7 @@ export function sandboxRoutes(app: FastifyInstance, ctx: RouteContext): void {
       limits,
       config,
       network: b.network ?? 'none',
+      ...(b.prewarm_reset === true ? { prewarmReset: true } : {}),
       signal: disconnectSignal(reply),
       warn: (message) => log(JSON.stringify({ time: new Date().toISOString(), req: req.id, event: 'warning', message })),
     };

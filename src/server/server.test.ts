@@ -3,6 +3,7 @@
  * environment pulled from a temporary registry into a temporary store.
  */
 import { chmodSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { Agent, request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -239,6 +240,34 @@ describe('the sandbox server over HTTP', () => {
     expect((await call('GET', '/v1/sandboxes')).json().sandboxes).toEqual([expect.objectContaining({ id })]);
     expect((await call('GET', '/v1/health', undefined, { headers: { authorization: '', 'x-api-key': token } })).status).toBe(200);
     await call('DELETE', `/v1/sandboxes/${id}`);
+  });
+
+  it('checks the token on every request of a kept-alive connection, after it once sent the right one', async () => {
+    // one connection for all: the server skips the digest for a token that connection already proved
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    const { hostname, port } = new URL(srv.url);
+    const get = (headers: Record<string, string>): Promise<{ status: number; reused: boolean }> =>
+      new Promise((res, rej) => {
+        const req = request({ hostname, port, path: '/v1/health', agent, headers }, (r) => {
+          r.resume();
+          r.on('end', () => res({ status: r.statusCode ?? 0, reused: req.reusedSocket }));
+        });
+        req.on('error', rej);
+        req.end();
+      });
+    try {
+      expect(await get({ authorization: `Bearer ${token}` })).toEqual({ status: 200, reused: false });
+      const wrong: Record<string, string>[] = [
+        { authorization: `Bearer ${token}x` },
+        {},
+        { 'x-api-key': 'wrong' },
+        { authorization: `Bearer ${token.slice(0, -1)}` },
+      ];
+      for (const headers of wrong) expect(await get(headers)).toEqual({ status: 401, reused: true });
+      expect(await get({ 'x-api-key': token })).toEqual({ status: 200, reused: true });
+    } finally {
+      agent.destroy();
+    }
   });
 
   it('answers bad JSON with 400, a schema failure with 422 naming the field, and an oversized body with 413', async () => {
