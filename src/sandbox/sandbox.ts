@@ -754,6 +754,21 @@ async function streamUpper(src: Sandbox, holder: ChildProcess): Promise<void> {
   tar.stderr!.on('data', (c: Buffer) => {
     if (err.length < 4096) err += c.toString('utf8');
   });
+  // The holder's own complaints while it unpacks, kept for the message if it dies meanwhile (and
+  // read, so that a chatty holder never blocks on a full stderr pipe and stalls the stream).
+  let holderErr = '';
+  const onHolderErr = (c: Buffer): void => {
+    if (holderErr.length < 4096) holderErr += c.toString('utf8');
+  };
+  holder.stderr!.on('data', onHolderErr);
+  // A holder that dies mid-stream may leave the pipe's read end open in a child of its own: the
+  // tar would block on a full pipe forever. Its exit ends the stream instead.
+  let holderExited = false;
+  const onHolderExit = (): void => {
+    holderExited = true;
+    tar.kill('SIGKILL');
+  };
+  holder.once('exit', onHolderExit);
   const sink = holder.stdio[4] as NodeJS.WritableStream;
   sink.on('error', () => undefined);
   tar.stdout!.pipe(sink);
@@ -761,6 +776,13 @@ async function streamUpper(src: Sandbox, holder: ChildProcess): Promise<void> {
     tar.on('error', () => resolve(null));
     tar.on('close', (c) => resolve(c));
   });
+  holder.off('exit', onHolderExit);
+  holder.stderr!.off('data', onHolderErr);
+  if (holderExited)
+    throw new SandboxStartError(
+      `fork: the new sandbox's holder exited while it received the source's files: ${holderErr.trim().slice(-800) || 'no error output'}`,
+      startHint(holderErr),
+    );
   if (code !== 0)
     throw new SandboxStartError(`fork: reading the source sandbox's upper dir failed: ${err.trim()}`, 'the source sandbox must be alive during fork');
 }
