@@ -44,6 +44,9 @@ describe('shell', () => {
     child.stdin!.write('echo SLEEPING-$((1+1)); sleep 600; echo SLEPT-$((1+2))\n');
     await waitFor('SLEEPING-2');
     child.stdin!.write('\x03');
+    // The terminal flushes typed-ahead input when it turns ^C into SIGINT, and echoes ^C after that
+    // flush: a line typed before the echo could be thrown away.
+    await eventually(() => out.slice(out.indexOf('SLEEPING-2')).includes('^C'));
     child.stdin!.write('echo AFTER-$((40+2)); tty\n');
     // the tty's answer before typing on: a line typed ahead is echoed between the two outputs
     await eventually(() => /AFTER-42\r?\n\/dev\/pts\/\d+/.test(out));
