@@ -1,7 +1,7 @@
-import { createHash, hash as oneShotHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { z } from 'zod';
 import { DigestMismatchError, InvalidInputError } from '../errors.js';
+import { nodeCrypto } from '../util/lazy-crypto.js';
 
 /** `sha256:<64 lowercase hex>`: the only digest algorithm, spelled as OCI does. */
 export const DIGEST_RE = /^sha256:[0-9a-f]{64}$/;
@@ -21,11 +21,12 @@ export function digestHex(d: Digest): string {
 
 export function sha256(data: Uint8Array | string): Digest {
   // One-shot crypto.hash (Node >= 20.12) skips a Hash object per call: it matters per small file.
-  return `sha256:${typeof oneShotHash === 'function' ? oneShotHash('sha256', data, 'hex') : createHash('sha256').update(data).digest('hex')}`;
+  const { hash, createHash } = nodeCrypto();
+  return `sha256:${typeof hash === 'function' ? hash('sha256', data, 'hex') : createHash('sha256').update(data).digest('hex')}`;
 }
 
 export async function sha256File(path: string | Buffer): Promise<{ digest: Digest; size: number }> {
-  const h = createHash('sha256');
+  const h = nodeCrypto().createHash('sha256');
   let size = 0;
   for await (const chunk of createReadStream(path, { highWaterMark: 1 << 20 })) {
     h.update(chunk as Buffer);

@@ -4,7 +4,6 @@
  * Ref names may contain `/`; on disk they are flattened (`/` -> `%`, which names cannot contain)
  * so that `a` and `a/b` can both exist.
  */
-import { randomBytes } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { copyFile, link, mkdir, open, readFile, rename, rm, stat, unlink, utimes, writeFile, chmod } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
@@ -12,6 +11,7 @@ import type { Readable } from 'node:stream';
 import { type Digest, DigestSchema, digestHex, parseDigest } from '../cas/digest.js';
 import { NotFoundError } from '../errors.js';
 import { isErrno, readdirOrEmpty } from '../util/fs.js';
+import { randomHex } from '../util/lazy-crypto.js';
 import { BLOB_REFRESH_AFTER_MS, type BlobStat, type RefEntry, type Registry } from './registry.js';
 import { parseRefName, refBodyProblem, refNameProblem } from '../cas/ref-name.js';
 
@@ -35,7 +35,7 @@ export class LocalRegistry implements Registry {
   private async tmpPath(): Promise<string> {
     const dir = join(this.root, 'tmp');
     await mkdir(dir, { recursive: true });
-    return join(dir, `${process.pid}-${randomBytes(8).toString('hex')}`);
+    return join(dir, `${process.pid}-${randomHex(8)}`);
   }
 
   /** Writes via a temporary name and renames; the rename is the commit point. */

@@ -12,13 +12,13 @@
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { promisify } from 'node:util';
 import { asSubordinateRoot } from '../host/userns.js';
-import { randomBytes } from 'node:crypto';
 import { chownSync, mkdirSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import type { IdMap } from '../host/subid.js';
 import { forkSourceTarCommand, HOST_PATH } from './commands.js';
 import { freezeSandbox } from './freeze.js';
 import { MinisandboxError } from '../errors.js';
+import { randomHex } from '../util/lazy-crypto.js';
 import { removeTree, type SandboxState } from './state.js';
 
 const execFileP = promisify(execFile);
@@ -60,7 +60,7 @@ export function releaseFrozenLowers(dirs: string[], idMap: IdMap): Promise<void>
  * shifted layers'.
  */
 export async function freezeUpper(stateDir: string, state: SandboxState, isRoot: boolean): Promise<string> {
-  const dir = join(stateDir, `${FROZEN_PREFIX}${state.id}-${randomBytes(6).toString('hex')}`);
+  const dir = join(stateDir, `${FROZEN_PREFIX}${state.id}-${randomHex(6)}`);
   const idmapped = state.idmapLowers === true;
   mkdirSync(dir, { mode: 0o755 });
   if (!idmapped) {

@@ -15,12 +15,12 @@
  * dead (a crashed runtime). The directory is host-wide, since host uids are: by default under /run,
  * a tmpfs emptied at boot, when every sandbox is gone too.
  */
-import { randomBytes, randomInt } from 'node:crypto';
 import { linkSync, mkdirSync, readdirSync, readFileSync, renameSync, rmdirSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { MinisandboxError } from '../errors.js';
 import { isErrno } from '../util/fs.js';
+import { randomBelow, randomHex } from '../util/lazy-crypto.js';
 import { processStartTime, sameProcessAlive } from './proc.js';
 import { DEFAULT_ID_COUNT, type IdMap, parseSubidFile, SUBGID_FILE, SUBUID_FILE } from '../host/subid.js';
 
@@ -89,7 +89,7 @@ const PICKS = 64;
  */
 export function allocateIdRange(pool: IdPool, sandboxId: string, dir = idRangeDir()): IdRangeLease {
   mkdirSync(dir, { recursive: true, mode: 0o700 });
-  const tmp = join(dir, `.new-${process.pid}-${randomBytes(6).toString('hex')}`);
+  const tmp = join(dir, `.new-${process.pid}-${randomHex(6)}`);
   const slot: Slot = { sandboxId, ownerPid: process.pid, ownerStartTime: processStartTime(process.pid) };
   writeFileSync(tmp, JSON.stringify(slot), { mode: 0o600 });
   const take = (n: number): IdRangeLease | undefined => {
@@ -104,7 +104,7 @@ export function allocateIdRange(pool: IdPool, sandboxId: string, dir = idRangeDi
   };
   try {
     for (let i = 0; i < PICKS; i++) {
-      const got = take(1 + randomInt(pool.slots));
+      const got = take(1 + randomBelow(pool.slots));
       if (got !== undefined) return got;
     }
     // Mostly taken (or by dead sandboxes): reap, then try every slot the directory lacks.

@@ -3,7 +3,6 @@
  * destroy. See commands.ts for the process chain and ARCHITECTURE.md for the measured facts behind it.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import { chmodSync, chownSync, mkdirSync, renameSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
@@ -24,6 +23,7 @@ import type { Digest } from '../cas/digest.js';
 import type { EnvConfig } from '../layer/env.js';
 import type { IdMap } from '../host/subid.js';
 import { mark } from '../util/timing.js';
+import { randomHex } from '../util/lazy-crypto.js';
 
 export const SandboxLimitsSchema = z.strictObject({
   memoryBytes: z.number().int().positive().optional(),
@@ -427,7 +427,7 @@ export class Sandbox {
     let trash: string | undefined;
     if (this.state.upperKind === 'disk') {
       // the old upper keeps serving the dying overlay under its new name; removed once that is gone
-      trash = join(sandboxDir(this.options.stateDir, this.id), `trash-${randomBytes(6).toString('hex')}`);
+      trash = join(sandboxDir(this.options.stateDir, this.id), `trash-${randomHex(6)}`);
       renameSync(this.state.upperDir, trash);
       makeUpperDir(this.state.upperDir, 'disk', this.host.isRoot, this.state.idMap);
     }
@@ -527,7 +527,7 @@ function fileError(op: string, path: string, o: CommandOutcome): MinisandboxErro
 }
 
 function newId(): string {
-  return `sb-${Date.now().toString(36)}-${randomBytes(4).toString('hex')}`;
+  return `sb-${Date.now().toString(36)}-${randomHex(4)}`;
 }
 
 async function readHolderInfo(holder: ChildProcess, timeoutMs: number): Promise<{ initPid: number; stderr: string }> {

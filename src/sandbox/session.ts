@@ -4,13 +4,13 @@
  * prompt matching); a timeout interrupts the command's processes (SIGINT, then SIGKILL) and keeps
  * the shell; if the shell itself is stuck or gone it is restarted and the next command says so.
  */
-import { randomBytes } from 'node:crypto';
 import type { EnterSpec } from './commands.js';
 import { enterServed, type ServedProcess } from './launcher-server.js';
 import { oomKills } from './cgroup.js';
 import { DEFAULT_MAX_OUTPUT_BYTES, infraErrorOutcome, SentinelScanner, signalFromExitCode, type CommandOutcome } from './outcome.js';
 import { descendantsOf, sameProcessAlive, trySignal } from './proc.js';
 import { MinisandboxError } from '../errors.js';
+import { nodeCrypto } from '../util/lazy-crypto.js';
 
 export interface SessionRunOptions {
   timeoutMs?: number;
@@ -61,7 +61,7 @@ let noncePool = Buffer.alloc(0);
 let nonceAt = 0;
 function newNonce(): string {
   if (nonceAt + 12 > noncePool.length) {
-    noncePool = randomBytes(12 * 256);
+    noncePool = nodeCrypto().randomBytes(12 * 256);
     nonceAt = 0;
   }
   nonceAt += 12;
