@@ -5,15 +5,15 @@
  * harmless.
  */
 import { execFile } from 'node:child_process';
-import { createHash, randomBytes } from 'node:crypto';
-import { constants, existsSync } from 'node:fs';
-import { access, mkdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { constants, existsSync, mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
+import { access, mkdir, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { HostCapabilityError } from '../errors.js';
 import { isErrno } from './fs.js';
+import { nodeCrypto, randomHex } from './lazy-crypto.js';
 
 /**
  * native/ at the package root: two levels up from src/util/, one from the CLI bundle
@@ -82,15 +82,75 @@ function unwritable(e: unknown): boolean {
   return isErrno(e, 'EACCES') || isErrno(e, 'EROFS') || isErrno(e, 'EPERM') || /Permission denied|Read-only file system/.test((e as Error).message);
 }
 
-async function build(name: string, feature: NativeFeature | undefined): Promise<string> {
-  const source = join(nativeDir, `${name}.c`);
-  const text = await readFile(source);
-  const hash = createHash('sha256').update(text);
+/**
+ * The binary's file name: the helper's name and a hash of its source, its parts and the feature.
+ * The hash is remembered in a stamp beside the binaries with the feature's settings and the stat of every file it covers
+ * (size, mtime and ctime in ns, inode), so a start whose sources are unchanged - every one but the
+ * first - reads no source and loads no hashing code: what make does with mtimes, plus the inode and
+ * ctime that an edit also changes.
+ */
+export function binaryName(name: string, feature: NativeFeature | undefined, where = { sources: nativeDir, builds: buildDirs() }): string {
+  const base = feature === undefined ? name : `${name}-${feature.name}`;
+  const stamps = where.builds.map((d) => join(d, `${base}.stamp`));
+  const settings = feature === undefined ? '-' : JSON.stringify(feature);
+  for (const stamp of stamps) {
+    const tag = stampedTag(stamp, settings);
+    if (tag !== undefined) return `${base}-${tag}`;
+  }
+  const source = join(where.sources, `${name}.c`);
+  const text = readFileSync(source);
   // a source split into parts: an edited part must give a new binary too
-  for (const part of localIncludes(text.toString('utf8'))) hash.update(await readFile(join(nativeDir, part)));
+  const files = [source, ...localIncludes(text.toString('utf8')).map((part) => join(where.sources, part))];
+  const hash = nodeCrypto().createHash('sha256').update(text);
+  for (const part of files.slice(1)) hash.update(readFileSync(part));
   if (feature !== undefined) hash.update(JSON.stringify(feature));
   const tag = hash.digest('hex').slice(0, 12);
-  const file = feature === undefined ? `${name}-${tag}` : `${name}-${feature.name}-${tag}`;
+  const body = `${tag}\n${settings}\n${files.map((f) => `${fileStamp(f)}\t${f}\n`).join('')}`;
+  for (const stamp of stamps) {
+    try {
+      mkdirSync(dirname(stamp), { recursive: true });
+      const tmp = `${stamp}.${process.pid}.${randomHex(4)}`;
+      writeFileSync(tmp, body);
+      renameSync(tmp, stamp);
+      break;
+    } catch {
+      // not writable here: the next place, or hashing again next time
+    }
+  }
+  return `${base}-${tag}`;
+}
+
+function fileStamp(path: string): string {
+  const st = statSync(path, { bigint: true });
+  return `${st.size}:${st.mtimeNs}:${st.ctimeNs}:${st.ino}`;
+}
+
+/** The tag a stamp holds if it was made with these settings and every file it lists is as it was then. */
+function stampedTag(stamp: string, settings: string): string | undefined {
+  let lines: string[];
+  try {
+    lines = readFileSync(stamp, 'utf8').split('\n');
+  } catch {
+    return undefined;
+  }
+  const tag = lines[0] ?? '';
+  if (!/^[0-9a-f]{12}$/.test(tag) || lines[1] !== settings) return undefined;
+  const files = lines.slice(2).filter((l) => l !== '');
+  if (files.length === 0) return undefined;
+  for (const line of files) {
+    const tab = line.indexOf('\t');
+    try {
+      if (tab < 0 || fileStamp(line.slice(tab + 1)) !== line.slice(0, tab)) return undefined;
+    } catch {
+      return undefined;
+    }
+  }
+  return tag;
+}
+
+async function build(name: string, feature: NativeFeature | undefined): Promise<string> {
+  const source = join(nativeDir, `${name}.c`);
+  const file = binaryName(name, feature);
   const binaries = buildDirs().map((d) => join(d, file));
   for (const binary of binaries) {
     try {
@@ -111,7 +171,7 @@ async function build(name: string, feature: NativeFeature | undefined): Promise<
   }
   let failure: unknown;
   for (const binary of binaries) {
-    const tmp = `${binary}.${process.pid}.${randomBytes(4).toString('hex')}`;
+    const tmp = `${binary}.${process.pid}.${randomHex(4)}`;
     try {
       await mkdir(dirname(binary), { recursive: true });
       await promisify(execFile)('cc', ['-O2', '-Wall', ...(feature?.cflags ?? []), '-o', tmp, source, ...(feature?.libs ?? [])]);
