@@ -11,7 +11,6 @@
  * probed again by every process (it comes with a warning, and may be fixed meanwhile).
  */
 import { execFile } from 'node:child_process';
-import { createHash } from 'node:crypto';
 import { readFileSync, statSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -41,32 +40,54 @@ export function probeIdmappedLayers(host: HostInfo, dir: string): Promise<IdmapS
 const PROBE_CACHE_DIR = '/run/minisandbox/idmap-probes';
 
 /**
- * The name a success is remembered under: this boot, this launcher binary (its path names its
- * source's hash), this directory and the file system it is on.
+ * What a success is remembered for: this boot, this launcher binary (its path names its source's
+ * hash), this directory and the file system it is on. The file holds it whole; its name is a short
+ * non-cryptographic hash of it (loading node:crypto would cost a one-shot run more than the probe
+ * cache saves), so two identities sharing a name only cost a probe, never a wrong answer.
  */
-function probeKey(launcher: string, dir: string): string | undefined {
+function probeIdentity(launcher: string, dir: string): { name: string; text: string } | undefined {
   try {
     const boot = readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim();
-    const dev = statSync(dir).dev;
-    return createHash('sha256').update(`${boot}\0${launcher}\0${dir}\0${dev}`).digest('hex').slice(0, 32);
+    const text = `${boot}\n${launcher}\n${dir}\n${statSync(dir).dev}\n`;
+    return { name: fnv1a64(text), text };
   } catch {
     return undefined;
   }
 }
 
+/** FNV-1a over UTF-16 code units, as two 32-bit lanes: a file name, not a digest. */
+function fnv1a64(s: string): string {
+  let a = 0x811c9dc5;
+  let b = 0x01000193 ^ s.length;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    a = Math.imul(a ^ c, 0x01000193);
+    b = Math.imul(b ^ c ^ (a >>> 15), 0x5bd1e995);
+  }
+  return (a >>> 0).toString(16).padStart(8, '0') + (b >>> 0).toString(16).padStart(8, '0');
+}
+
 async function runProbe(host: HostInfo, dir: string): Promise<IdmapSupport> {
   await mkdir(dir, { recursive: true });
-  const key = probeKey(host.tools.launcher, dir);
-  const cached = key === undefined ? undefined : join(PROBE_CACHE_DIR, key);
-  if (cached !== undefined && statSync(cached, { throwIfNoEntry: false }) !== undefined) return { ok: true };
+  const id = probeIdentity(host.tools.launcher, dir);
+  const cached = id === undefined ? undefined : join(PROBE_CACHE_DIR, id.name);
+  if (cached !== undefined && readOrUndefined(cached) === id?.text) return { ok: true };
   const r = await probeNow(host, dir);
   if (r.ok && cached !== undefined) {
     // best effort: without it the next process probes again
     await mkdir(PROBE_CACHE_DIR, { recursive: true, mode: 0o700 })
-      .then(() => writeFile(cached, `${dir}\n`))
+      .then(() => writeFile(cached, id?.text ?? ''))
       .catch(() => undefined);
   }
   return r;
+}
+
+function readOrUndefined(path: string): string | undefined {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch {
+    return undefined;
+  }
 }
 
 function probeNow(host: HostInfo, dir: string): Promise<IdmapSupport> {
