@@ -10,8 +10,18 @@ import { readJsonBlob } from './blobs.js';
 import type { Registry } from './registry.js';
 
 export async function resolveEnv(reg: Registry, refOrDigest: string): Promise<{ digest: Digest; config: EnvConfig }> {
+  const digest = await resolveEnvDigest(reg, refOrDigest);
+  return { digest, config: await readEnvConfig(reg, digest) };
+}
+
+/** The digest a ref names in the registry (a digest names itself). */
+export async function resolveEnvDigest(reg: Registry, refOrDigest: string): Promise<Digest> {
   const digest = refOrDigest.startsWith('sha256:') ? parseDigest(refOrDigest) : await reg.getRef(parseRefName(refOrDigest));
   if (digest === null) throw new NotFoundError(`ref ${refOrDigest} in registry ${reg.url}`, 'list the refs with `minisandbox ls`');
-  const config = await readJsonBlob(reg, digest, EnvConfigSchema, 'environment config');
-  return { digest, config };
+  return digest;
+}
+
+/** An environment's config, verified against its digest. */
+export function readEnvConfig(reg: Registry, digest: Digest): Promise<EnvConfig> {
+  return readJsonBlob(reg, digest, EnvConfigSchema, 'environment config');
 }

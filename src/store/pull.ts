@@ -3,19 +3,19 @@
  * byte against its digest, and lay each layer out once as a read-only tree (layer-pull.ts, loaded
  * only for a layer the store lacks).
  */
-import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Digest } from '../cas/digest.js';
 import { throwIfAborted } from '../errors.js';
-import type { EnvConfig, LayerRef } from '../layer/env.js';
+import { type EnvConfig, EnvConfigSchema, type LayerRef } from '../layer/env.js';
 import type { Registry } from '../registry/registry.js';
 import { canonicalJson } from '../cas/canonical-json.js';
 import { exists } from '../util/fs.js';
+import { randomHex } from '../util/lazy-crypto.js';
 import type { StorePaths } from './paths.js';
 import { ensurePrivateStore } from './private.js';
 import { removePullLeftovers } from './leftovers.js';
-import { resolveEnv } from '../registry/resolve-env.js';
+import { readEnvConfig, resolveEnvDigest } from '../registry/resolve-env.js';
 
 export interface PullOptions {
   idShift?: number;
@@ -49,7 +49,9 @@ export interface PulledEnv {
 
 export async function pullEnv(reg: Registry, store: StorePaths, refOrDigest: string, opts: PullOptions = {}): Promise<PulledEnv> {
   await ensurePrivateStore(store);
-  const { digest, config } = await resolveEnv(reg, refOrDigest);
+  const digest = await resolveEnvDigest(reg, refOrDigest);
+  const stored = await storedEnvConfig(store, digest);
+  const config = stored ?? (await readEnvConfig(reg, digest));
   const idShift = opts.idShift ?? 0;
   await cleanedOnce(store, idShift);
   const layerDirs: string[] = [];
@@ -62,9 +64,30 @@ export async function pullEnv(reg: Registry, store: StorePaths, refOrDigest: str
     fetchedObjects += r.fetchedObjects;
     fetchedBytes += r.fetchedBytes;
   }
-  await writeAtomic(store, store.env(digest), canonicalJson(config));
+  if (stored === undefined) await writeAtomic(store, store.env(digest), canonicalJson(config));
   if (!refOrDigest.startsWith('sha256:')) await writeAtomic(store, store.ref(refOrDigest), `${digest}\n`);
   return { digest, env: config, layerDirs, fetchedObjects, fetchedBytes };
+}
+
+/**
+ * The config of an environment this store has pulled whole (its config is written last, after
+ * every layer): read from the store, not the registry. The store wrote it from a verified blob,
+ * atomically, in a directory only its owner reaches; reading it back costs neither a registry
+ * round trip (an S3 GET) nor a hash. Anything unreadable is fetched again.
+ */
+async function storedEnvConfig(store: StorePaths, digest: Digest): Promise<EnvConfig | undefined> {
+  let text: string;
+  try {
+    text = await readFile(store.env(digest), 'utf8');
+  } catch {
+    return undefined;
+  }
+  try {
+    const r = EnvConfigSchema.safeParse(JSON.parse(text));
+    return r.success ? r.data : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 const cleaned = new WeakMap<StorePaths, Map<number, Promise<number>>>();
@@ -108,7 +131,7 @@ async function writeAtomic(store: StorePaths, path: string, data: string): Promi
   if ((await readFile(path, 'utf8').catch(() => undefined)) === data) return;
   await mkdir(join(path, '..'), { recursive: true });
   await mkdir(store.tmpDir, { recursive: true });
-  const tmp = join(store.tmpDir, `w-${process.pid}-${randomBytes(6).toString('hex')}`);
+  const tmp = join(store.tmpDir, `w-${process.pid}-${randomHex(6)}`);
   await writeFile(tmp, data);
   await rename(tmp, path);
 }
