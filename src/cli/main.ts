@@ -42,11 +42,14 @@ export async function main(argv: string[]): Promise<number> {
     process.stdout.write(`${packageVersion()}\n`);
     return 0;
   }
+  const module = commandModule(argv);
+  // the sandbox commands are one-shot processes; a server or a build parses the same schemas often
+  if (module === 'run') (await import('./zod-jitless.js')).interpretSchemas();
   const [{ Command, CommanderError }, { EXIT, Output, PROGRESS_MODES }, { opt }, registers] = await Promise.all([
     import('commander'),
     import('./output.js'),
     import('./options.js'),
-    commandModules(commandModule(argv)),
+    commandModules(module),
   ]);
   mark('cli modules loaded');
   const program = new Command();
