@@ -3,24 +3,14 @@
  * written and deleted come back as they were, every process (a background one included) ends,
  * sessions are closed, and a disk upper's old contents are removed.
  */
-import { readFileSync, readdirSync } from 'node:fs';
+import { readdirSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { eventually } from '../../test/helpers/eventually.js';
+import { sleepMarker, sleepRuns } from '../../test/helpers/sleep-marker.js';
 import { busyboxSandboxEnv } from '../../test/helpers/sandbox-testkit.js';
 import { sameProcessAlive } from './proc.js';
 
 const kit = busyboxSandboxEnv();
-
-function sleepRuns(marker: string): boolean {
-  return readdirSync('/proc').some((p) => {
-    if (!/^\d+$/.test(p)) return false;
-    try {
-      return readFileSync(`/proc/${p}/cmdline`, 'utf8') === `sleep\0${marker}\0`;
-    } catch {
-      return false;
-    }
-  });
-}
 
 describe('reset', () => {
   for (const upper of ['tmpfs', 'disk'] as const) {
@@ -30,7 +20,7 @@ describe('reset', () => {
       try {
         // twice: a tmpfs sandbox's second reset swaps in the standby holder started after the first
         for (let round = 0; round < 2; round++) {
-          const marker = String(700_000 + Math.floor(Math.random() * 99_999));
+          const marker = sleepMarker();
           const s = sb.newSession();
           expect(await s.run('cd /tmp && export FOO=bar && echo written > /root/new.txt && rm /etc/group && mkdir -p /work/d')).toMatchObject({ exitCode: 0 });
           // a background process of a session lives as long as the session's shell

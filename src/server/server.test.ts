@@ -7,6 +7,7 @@ import { Agent, request } from 'node:http';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually } from '../../test/helpers/eventually.js';
+import { sleepMarker, sleepRuns } from '../../test/helpers/sleep-marker.js';
 import { ServerFixture } from '../../test/helpers/server-fixture.js';
 import type { RunningServer } from './serve.js';
 
@@ -15,22 +16,6 @@ beforeAll(() => fx.setUp(), 120_000);
 afterAll(() => fx.tearDown());
 const call = fx.call.bind(fx);
 const { store, logLines } = fx;
-
-/** A sleep duration no other test uses, so its process can be found from the host by its command line. */
-function sleepMarker(): string {
-  return String(600_000 + Math.floor(Math.random() * 99_999));
-}
-
-function sleepRuns(marker: string): boolean {
-  return readdirSync('/proc').some((p) => {
-    if (!/^\d+$/.test(p)) return false;
-    try {
-      return readFileSync(`/proc/${p}/cmdline`, 'utf8') === `sleep\0${marker}\0`;
-    } catch {
-      return false;
-    }
-  });
-}
 
 /** A sandbox of `srv/busybox` with `body` on top (the fixture's create fails on anything but a 201). */
 function create(body: Record<string, unknown> = {}, server?: RunningServer): Promise<string> {
