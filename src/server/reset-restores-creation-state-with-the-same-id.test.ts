@@ -7,15 +7,11 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually } from '../../test/helpers/eventually.js';
 import { sleepMarker, sleepRuns } from '../../test/helpers/sleep-marker.js';
-import { type ServerKit, startServerKit } from '../../test/helpers/server-kit.js';
+import { ServerKit } from '../../test/helpers/server-kit.js';
 
-let kit: ServerKit;
-beforeAll(async () => {
-  kit = await startServerKit();
-}, 120_000);
-afterAll(async () => {
-  await kit?.close();
-});
+const kit = new ServerKit();
+beforeAll(() => kit.setUp(), 120_000);
+afterAll(() => kit.tearDown());
 
 const TREE = 'ls /data /opq /root | tr "\\n" " "';
 
