@@ -1,8 +1,9 @@
 /**
  * Fork and reset against their baselines, in one run over one store (library calls, in-process):
  *  - fork x8 of a sandbox that wrote 100 MB: the shared fork (the parent's upper copied once into a
- *    frozen lower, each child an empty upper over it; forkShared) against the streaming fork (a tar
- *    of the parent's upper read into each child's upper; forkLeased), until all eight run
+ *    frozen lower, each child an empty upper over it; forkShared, which forkLeased uses too) against
+ *    the streaming fork (a tar of the parent's upper read into each child's upper; forkSandbox, which
+ *    the library used before and only this baseline calls now), until all eight run
  *    (aim < 1 s for all eight);
  *  - reset after writing 10 MB and 1 GB (aim: the same time, < 20 ms) against destroy + create of
  *    a new sandbox of the same environment: a sandbox's first reset (a new holder starts), a
@@ -16,8 +17,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { populateBusyboxRoot } from '../src/recipe/base-rootfs.js';
 import { LocalRegistry } from '../src/registry/local.js';
-import { forkLeased, forkShared, openSandbox, resetLeased } from '../src/runtime/open.js';
-import type { Sandbox } from '../src/sandbox/sandbox.js';
+import { forkChildHooks, forkShared, openSandbox, resetLeased } from '../src/runtime/open.js';
+import { forkSandbox, type Sandbox } from '../src/sandbox/sandbox.js';
 import { StorePaths } from '../src/store/paths.js';
 import { pushTree } from '../src/publish/push.js';
 
@@ -85,7 +86,7 @@ try {
       await Promise.all(kids.map((k) => k.destroy()));
       streamed.push(
         await timed(async () => {
-          kids = (await forkLeased(store, parent, 8)).map(track);
+          kids = (await forkSandbox(parent, 8, forkChildHooks(store, parent))).map(track);
         }),
       );
       await Promise.all(kids.map((k) => k.destroy()));

@@ -34,8 +34,16 @@ describe('a sandbox opened from a ref', () => {
       expect(gc.removedLayers).toEqual([]);
       expect((await sb.exec(['/bin/busybox', 'true'])).exitCode).toBe(0);
 
+      expect((await sb.exec(['/bin/sh', '-c', 'echo parent > /root/mark'])).exitCode).toBe(0);
       const branches = await forkLeased(store, sb, 2);
       expect(readdirSync(store.leasesDir)).toHaveLength(3);
+      // the shared fork: both branches over one frozen copy of the parent's writes, on top of its layers
+      const frozen = branches.map((b) => b.state.lowerDirs.at(-1));
+      for (const b of branches) {
+        expect(b.state.lowerDirs).toEqual([...sb.state.lowerDirs, frozen[0]]);
+        expect(b.origin).toEqual(sb.origin);
+        expect((await b.exec(['cat', '/root/mark'])).stdout).toBe('parent\n');
+      }
       await Promise.all(branches.map((b) => b.destroy()));
     } finally {
       await sb.destroy();

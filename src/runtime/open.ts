@@ -17,7 +17,6 @@ import {
   createSandbox,
   type ForkResult,
   type SandboxOrigin,
-  forkSandbox,
   forkSandboxShared,
   probeHost,
   reapStaleSandboxes,
@@ -85,8 +84,11 @@ export async function openSandbox(reg: Registry, store: StorePaths, ref: string,
   return sb;
 }
 
-/** Leases for the children of a fork: each holds its lower dirs for its lifetime. */
-function childHooks(store: StorePaths, sb: Sandbox): CreateHooks {
+/**
+ * Leases for the children of a fork: each holds its lower dirs for its lifetime. Exported for
+ * bench/fork-reset.ts, whose streaming-fork baseline leases as the library's forks do.
+ */
+export function forkChildHooks(store: StorePaths, sb: Sandbox): CreateHooks {
   return {
     host: sb.host,
     onCreated: async (state) => void (await acquireLease(store, state.id, state.lowerDirs)),
@@ -100,7 +102,7 @@ function childHooks(store: StorePaths, sb: Sandbox): CreateHooks {
  * own; each holds its own lease.
  */
 export async function forkShared(store: StorePaths, sb: Sandbox, n: number): Promise<ForkResult[]> {
-  return forkSandboxShared(sb, n, childHooks(store, sb));
+  return forkSandboxShared(sb, n, forkChildHooks(store, sb));
 }
 
 /**
@@ -117,12 +119,19 @@ export async function resetLeased(store: StorePaths, sb: Sandbox, to?: { lowerDi
 
 /**
  * Branches a sandbox's current filesystem state into `n` new sandboxes (GRPO-style sampling from
- * one state). The lower layers are shared, never copied; each branch holds its own lease.
+ * one state): forkShared, all or none. The lower layers are shared, never copied, and the parent's
+ * writes are copied once for all `n`; each branch holds its own lease. If a branch cannot start,
+ * the others are destroyed and its error is thrown.
  */
 export async function forkLeased(store: StorePaths, sb: Sandbox, n: number): Promise<Sandbox[]> {
-  const children = await forkSandbox(sb, n, childHooks(store, sb));
-  for (const c of children) c.origin = c.creationOrigin = sb.origin;
-  return children;
+  const results = await forkShared(store, sb, n);
+  const started = results.flatMap((r) => (r.ok ? [r.sandbox] : []));
+  const failed = results.find((r) => !r.ok);
+  if (failed !== undefined) {
+    await Promise.all(started.map((c) => c.destroy()));
+    throw failed.error;
+  }
+  return started;
 }
 
 /**

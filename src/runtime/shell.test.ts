@@ -4,26 +4,21 @@
  */
 import { spawn } from 'node:child_process';
 import { closeSync, openSync } from 'node:fs';
-import { rm } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually } from '../../test/helpers/eventually.js';
 import { HOST_PATH } from '../sandbox/commands.js';
-import { createSandbox, type HostInfo, type Sandbox } from '../sandbox/index.js';
-import { busyboxLower, freshStateDir, hostInfo } from '../../test/helpers/sandbox-testkit.js';
+import type { Sandbox } from '../sandbox/index.js';
+import { busyboxSandboxEnv } from '../../test/helpers/sandbox-testkit.js';
 import { attachCommand } from './shell.js';
 
-let host: HostInfo;
-let stateDir: string;
+const kit = busyboxSandboxEnv();
 let sb: Sandbox;
 
 beforeAll(async () => {
-  host = await hostInfo();
-  stateDir = await freshStateDir();
-  sb = await createSandbox({ lowerDirs: [await busyboxLower(host.idMap)], stateDir }, { host });
+  sb = await kit.create();
 });
 afterAll(async () => {
   await sb?.destroy();
-  await rm(stateDir, { recursive: true, force: true });
 });
 
 describe('shell', () => {

@@ -2,7 +2,6 @@
 export {
   createSandbox,
   forkSandbox,
-  forkSandbox as fork,
   forkSandboxShared,
   Sandbox,
   SandboxStartError,

@@ -3,27 +3,16 @@ import { mkdir, mkdtemp, readFile, readdir, rm, stat, symlink } from 'node:fs/pr
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createSandbox, shiftCopyTree, type HostInfo, type Sandbox } from './index.js';
-import { busyboxLower, CACHE_DIR, freshStateDir, hostInfo, leftovers, run, sandboxFootprint } from '../../test/helpers/sandbox-testkit.js';
+import { describe, expect, it } from 'vitest';
+import { shiftCopyTree, type Sandbox, type SandboxOptions } from './index.js';
+import { busyboxSandboxEnv, CACHE_DIR, leftovers, run, sandboxFootprint } from '../../test/helpers/sandbox-testkit.js';
 
-let host: HostInfo;
-let lower: string;
-let stateDir: string;
+const kit = busyboxSandboxEnv();
 
-beforeAll(async () => {
-  host = await hostInfo();
-  lower = await busyboxLower(host.idMap);
-  stateDir = await freshStateDir();
-});
-afterAll(async () => {
-  await rm(stateDir, { recursive: true, force: true });
-});
-
-async function withSandboxes<T>(n: number, opts: Partial<Parameters<typeof createSandbox>[0]>, fn: (sbs: Sandbox[]) => Promise<T>): Promise<T> {
+async function withSandboxes<T>(n: number, opts: Partial<SandboxOptions>, fn: (sbs: Sandbox[]) => Promise<T>): Promise<T> {
   const sbs: Sandbox[] = [];
   try {
-    for (let i = 0; i < n; i++) sbs.push(await createSandbox({ lowerDirs: [lower], stateDir, ...opts }, { host }));
+    for (let i = 0; i < n; i++) sbs.push(await kit.create(opts));
     const fps = await Promise.all(sbs.map((s) => sandboxFootprint(s)));
     const r = await fn(sbs);
     await Promise.all(sbs.map((s) => s.destroy()));
@@ -81,8 +70,8 @@ describe('isolation', () => {
   });
 
   it('cannot change the lower layers or any host file', async () => {
-    const before = sha(await readFile(join(lower, 'bin/busybox')));
-    const listing = (await readdir(join(lower, 'bin'))).length;
+    const before = sha(await readFile(join(kit.lower, 'bin/busybox')));
+    const listing = (await readdir(join(kit.lower, 'bin'))).length;
     const marker = `/tmp/msb-host-marker-${process.pid}`;
     await withSandboxes(2, {}, async ([a, b]) => {
       const o = await a!.exec(['sh', '-c', `echo pwned > /bin/busybox.new; rm -rf /bin /etc; echo x > ${marker}; ls /`]);
@@ -90,8 +79,8 @@ describe('isolation', () => {
       // The other sandbox over the same layers is untouched.
       expect((await b!.exec(['cat', '/etc/passwd'])).stdout).toContain('root:x:0:0');
     });
-    expect(sha(await readFile(join(lower, 'bin/busybox')))).toBe(before);
-    expect((await readdir(join(lower, 'bin'))).length).toBe(listing);
+    expect(sha(await readFile(join(kit.lower, 'bin/busybox')))).toBe(before);
+    expect((await readdir(join(kit.lower, 'bin'))).length).toBe(listing);
     await expect(stat(marker)).rejects.toThrow();
   });
 
@@ -101,9 +90,9 @@ describe('isolation', () => {
     await mkdir(join(src, 'opt/suid'), { recursive: true });
     await run('cp', ['/bin/busybox', join(src, 'opt/suid/busybox')]);
     await run('chmod', ['4755', join(src, 'opt/suid/busybox')]);
-    const suidLayer = await shiftCopyTree(src, join(CACHE_DIR, `suid-layer2-${host.idMap.uidStart}`), host.idMap);
+    const suidLayer = await shiftCopyTree(src, join(CACHE_DIR, `suid-layer2-${kit.host.idMap.uidStart}`), kit.host.idMap);
     await rm(src, { recursive: true, force: true });
-    const sb = await createSandbox({ lowerDirs: [lower, suidLayer], stateDir }, { host });
+    const sb = await kit.create({ lowerDirs: [kit.lower, suidLayer] });
     try {
       const st = await sb.exec(['sh', '-c', 'grep -E "^(CapEff|CapPrm|CapAmb|NoNewPrivs)" /proc/self/status; ls -l /opt/suid/busybox']);
       expect(st.stdout).toMatch(/CapPrm:\s+0+\n/);
@@ -155,10 +144,10 @@ describe('isolation', () => {
     const target = await mkdtemp(join(tmpdir(), 'msb-plant-target-'));
     const src = await mkdtemp(join(tmpdir(), 'msb-plant-'));
     for (const d of ['proc', 'dev', 'tmp', 'sys']) await symlink(target, join(src, d));
-    const evil = await shiftCopyTree(src, join(CACHE_DIR, `planted-mount-points-${host.idMap.uidStart}`), host.idMap);
+    const evil = await shiftCopyTree(src, join(CACHE_DIR, `planted-mount-points-${kit.host.idMap.uidStart}`), kit.host.idMap);
     await rm(src, { recursive: true, force: true });
     // The evil layer sits on top of busybox (whose /proc etc. are ordinary dirs).
-    const sb = await createSandbox({ lowerDirs: [lower, evil], stateDir }, { host });
+    const sb = await kit.create({ lowerDirs: [kit.lower, evil] });
     try {
       const o = await sb.exec([
         'sh',

@@ -1,30 +1,16 @@
 import { spawn } from 'node:child_process';
-import { readFile, rm, stat } from 'node:fs/promises';
+import { readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { eventually } from '../../test/helpers/eventually.js';
-import { createSandbox, listSandboxes, reapStaleSandboxes, CommandOutcomeSchema, type HostInfo } from './index.js';
-import { busyboxLower, freshStateDir, hostInfo, leftovers, REPO_ROOT, sandboxFootprint } from '../../test/helpers/sandbox-testkit.js';
+import { listSandboxes, reapStaleSandboxes, CommandOutcomeSchema } from './index.js';
+import { busyboxSandboxEnv, leftovers, REPO_ROOT, sandboxFootprint } from '../../test/helpers/sandbox-testkit.js';
 
-let host: HostInfo;
-let lower: string;
-let stateDir: string;
-
-beforeAll(async () => {
-  host = await hostInfo();
-  lower = await busyboxLower(host.idMap);
-  stateDir = await freshStateDir();
-});
-afterAll(async () => {
-  await rm(stateDir, { recursive: true, force: true });
-});
+const kit = busyboxSandboxEnv();
 
 describe('sandbox lifecycle', () => {
   it('creates, runs a command with the config env/workdir/hostname, and destroys leaving nothing behind', async () => {
-    const sb = await createSandbox(
-      { lowerDirs: [lower], stateDir, config: { workdir: '/work/proj', env: { GREETING: 'hi there' }, hostname: 'task-1' } },
-      { host },
-    );
+    const sb = await kit.create({ config: { workdir: '/work/proj', env: { GREETING: 'hi there' }, hostname: 'task-1' } });
     const fp = await sandboxFootprint(sb);
     const o = await sb.exec(['sh', '-c', 'echo "$GREETING"; pwd; hostname; id -u; echo oops >&2; exit 7']);
     expect(CommandOutcomeSchema.parse(o)).toMatchObject({
@@ -36,16 +22,16 @@ describe('sandbox lifecycle', () => {
     });
     const env = await sb.exec('env');
     expect(env.stdout).not.toContain('VITEST'); // host environment does not leak in
-    expect((await listSandboxes(stateDir)).find((l) => l.id === sb.id)?.live).toBe(true);
+    expect((await listSandboxes(kit.stateDir)).find((l) => l.id === sb.id)?.live).toBe(true);
     await sb.destroy();
     await sb.destroy(); // idempotent
     expect(await leftovers(fp)).toEqual([]);
-    expect((await listSandboxes(stateDir)).map((l) => l.id)).not.toContain(sb.id);
+    expect((await listSandboxes(kit.stateDir)).map((l) => l.id)).not.toContain(sb.id);
     await expect(sb.exec('true')).rejects.toThrow(/destroyed/);
   });
 
   it('reports a command that cannot start as infra_error, not as the command failing', async () => {
-    const sb = await createSandbox({ lowerDirs: [lower], stateDir }, { host });
+    const sb = await kit.create();
     try {
       const o = await sb.exec(['/no/such/binary']);
       expect(o.status).toBe('infra_error');
@@ -61,7 +47,7 @@ describe('sandbox lifecycle', () => {
   });
 
   it('stateless exec runs beside a busy session', async () => {
-    const sb = await createSandbox({ lowerDirs: [lower], stateDir }, { host });
+    const sb = await kit.create();
     try {
       // the session's command ends only once the exec has run: an exec that waited for the
       // session would never return (the test's timeout then fails it), however slow the machine
@@ -76,7 +62,7 @@ describe('sandbox lifecycle', () => {
   });
 
   it('destroys the whole sandbox when its lifetime passes', async () => {
-    const sb = await createSandbox({ lowerDirs: [lower], stateDir, timeoutMs: 400 }, { host });
+    const sb = await kit.create({ timeoutMs: 400 });
     const fp = await sandboxFootprint(sb);
     const o = await sb.exec(['sleep', '30']);
     expect(o.status).toBe('killed');
@@ -86,7 +72,7 @@ describe('sandbox lifecycle', () => {
   });
 
   it('a disk upper dir holds the writes on the host disk and is removed on destroy', async () => {
-    const sb = await createSandbox({ lowerDirs: [lower], stateDir, upper: 'disk' }, { host });
+    const sb = await kit.create({ upper: 'disk' });
     const fp = await sandboxFootprint(sb);
     await sb.exec(['sh', '-c', 'echo on-disk > /root/f']);
     expect(await readFile(join(sb.state.upperDir, 'u/root/f'), 'utf8')).toBe('on-disk\n');
@@ -95,7 +81,7 @@ describe('sandbox lifecycle', () => {
   });
 
   it('a volatile disk upper (builds) is mounted without syncs and still holds every write', async () => {
-    const sb = await createSandbox({ lowerDirs: [lower], stateDir, upper: 'disk', volatileUpper: true }, { host });
+    const sb = await kit.create({ upper: 'disk', volatileUpper: true });
     const fp = await sandboxFootprint(sb);
     const mounts = await readFile(`/proc/${sb.state.holderPid}/mountinfo`, 'utf8');
     const root = mounts.split('\n').find((l) => l.split(' ')[4] === sb.state.mergedDir);
@@ -111,7 +97,7 @@ describe('sandbox lifecycle', () => {
     const script = `
       import { createSandbox, probeHost } from ${JSON.stringify(join(REPO_ROOT, 'src/sandbox/index.ts'))};
       const host = await probeHost();
-      const sb = await createSandbox({ lowerDirs: [${JSON.stringify(lower)}], stateDir: ${JSON.stringify(stateDir)} }, { host });
+      const sb = await createSandbox({ lowerDirs: [${JSON.stringify(kit.lower)}], stateDir: ${JSON.stringify(kit.stateDir)} }, { host });
       const o = await sb.exec(['echo', 'ran']);
       await sb.destroy();
       process.stdout.write(o.stdout);
@@ -127,8 +113,8 @@ describe('sandbox lifecycle', () => {
   });
 
   it('a sandbox that cannot start says why, and the next one starts', async () => {
-    await expect(createSandbox({ lowerDirs: ['/nonexistent/msb-layer'], stateDir }, { host })).rejects.toThrow(/overlay.*msb-upper|mount overlay|No such file/);
-    const sb = await createSandbox({ lowerDirs: [lower], stateDir }, { host });
+    await expect(kit.create({ lowerDirs: ['/nonexistent/msb-layer'] })).rejects.toThrow(/overlay.*msb-upper|mount overlay|No such file/);
+    const sb = await kit.create();
     expect((await sb.exec(['true'])).status).toBe('ok');
     const fp = await sandboxFootprint(sb);
     await sb.destroy();
@@ -140,7 +126,7 @@ describe('sandbox lifecycle', () => {
     const script = `
       import { createSandbox, probeHost } from ${JSON.stringify(join(REPO_ROOT, 'src/sandbox/index.ts'))};
       const host = await probeHost();
-      const sb = await createSandbox({ lowerDirs: [${JSON.stringify(lower)}], stateDir: ${JSON.stringify(stateDir)}, limits: { pids: 50 } }, { host });
+      const sb = await createSandbox({ lowerDirs: [${JSON.stringify(kit.lower)}], stateDir: ${JSON.stringify(kit.stateDir)}, limits: { pids: 50 } }, { host });
       await sb.run('sleep 1000 &');
       console.log(JSON.stringify(sb.state));
       setInterval(() => {}, 1000);
@@ -164,15 +150,15 @@ describe('sandbox lifecycle', () => {
     await eventually(async () => !(await alive(state.holderPid)) && !(await alive(state.initPid)));
     expect(await alive(state.holderPid)).toBe(false);
     expect(await alive(state.initPid)).toBe(false);
-    const before = await listSandboxes(stateDir);
+    const before = await listSandboxes(kit.stateDir);
     expect(before.find((l) => l.id === state.id)?.live).toBe(false);
-    const reaped = await reapStaleSandboxes(stateDir);
+    const reaped = await reapStaleSandboxes(kit.stateDir);
     expect(reaped).toContain(state.id);
     for (const pid of [state.holderPid, state.initPid]) {
       // Gone, or a zombie waiting for the host's init to reap it.
       expect(await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => ') Z ')).toContain(') Z ');
     }
-    await expect(stat(join(stateDir, state.id))).rejects.toThrow();
+    await expect(stat(join(kit.stateDir, state.id))).rejects.toThrow();
     for (const d of state.cgroupDirs) await expect(stat(d)).rejects.toThrow();
   });
 });

@@ -1,29 +1,23 @@
-import { readFile, rm, stat } from 'node:fs/promises';
+import { readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { eventually } from '../../test/helpers/eventually.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createSandbox, type HostInfo, type Sandbox, type SandboxOptions } from './index.js';
-import { busyboxLower, freshStateDir, hostInfo, leftovers, sandboxFootprint } from '../../test/helpers/sandbox-testkit.js';
+import type { Sandbox, SandboxOptions } from './index.js';
+import { busyboxSandboxEnv, leftovers, sandboxFootprint } from '../../test/helpers/sandbox-testkit.js';
 
-let host: HostInfo;
-let lower: string;
-let stateDir: string;
+const kit = busyboxSandboxEnv();
 let bystander: Sandbox;
 
 beforeAll(async () => {
-  host = await hostInfo();
-  lower = await busyboxLower(host.idMap);
-  stateDir = await freshStateDir();
   // Every attack runs beside this sandbox, which must keep working.
-  bystander = await createSandbox({ lowerDirs: [lower], stateDir }, { host });
+  bystander = await kit.create();
 });
 afterAll(async () => {
   await bystander.destroy();
-  await rm(stateDir, { recursive: true, force: true });
 });
 
 async function attack(opts: Partial<SandboxOptions>, fn: (sb: Sandbox) => Promise<void>): Promise<void> {
-  const sb = await createSandbox({ lowerDirs: [lower], stateDir, ...opts }, { host, warn: () => undefined });
+  const sb = await kit.create(opts, { warn: () => undefined });
   const fp = await sandboxFootprint(sb);
   try {
     await fn(sb);

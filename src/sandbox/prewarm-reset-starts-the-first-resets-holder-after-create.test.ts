@@ -3,29 +3,16 @@
  * after create (a standby holder over its creation layers, recorded in its state), so the first
  * reset starts none; the reset still puts it back at its creation state, and no holder outlives it.
  */
-import { rm } from 'node:fs/promises';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { eventually } from '../../test/helpers/eventually.js';
-import { busyboxLower, freshStateDir, hostInfo } from '../../test/helpers/sandbox-testkit.js';
-import { createSandbox, type HostInfo } from './index.js';
+import { busyboxSandboxEnv } from '../../test/helpers/sandbox-testkit.js';
 import { sameProcessAlive } from './proc.js';
 
-let host: HostInfo;
-let lower: string;
-let stateDir: string;
-
-beforeAll(async () => {
-  host = await hostInfo();
-  lower = await busyboxLower(host.idMap);
-  stateDir = await freshStateDir();
-}, 300_000);
-afterAll(async () => {
-  await rm(stateDir, { recursive: true, force: true });
-});
+const kit = busyboxSandboxEnv();
 
 describe('prewarmReset', () => {
   it('has the first reset swap in a holder started after create', async () => {
-    const sb = await createSandbox({ lowerDirs: [lower], stateDir, prewarmReset: true }, { host });
+    const sb = await kit.create({ prewarmReset: true });
     const holders: number[] = [];
     try {
       await eventually(() => sb.state.standby !== undefined);
@@ -49,8 +36,8 @@ describe('prewarmReset', () => {
   });
 
   it('is off by default: a sandbox that was never reset holds one holder', async () => {
-    const pre = await createSandbox({ lowerDirs: [lower], stateDir, prewarmReset: true }, { host });
-    const plain = await createSandbox({ lowerDirs: [lower], stateDir }, { host });
+    const pre = await kit.create({ prewarmReset: true });
+    const plain = await kit.create();
     try {
       // once the prewarmed one's standby is up, the plain one (created after it) has had as long
       await eventually(() => pre.state.standby !== undefined);

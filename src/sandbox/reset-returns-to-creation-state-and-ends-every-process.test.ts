@@ -3,47 +3,24 @@
  * written and deleted come back as they were, every process (a background one included) ends,
  * sessions are closed, and a disk upper's old contents are removed.
  */
-import { readFileSync, readdirSync } from 'node:fs';
-import { rm } from 'node:fs/promises';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { readdirSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
 import { eventually } from '../../test/helpers/eventually.js';
-import { busyboxLower, freshStateDir, hostInfo } from '../../test/helpers/sandbox-testkit.js';
-import { createSandbox, type HostInfo } from './index.js';
+import { sleepMarker, sleepRuns } from '../../test/helpers/sleep-marker.js';
+import { busyboxSandboxEnv } from '../../test/helpers/sandbox-testkit.js';
 import { sameProcessAlive } from './proc.js';
 
-let host: HostInfo;
-let lower: string;
-let stateDir: string;
-
-beforeAll(async () => {
-  host = await hostInfo();
-  lower = await busyboxLower(host.idMap);
-  stateDir = await freshStateDir();
-}, 300_000);
-afterAll(async () => {
-  await rm(stateDir, { recursive: true, force: true });
-});
-
-function sleepRuns(marker: string): boolean {
-  return readdirSync('/proc').some((p) => {
-    if (!/^\d+$/.test(p)) return false;
-    try {
-      return readFileSync(`/proc/${p}/cmdline`, 'utf8') === `sleep\0${marker}\0`;
-    } catch {
-      return false;
-    }
-  });
-}
+const kit = busyboxSandboxEnv();
 
 describe('reset', () => {
   for (const upper of ['tmpfs', 'disk'] as const) {
     it(`puts a ${upper} sandbox back at its creation state, same id, with every process and session gone`, async () => {
-      const sb = await createSandbox({ lowerDirs: [lower], stateDir, upper }, { host });
+      const sb = await kit.create({ upper });
       const holders = new Set<number>();
       try {
         // twice: a tmpfs sandbox's second reset swaps in the standby holder started after the first
         for (let round = 0; round < 2; round++) {
-          const marker = String(700_000 + Math.floor(Math.random() * 99_999));
+          const marker = sleepMarker();
           const s = sb.newSession();
           expect(await s.run('cd /tmp && export FOO=bar && echo written > /root/new.txt && rm /etc/group && mkdir -p /work/d')).toMatchObject({ exitCode: 0 });
           // a background process of a session lives as long as the session's shell
@@ -67,7 +44,7 @@ describe('reset', () => {
           expect(await sb.run('echo again > /root/x && cat /root/x')).toMatchObject({ exitCode: 0, stdout: 'again\n' });
           if (upper === 'disk') {
             // the old upper is removed in the background
-            await eventually(() => readdirSync(`${stateDir}/${id}`).every((n) => !n.startsWith('trash-')));
+            await eventually(() => readdirSync(`${kit.stateDir}/${id}`).every((n) => !n.startsWith('trash-')));
           }
           holders.add(oldHolder);
           holders.add(sb.state.holderPid);
@@ -79,7 +56,7 @@ describe('reset', () => {
       }
       // no holder (the standby one included) outlives the sandbox
       for (const pid of holders) expect(sameProcessAlive(pid, undefined)).toBe(false);
-      expect(readdirSync(stateDir).filter((n) => n === sb.id)).toEqual([]);
+      expect(readdirSync(kit.stateDir).filter((n) => n === sb.id)).toEqual([]);
     });
   }
 });

@@ -789,7 +789,9 @@ async function streamUpper(src: Sandbox, holder: ChildProcess): Promise<void> {
 
 /**
  * Branches a sandbox's current filesystem state into n new sandboxes (lower layers shared, the
- * upper dir copied). Quiesce the source (no command running) for a consistent snapshot.
+ * upper dir copied). Quiesce the source (no command running) for a consistent snapshot. The
+ * streaming fork: each child reads the whole upper again. The library and the server fork with
+ * forkSandboxShared; this one is bench/fork-reset.ts's baseline.
  */
 export async function forkSandbox(src: Sandbox, n: number, hooks: CreateHooks = {}): Promise<Sandbox[]> {
   if (!src.alive) throw new MinisandboxError('SANDBOX_DESTROYED', `cannot fork destroyed sandbox ${src.id}`, { hint: 'fork before destroying' });

@@ -1,23 +1,18 @@
-import { rm } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually } from '../../test/helpers/eventually.js';
-import { createSandbox, type HostInfo, type Sandbox } from './index.js';
+import type { Sandbox } from './index.js';
 import { SentinelScanner } from './outcome.js';
 import { ansiQuote } from './session.js';
-import { busyboxLower, freshStateDir, hostInfo, run } from '../../test/helpers/sandbox-testkit.js';
+import { busyboxSandboxEnv, run } from '../../test/helpers/sandbox-testkit.js';
 
-let host: HostInfo;
-let stateDir: string;
+const kit = busyboxSandboxEnv();
 let sb: Sandbox;
 
 beforeAll(async () => {
-  host = await hostInfo();
-  stateDir = await freshStateDir();
-  sb = await createSandbox({ lowerDirs: [await busyboxLower(host.idMap)], stateDir, maxOutputBytes: 64 * 1024 }, { host });
+  sb = await kit.create({ maxOutputBytes: 64 * 1024 });
 });
 afterAll(async () => {
   await sb.destroy();
-  await rm(stateDir, { recursive: true, force: true });
 });
 
 describe('session', () => {

@@ -6,37 +6,25 @@
  */
 import { existsSync, mkdirSync, readdirSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { rm } from 'node:fs/promises';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { busyboxLower, freshStateDir, hostInfo } from '../../test/helpers/sandbox-testkit.js';
-import { createSandbox, forkSandboxShared, reapStaleSandboxes, type HostInfo, type Sandbox } from './index.js';
+import { describe, expect, it } from 'vitest';
+import { busyboxSandboxEnv } from '../../test/helpers/sandbox-testkit.js';
+import { forkSandboxShared, reapStaleSandboxes, type Sandbox } from './index.js';
 
-let host: HostInfo;
-let lower: string;
-let stateDir: string;
-
-beforeAll(async () => {
-  host = await hostInfo();
-  lower = await busyboxLower(host.idMap);
-  stateDir = await freshStateDir();
-}, 300_000);
-afterAll(async () => {
-  await rm(stateDir, { recursive: true, force: true });
-});
+const kit = busyboxSandboxEnv();
 
 const TREE = 'ls /etc /work /work/d | tr "\\n" " "; cat /work/d/x';
 
 describe('shared fork', () => {
   it('children see the parent state at the fork, write on their own, and the frozen copy goes with the last of them', async () => {
     // with root's namespaced capabilities, so it can chown
-    const parent = await createSandbox({ lowerDirs: [lower], stateDir, capabilities: 'default' }, { host });
+    const parent = await kit.create({ capabilities: 'default' });
     let children: Sandbox[] = [];
     try {
       expect(await parent.exec(['/bin/sh', '-c', 'rm /etc/group; mkdir -p /work/d && echo one > /work/d/x && chown 1000:1000 /work/d/x'])).toMatchObject({
         exitCode: 0,
       });
       const want = (await parent.exec(['/bin/sh', '-c', TREE])).stdout;
-      const results = await forkSandboxShared(parent, 3, { host });
+      const results = await forkSandboxShared(parent, 3, { host: kit.host });
       children = results.flatMap((r) => (r.ok ? [r.sandbox] : []));
       expect(children).toHaveLength(3);
       const frozen = children[0]!.state.lowerDirs.at(-1)!;
@@ -58,7 +46,7 @@ describe('shared fork', () => {
       expect(existsSync(frozen)).toBe(true);
       await children[2]!.destroy();
       expect(existsSync(frozen)).toBe(false);
-      expect(readdirSync(stateDir)).toEqual([]);
+      expect(readdirSync(kit.stateDir)).toEqual([]);
     } finally {
       await Promise.all([parent, ...children].map((s) => s.destroy()));
     }
@@ -67,17 +55,17 @@ describe('shared fork', () => {
 
 describe('frozen copies a dead runtime left', () => {
   it('are removed by the reaper once old, unless a live sandbox mounts them', async () => {
-    const parent = await createSandbox({ lowerDirs: [lower], stateDir }, { host });
+    const parent = await kit.create();
     try {
-      const [r] = await forkSandboxShared(parent, 1, { host });
+      const [r] = await forkSandboxShared(parent, 1, { host: kit.host });
       if (r === undefined || !r.ok) throw new Error('fork failed');
       const used = r.sandbox.state.lowerDirs.at(-1)!;
-      const orphan = join(stateDir, '.fork-sb-dead-0123456789ab');
+      const orphan = join(kit.stateDir, '.fork-sb-dead-0123456789ab');
       mkdirSync(join(orphan, 'work'), { recursive: true });
       writeFileSync(join(orphan, 'work', 'f'), 'x');
       const old = new Date(Date.now() - 3_600_000);
       for (const d of [orphan, used]) utimesSync(d, old, old);
-      await reapStaleSandboxes(stateDir);
+      await reapStaleSandboxes(kit.stateDir);
       expect(existsSync(orphan)).toBe(false);
       expect(existsSync(used)).toBe(true);
       expect((await r.sandbox.exec(['echo', 'alive'])).stdout).toBe('alive\n');

@@ -2,30 +2,14 @@
  * Async exec jobs over real HTTP and real sandboxes: started by one request, waited on and killed
  * by later ones, keeping the sandbox from the idle reaper while they run, ending with it.
  */
-import { readFileSync, readdirSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually } from '../../test/helpers/eventually.js';
+import { sleepMarker, sleepRuns } from '../../test/helpers/sleep-marker.js';
 import { ServerFixture } from '../../test/helpers/server-fixture.js';
 
 const fx = new ServerFixture();
 beforeAll(() => fx.setUp(), 120_000);
 afterAll(() => fx.tearDown());
-
-/** A sleep no other test uses, so its process can be found from the host by its command line. */
-function sleepMarker(): string {
-  return String(700_000 + Math.floor(Math.random() * 99_999));
-}
-
-function sleepRuns(marker: string): boolean {
-  return readdirSync('/proc').some((p) => {
-    if (!/^\d+$/.test(p)) return false;
-    try {
-      return readFileSync(`/proc/${p}/cmdline`, 'utf8') === `sleep\0${marker}\0`;
-    } catch {
-      return false;
-    }
-  });
-}
 
 describe('exec jobs', () => {
   it('runs a job after the request that started it has been answered, and answers its status, a long poll and the list', async () => {

@@ -5,15 +5,11 @@
  * unset. Children are independent of the parent and of each other.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type ServerKit, startServerKit } from '../../test/helpers/server-kit.js';
+import { ServerKit } from '../../test/helpers/server-kit.js';
 
-let kit: ServerKit;
-beforeAll(async () => {
-  kit = await startServerKit();
-}, 120_000);
-afterAll(async () => {
-  await kit?.close();
-});
+const kit = new ServerKit();
+beforeAll(() => kit.setUp(), 120_000);
+afterAll(() => kit.tearDown());
 
 describe('fork with a session', () => {
   it('gives each child a session with the parent session cwd and exported variables', async () => {

@@ -6,18 +6,14 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type ServerKit, startServerKit } from '../../test/helpers/server-kit.js';
+import { ServerKit } from '../../test/helpers/server-kit.js';
 import { resolveEnv } from '../registry/resolve-env.js';
 import { openSandbox } from '../runtime/open.js';
 import { StorePaths } from '../store/paths.js';
 
-let kit: ServerKit;
-beforeAll(async () => {
-  kit = await startServerKit();
-}, 120_000);
-afterAll(async () => {
-  await kit?.close();
-});
+const kit = new ServerKit();
+beforeAll(() => kit.setUp(), 120_000);
+afterAll(() => kit.tearDown());
 
 describe('a pushed snapshot', () => {
   it('is pulled into a second store and opened there, with the default tag and a given one', async () => {

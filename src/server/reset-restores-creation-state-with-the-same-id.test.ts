@@ -2,30 +2,16 @@
  * POST /v1/sandboxes/:id/reset: the same sandbox id back at its creation state (or at a snapshot's):
  * what it wrote is gone, its background processes end, its sessions are closed.
  */
-import { readFileSync, readdirSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually } from '../../test/helpers/eventually.js';
-import { type ServerKit, startServerKit } from '../../test/helpers/server-kit.js';
+import { sleepMarker, sleepRuns } from '../../test/helpers/sleep-marker.js';
+import { ServerKit } from '../../test/helpers/server-kit.js';
 
-let kit: ServerKit;
-beforeAll(async () => {
-  kit = await startServerKit();
-}, 120_000);
-afterAll(async () => {
-  await kit?.close();
-});
-
-function sleepRuns(marker: string): boolean {
-  return readdirSync('/proc').some((p) => {
-    if (!/^\d+$/.test(p)) return false;
-    try {
-      return readFileSync(`/proc/${p}/cmdline`, 'utf8') === `sleep\0${marker}\0`;
-    } catch {
-      return false;
-    }
-  });
-}
+const kit = new ServerKit();
+beforeAll(() => kit.setUp(), 120_000);
+afterAll(() => kit.tearDown());
 
 const TREE = 'ls /data /opq /root | tr "\\n" " "';
 
@@ -34,7 +20,7 @@ describe('reset', () => {
     const id = await kit.create();
     const fresh = await kit.sh(id, TREE);
     const ses = (await kit.call('POST', `/v1/sandboxes/${id}/sessions`, { startup: ['cd /data'] })).json().session as string;
-    const marker = String(610_000 + Math.floor(Math.random() * 89_999));
+    const marker = sleepMarker();
     expect((await kit.call('POST', `/v1/sandboxes/${id}/sessions/${ses}/run`, { command: `sleep ${marker} >/dev/null 2>&1 &` })).status).toBe(200);
     await eventually(() => sleepRuns(marker));
     await kit.sh(id, 'rm /data/gone.txt; rm -rf /opq/*; dd if=/dev/zero of=/root/big bs=1M count=8 2>/dev/null; echo x > /root/x');

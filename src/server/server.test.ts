@@ -2,108 +2,24 @@
  * The sandbox server over real HTTP (127.0.0.1, a random port) and real sandboxes of a busybox
  * environment pulled from a temporary registry into a temporary store.
  */
-import { chmodSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { Agent, request } from 'node:http';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually } from '../../test/helpers/eventually.js';
-import { populateBusyboxRoot } from '../recipe/base-rootfs.js';
-import { LocalRegistry } from '../registry/local.js';
-import { StorePaths } from '../store/paths.js';
-import { pushTree } from '../publish/push.js';
-import { type RunningServer, startServer } from './serve.js';
+import { sleepMarker, sleepRuns } from '../../test/helpers/sleep-marker.js';
+import { ServerFixture } from '../../test/helpers/server-fixture.js';
+import type { RunningServer } from './serve.js';
 
-const work = mkdtempSync(join(tmpdir(), 'ms-serve-'));
-chmodSync(work, 0o755); // the sandbox's subordinate ids must reach the store below it
-const reg = new LocalRegistry(join(work, 'registry'));
-const store = new StorePaths(join(work, 'store'));
-const servers: RunningServer[] = [];
-let srv: RunningServer;
-let token: string;
-const logLines: string[] = [];
+const fx = new ServerFixture();
+beforeAll(() => fx.setUp(), 120_000);
+afterAll(() => fx.tearDown());
+const call = fx.call.bind(fx);
+const { store, logLines } = fx;
 
-async function serve(opts: { maxSandboxes?: number; idleTimeoutMs?: number; ttlMs?: number } = {}): Promise<RunningServer> {
-  const s = await startServer(
-    reg,
-    store,
-    {
-      listen: { host: '127.0.0.1', port: 0 },
-      tokenFile: join(work, 'token'),
-      maxSandboxes: opts.maxSandboxes ?? 8,
-      idleTimeoutMs: opts.idleTimeoutMs ?? 600_000,
-      ttlMs: opts.ttlMs ?? 3_600_000,
-    },
-    (l) => void logLines.push(l),
-  );
-  servers.push(s);
-  return s;
-}
-
-beforeAll(async () => {
-  const root = join(work, 'rootfs');
-  await populateBusyboxRoot('/bin/busybox', root);
-  await pushTree(reg, new StorePaths(join(work, 'push')), root, { tag: 'srv/busybox', config: { env: { GREETING: 'hello' }, workdir: '/root' } });
-  srv = await serve();
-  token = readFileSync(join(work, 'token'), 'utf8').trim();
-}, 120_000);
-afterAll(async () => {
-  await Promise.all(servers.map((s) => s.close()));
-  rmSync(work, { recursive: true, force: true });
-});
-
-interface Res {
-  status: number;
-  headers: Headers;
-  json: () => Record<string, unknown>;
-  text: string;
-  bytes: Buffer;
-}
-
-async function call(
-  method: string,
-  path: string,
-  body?: unknown,
-  o: { server?: RunningServer; headers?: Record<string, string>; raw?: string | Buffer; signal?: AbortSignal } = {},
-): Promise<Res> {
-  const headers: Record<string, string> = { authorization: `Bearer ${token}`, ...(o.headers ?? {}) };
-  let payload: string | Uint8Array<ArrayBuffer> | undefined;
-  if (o.raw !== undefined) payload = typeof o.raw === 'string' ? o.raw : Uint8Array.from(o.raw);
-  else if (body !== undefined) {
-    payload = JSON.stringify(body);
-    headers['content-type'] = 'application/json';
-  }
-  const r = await fetch(`${(o.server ?? srv).url}${path}`, {
-    method,
-    headers,
-    ...(payload === undefined ? {} : { body: payload }),
-    ...(o.signal ? { signal: o.signal } : {}),
-  });
-  const bytes = Buffer.from(await r.arrayBuffer());
-  const text = bytes.toString('utf8');
-  return { status: r.status, headers: r.headers, text, bytes, json: () => JSON.parse(text) as Record<string, unknown> };
-}
-
-/** A sleep duration no other test uses, so its process can be found from the host by its command line. */
-function sleepMarker(): string {
-  return String(600_000 + Math.floor(Math.random() * 99_999));
-}
-
-function sleepRuns(marker: string): boolean {
-  return readdirSync('/proc').some((p) => {
-    if (!/^\d+$/.test(p)) return false;
-    try {
-      return readFileSync(`/proc/${p}/cmdline`, 'utf8') === `sleep\0${marker}\0`;
-    } catch {
-      return false;
-    }
-  });
-}
-
-async function create(body: Record<string, unknown> = {}, server?: RunningServer): Promise<string> {
-  const r = await call('POST', '/v1/sandboxes', { ref: 'srv/busybox', ...body }, server === undefined ? {} : { server });
-  expect(r.status, r.text).toBe(201);
-  return r.json().id as string;
+/** A sandbox of `srv/busybox` with `body` on top (the fixture's create fails on anything but a 201). */
+function create(body: Record<string, unknown> = {}, server?: RunningServer): Promise<string> {
+  return fx.create({ ref: 'srv/busybox', ...body }, server);
 }
 
 describe('the sandbox server over HTTP', () => {
@@ -200,7 +116,7 @@ describe('the sandbox server over HTTP', () => {
     // the request log: one JSON object per request, never the token
     const entries = logLines.map((l) => JSON.parse(l) as Record<string, unknown>);
     expect(entries).toContainEqual(expect.objectContaining({ method: 'POST', url: '/v1/sandboxes', status: 201 }));
-    expect(logLines.join('\n')).not.toContain(token);
+    expect(logLines.join('\n')).not.toContain(fx.token);
   });
 
   it('answers 401 on every route without the token or with a wrong one, and accepts X-API-Key', async () => {
@@ -227,7 +143,7 @@ describe('the sandbox server over HTTP', () => {
     for (const [method, path] of routes) {
       for (const headers of [
         { authorization: '' },
-        { authorization: `Bearer ${token}x` },
+        { authorization: `Bearer ${fx.token}x` },
         { authorization: 'Basic abc' },
         { authorization: '', 'x-api-key': 'wrong' },
       ] as Array<Record<string, string>>) {
@@ -238,14 +154,14 @@ describe('the sandbox server over HTTP', () => {
     }
     // none of those reached the sandbox: it is still there, alone
     expect((await call('GET', '/v1/sandboxes')).json().sandboxes).toEqual([expect.objectContaining({ id })]);
-    expect((await call('GET', '/v1/health', undefined, { headers: { authorization: '', 'x-api-key': token } })).status).toBe(200);
+    expect((await call('GET', '/v1/health', undefined, { headers: { authorization: '', 'x-api-key': fx.token } })).status).toBe(200);
     await call('DELETE', `/v1/sandboxes/${id}`);
   });
 
   it('checks the token on every request of a kept-alive connection, after it once sent the right one', async () => {
     // one connection for all: the server skips the digest for a token that connection already proved
     const agent = new Agent({ keepAlive: true, maxSockets: 1 });
-    const { hostname, port } = new URL(srv.url);
+    const { hostname, port } = new URL(fx.srv.url);
     const get = (headers: Record<string, string>): Promise<{ status: number; reused: boolean }> =>
       new Promise((res, rej) => {
         const req = request({ hostname, port, path: '/v1/health', agent, headers }, (r) => {
@@ -256,15 +172,15 @@ describe('the sandbox server over HTTP', () => {
         req.end();
       });
     try {
-      expect(await get({ authorization: `Bearer ${token}` })).toEqual({ status: 200, reused: false });
+      expect(await get({ authorization: `Bearer ${fx.token}` })).toEqual({ status: 200, reused: false });
       const wrong: Record<string, string>[] = [
-        { authorization: `Bearer ${token}x` },
+        { authorization: `Bearer ${fx.token}x` },
         {},
         { 'x-api-key': 'wrong' },
-        { authorization: `Bearer ${token.slice(0, -1)}` },
+        { authorization: `Bearer ${fx.token.slice(0, -1)}` },
       ];
       for (const headers of wrong) expect(await get(headers)).toEqual({ status: 401, reused: true });
-      expect(await get({ 'x-api-key': token })).toEqual({ status: 200, reused: true });
+      expect(await get({ 'x-api-key': fx.token })).toEqual({ status: 200, reused: true });
     } finally {
       agent.destroy();
     }
@@ -327,7 +243,7 @@ describe('the sandbox server over HTTP', () => {
   });
 
   it('refuses a create beyond --max-sandboxes with 429 and Retry-After, and frees the slot when the idle timeout ends a sandbox', async () => {
-    const small = await serve({ maxSandboxes: 1, idleTimeoutMs: 1500 });
+    const small = await fx.serve({ maxSandboxes: 1, idleTimeoutMs: 1500 });
     const first = await create({}, small);
     const over = await call('POST', '/v1/sandboxes', { ref: 'srv/busybox' }, { server: small });
     expect(over.status).toBe(429);

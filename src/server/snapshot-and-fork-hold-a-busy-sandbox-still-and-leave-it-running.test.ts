@@ -7,15 +7,11 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually } from '../../test/helpers/eventually.js';
-import { type ServerKit, startServerKit } from '../../test/helpers/server-kit.js';
+import { ServerKit } from '../../test/helpers/server-kit.js';
 
-let kit: ServerKit;
-beforeAll(async () => {
-  kit = await startServerKit();
-}, 120_000);
-afterAll(async () => {
-  await kit?.close();
-});
+const kit = new ServerKit();
+beforeAll(() => kit.setUp(), 120_000);
+afterAll(() => kit.tearDown());
 
 const BUSY =
   "(while true; do echo x >> /root/f; done) </dev/null >/dev/null 2>&1 & (while true; do sh -c 'echo y >> /root/g'; done) </dev/null >/dev/null 2>&1 & " +

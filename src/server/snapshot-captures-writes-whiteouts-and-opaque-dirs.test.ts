@@ -6,17 +6,13 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually } from '../../test/helpers/eventually.js';
-import { type ServerKit, startServerKit } from '../../test/helpers/server-kit.js';
+import { ServerKit } from '../../test/helpers/server-kit.js';
 import { digestHex } from '../cas/digest.js';
 import { gcStore } from '../store/gc.js';
 
-let kit: ServerKit;
-beforeAll(async () => {
-  kit = await startServerKit();
-}, 120_000);
-afterAll(async () => {
-  await kit?.close();
-});
+const kit = new ServerKit();
+beforeAll(() => kit.setUp(), 120_000);
+afterAll(() => kit.tearDown());
 
 const TREE = 'for d in /data /opq; do echo "$d: $(ls $d | tr "\\n" " ")"; done; cat /data/new.txt /opq/c.txt';
 

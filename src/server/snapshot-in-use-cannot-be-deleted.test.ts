@@ -4,15 +4,11 @@
  * delete goes through.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type ServerKit, startServerKit } from '../../test/helpers/server-kit.js';
+import { ServerKit } from '../../test/helpers/server-kit.js';
 
-let kit: ServerKit;
-beforeAll(async () => {
-  kit = await startServerKit();
-}, 120_000);
-afterAll(async () => {
-  await kit?.close();
-});
+const kit = new ServerKit();
+beforeAll(() => kit.setUp(), 120_000);
+afterAll(() => kit.tearDown());
 
 describe('deleting a snapshot in use', () => {
   it('is refused while a sandbox (or a fork of it, or one reset to it) uses it, and done after', async () => {

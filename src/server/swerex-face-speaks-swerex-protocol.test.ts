@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually } from '../../test/helpers/eventually.js';
+import { sleepMarker, sleepRuns } from '../../test/helpers/sleep-marker.js';
 import { populateBusyboxRoot } from '../recipe/base-rootfs.js';
 import { LocalRegistry } from '../registry/local.js';
 import { StorePaths } from '../store/paths.js';
@@ -85,17 +86,6 @@ async function raises(key: string, route: string, body: unknown, classPath: stri
   return exc;
 }
 
-function sleepRuns(marker: string): boolean {
-  return readdirSync('/proc').some((p) => {
-    if (!/^\d+$/.test(p)) return false;
-    try {
-      return readFileSync(`/proc/${p}/cmdline`, 'utf8') === `sleep\0${marker}\0`;
-    } catch {
-      return false;
-    }
-  });
-}
-
 const observation = (output: string, exit_code: number | null) => ({
   output,
   exit_code,
@@ -143,7 +133,7 @@ describe('the SWE-ReX face', () => {
     expect(await ok(key, 'run_in_session', { command: 'echo "$FOO $(pwd)"' })).toEqual(observation('bar /w\n', 0));
 
     // an interrupt action while a command runs: Ctrl-C to it; both requests answer, the shell stays
-    const marker = String(600_000 + Math.floor(Math.random() * 99_999));
+    const marker = sleepMarker();
     const long = rex(key, 'run_in_session', { command: `sleep ${marker}`, check: 'silent' });
     await eventually(() => sleepRuns(marker));
     expect(await ok(key, 'run_in_session', { action_type: 'bash_interrupt', session: 'default', timeout: 1 })).toEqual(observation('', 0));

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from conftest import REF, Server
-from minisandbox import AsyncClient
+from minisandbox import AsyncClient, AsyncJob, AsyncSandbox, AsyncSession
 
 N = 6
 # each command marks itself ready, then waits for all N marks: run one after another, the first
@@ -32,5 +32,31 @@ def test_concurrent_execs_in_one_sandbox_and_across_sandboxes(server: Server) ->
             finally:
                 await asyncio.gather(*(s.delete() for s in sbs))
             assert await c.list() == []
+
+    asyncio.run(main())
+
+
+def test_calls_that_return_a_handle_return_the_async_one(server: Server) -> None:
+    async def main() -> None:
+        async with AsyncClient(server.url, token_file=server.token_file) as c:
+            async with await c.create(REF) as sb:
+                again = await c.get(sb.id)
+                assert isinstance(again, AsyncSandbox) and again.id == sb.id
+                job = await sb.exec_async("echo job-out")
+                assert isinstance(job, AsyncJob)
+                assert (await job.wait(timeout=300)).stdout == "job-out\n"
+                assert (await sb.job(job.id).status()).done
+                ses = await sb.session(["cd /tmp", "export MARK=m1"])
+                assert isinstance(ses, AsyncSession)
+                children = await sb.fork(2, session=ses)
+                try:
+                    assert [c.ok for c in children] == [True, True]
+                    for child in children:
+                        assert isinstance(child.sandbox, AsyncSandbox) and isinstance(child.session, AsyncSession)
+                        assert (await child.session.run('echo "$MARK $(pwd)"')).stdout == "m1 /tmp\n"
+                finally:
+                    for child in children:
+                        if child.sandbox is not None:
+                            await child.sandbox.delete(missing_ok=True)
 
     asyncio.run(main())
