@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually } from '../../test/helpers/eventually.js';
 import { HOST_PATH } from '../sandbox/commands.js';
 import type { Sandbox } from '../sandbox/index.js';
-import { busyboxSandboxEnv } from '../../test/helpers/sandbox-testkit.js';
+import { busyboxSandboxEnv } from '../../test/helpers/busybox-sandbox-env.js';
 import { attachCommand } from './shell.js';
 
 const kit = busyboxSandboxEnv();

@@ -5,7 +5,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { shiftCopyTree, type Sandbox, type SandboxOptions } from './index.js';
-import { busyboxSandboxEnv, CACHE_DIR, leftovers, run, sandboxFootprint } from '../../test/helpers/sandbox-testkit.js';
+import { CACHE_DIR, leftovers, run, sandboxFootprint } from '../../test/helpers/sandbox-testkit.js';
+import { busyboxSandboxEnv } from '../../test/helpers/busybox-sandbox-env.js';
 
 const kit = busyboxSandboxEnv();
 

@@ -4,7 +4,8 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { eventually } from '../../test/helpers/eventually.js';
 import { listSandboxes, reapStaleSandboxes, CommandOutcomeSchema } from './index.js';
-import { busyboxSandboxEnv, leftovers, REPO_ROOT, sandboxFootprint } from '../../test/helpers/sandbox-testkit.js';
+import { leftovers, REPO_ROOT, sandboxFootprint } from '../../test/helpers/sandbox-testkit.js';
+import { busyboxSandboxEnv } from '../../test/helpers/busybox-sandbox-env.js';
 
 const kit = busyboxSandboxEnv();
 

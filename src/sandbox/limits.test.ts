@@ -3,7 +3,8 @@ import { join } from 'node:path';
 import { eventually } from '../../test/helpers/eventually.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Sandbox, SandboxOptions } from './index.js';
-import { busyboxSandboxEnv, leftovers, sandboxFootprint } from '../../test/helpers/sandbox-testkit.js';
+import { leftovers, sandboxFootprint } from '../../test/helpers/sandbox-testkit.js';
+import { busyboxSandboxEnv } from '../../test/helpers/busybox-sandbox-env.js';
 
 const kit = busyboxSandboxEnv();
 let bystander: Sandbox;

@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { eventually } from '../../test/helpers/eventually.js';
-import { busyboxSandboxEnv } from '../../test/helpers/sandbox-testkit.js';
+import { busyboxSandboxEnv } from '../../test/helpers/busybox-sandbox-env.js';
 import { sameProcessAlive } from './proc.js';
 
 const kit = busyboxSandboxEnv();

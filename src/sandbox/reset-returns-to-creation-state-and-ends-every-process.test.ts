@@ -7,7 +7,7 @@ import { readdirSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { eventually } from '../../test/helpers/eventually.js';
 import { sleepMarker, sleepRuns } from '../../test/helpers/sleep-marker.js';
-import { busyboxSandboxEnv } from '../../test/helpers/sandbox-testkit.js';
+import { busyboxSandboxEnv } from '../../test/helpers/busybox-sandbox-env.js';
 import { sameProcessAlive } from './proc.js';
 
 const kit = busyboxSandboxEnv();

@@ -3,7 +3,8 @@ import { eventually } from '../../test/helpers/eventually.js';
 import type { Sandbox } from './index.js';
 import { SentinelScanner } from './outcome.js';
 import { ansiQuote } from './session.js';
-import { busyboxSandboxEnv, run } from '../../test/helpers/sandbox-testkit.js';
+import { run } from '../../test/helpers/sandbox-testkit.js';
+import { busyboxSandboxEnv } from '../../test/helpers/busybox-sandbox-env.js';
 
 const kit = busyboxSandboxEnv();
 let sb: Sandbox;

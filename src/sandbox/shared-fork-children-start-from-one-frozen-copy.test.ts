@@ -7,7 +7,7 @@
 import { existsSync, mkdirSync, readdirSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { busyboxSandboxEnv } from '../../test/helpers/sandbox-testkit.js';
+import { busyboxSandboxEnv } from '../../test/helpers/busybox-sandbox-env.js';
 import { forkSandboxShared, reapStaleSandboxes, type Sandbox } from './index.js';
 
 const kit = busyboxSandboxEnv();

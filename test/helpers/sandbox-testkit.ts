@@ -9,10 +9,9 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { afterAll, beforeAll } from 'vitest';
 import { probeHost, type HostInfo } from '../../src/sandbox/host.js';
 import { ensureDebianRootfs, makeBusyboxRootfs, shiftCopyTree } from '../../src/sandbox/rootfs.js';
-import { createSandbox, type CreateHooks, type Sandbox, type SandboxOptions } from '../../src/sandbox/sandbox.js';
+import type { Sandbox } from '../../src/sandbox/sandbox.js';
 import type { IdMap } from '../../src/host/subid.js';
 
 export const run = promisify(execFile);
@@ -60,48 +59,6 @@ export async function freshStateDir(): Promise<string> {
 
 export async function hostInfo(): Promise<HostInfo> {
   return probeHost();
-}
-
-/** What a sandbox test file works with: the host, a shifted busybox lower and a state dir of its own. */
-export interface BusyboxSandboxEnv {
-  readonly host: HostInfo;
-  readonly lower: string;
-  readonly stateDir: string;
-  /** A sandbox over the busybox lower in the state dir, with `opts` and `hooks` on top. */
-  create(opts?: Partial<SandboxOptions>, hooks?: CreateHooks): Promise<Sandbox>;
-}
-
-/**
- * The setup every busybox sandbox test file shares: registers a beforeAll that probes the host,
- * makes (or finds cached) the shifted busybox lower and a fresh state dir, and an afterAll that
- * removes the state dir. Call it at the top of the file; the fields can be read once beforeAll
- * has run (a file's own hooks registered after it run after its beforeAll and before its afterAll).
- */
-export function busyboxSandboxEnv(): BusyboxSandboxEnv {
-  let ready: { host: HostInfo; lower: string; stateDir: string } | undefined;
-  beforeAll(async () => {
-    const host = await hostInfo();
-    ready = { host, lower: await busyboxLower(host.idMap), stateDir: await freshStateDir() };
-  }, 300_000);
-  afterAll(async () => {
-    if (ready !== undefined) await rm(ready.stateDir, { recursive: true, force: true });
-  });
-  const get = () => {
-    if (ready === undefined) throw new Error('busyboxSandboxEnv: read before its beforeAll ran (read it inside a hook or test)');
-    return ready;
-  };
-  return {
-    get host() {
-      return get().host;
-    },
-    get lower() {
-      return get().lower;
-    },
-    get stateDir() {
-      return get().stateDir;
-    },
-    create: (opts = {}, hooks = {}) => createSandbox({ lowerDirs: [get().lower], stateDir: get().stateDir, ...opts }, { host: get().host, ...hooks }),
-  };
 }
 
 /** Namespace identities of a live sandbox, to look for leftovers after it is gone. */
