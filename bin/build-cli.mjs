@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 /**
- * Bundles the CLI (src/cli/main.ts) into one CommonJS file, dist/cli-bundle.cjs, run by the entry
+ * Bundles the CLI (src/cli/main.ts) into CommonJS files, dist/cli-bundle*.cjs (see MODULES), run by the entry
  * dist/cli.cjs (src/cli/bundle-loader.ts) with a V8 code cache. npm packages with native parts or
  * large trees stay external. Each command still runs only its own code: the modules main.ts and
  * the actions import dynamically are wrapped by esbuild to run on first import; with the code
@@ -15,7 +15,7 @@
  * but English, which zod configures itself, so the bundle gets only that one.
  */
 import { createHash } from 'node:crypto';
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -79,27 +79,43 @@ const common = {
   write: false,
 };
 
-const bundled = await build({
-  ...common,
-  entryPoints: [join(root, 'src', 'cli', 'main.ts')],
-  outfile: join(dist, 'cli-bundle.cjs'),
-  plugins: [zodNamespace, englishOnlyZod],
-});
+/**
+ * One bundle per command module (`cli-bundle-run.cjs`, ...: main.ts folds away the other modules'
+ * imports where MSB_BUNDLE_MODULE is set), plus `cli-bundle.cjs` with every module for help and
+ * unknown commands. A command reads and compiles only its own module's code: the run bundle is half
+ * the size of the whole, which a one-shot `run` reads and turns into a string at every start.
+ */
+const MODULES = ['build', 'run', 'score', 'serve', 'store', 'swe-agent'];
 const packages = new RegExp(`\\bimport\\((?=["'](?:node:[a-z_/]+|${EXTERNAL.map((e) => e.replace(/[/]/g, '\\/')).join('|')})["']\\))`, 'g');
-const code = bundled.outputFiles[0].text.replace(/^#!.*\n/, '').replace(packages, '__msbImport(');
-if (/\bimport\(/.test(code)) throw new Error('the CLI bundle has an import() of something not external: add it to EXTERNAL or import it statically');
-// the entry reads it as latin1, which is the same text only for ASCII (esbuild escapes the rest)
-if (/[^\x00-\x7f]/.test(code)) throw new Error('the CLI bundle is not ASCII: set esbuild charset ascii');
+const bundles = await Promise.all(
+  [undefined, ...MODULES].map(async (module) => {
+    const file = module === undefined ? 'cli-bundle.cjs' : `cli-bundle-${module}.cjs`;
+    const bundled = await build({
+      ...common,
+      entryPoints: [join(root, 'src', 'cli', 'main.ts')],
+      outfile: join(dist, file),
+      define: { ...common.define, MSB_BUNDLE_MODULE: module === undefined ? 'undefined' : JSON.stringify(module) },
+      plugins: [zodNamespace, englishOnlyZod],
+    });
+    const code = bundled.outputFiles[0].text.replace(/^#!.*\n/, '').replace(packages, '__msbImport(');
+    if (/\bimport\(/.test(code)) throw new Error(`${file} has an import() of something not external: add it to EXTERNAL or import it statically`);
+    // the entry reads it as latin1, which is the same text only for ASCII (esbuild escapes the rest)
+    if (/[^\x00-\x7f]/.test(code)) throw new Error(`${file} is not ASCII: set esbuild charset ascii`);
+    return { file, code };
+  }),
+);
+for (const old of readdirSync(dist)) if (/^cli-bundle(-[a-z-]+)?\.cjs$/.test(old)) rmSync(join(dist, old));
 // A function expression with CommonJS's parameters plus the import function: what the entry
 // compiles as it is (no string concatenation: a copy of the whole text less at each start).
-writeFileSync(join(dist, 'cli-bundle.cjs'), `(function (exports, require, module, __filename, __dirname, __msbImport) {${code}\n})`);
+for (const { file, code } of bundles) writeFileSync(join(dist, file), `(function (exports, require, module, __filename, __dirname, __msbImport) {${code}\n})`);
 
-const hash = createHash('sha256').update(code).digest('hex').slice(0, 16);
+const hash = createHash('sha256');
+for (const { code } of bundles) hash.update(code);
 const loader = await build({
   ...common,
   entryPoints: [join(root, 'src', 'cli', 'bundle-loader.ts')],
   outfile: join(dist, 'cli.cjs'),
-  define: { ...common.define, MSB_BUNDLE_HASH: JSON.stringify(hash) },
+  define: { ...common.define, MSB_BUNDLE_HASH: JSON.stringify(hash.digest('hex').slice(0, 16)) },
   banner: { js: '#!/usr/bin/env node' },
 });
 writeFileSync(join(dist, 'cli.cjs'), loader.outputFiles[0].text, { mode: 0o755 });

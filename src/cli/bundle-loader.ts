@@ -1,5 +1,5 @@
 /**
- * The built CLI's entry (dist/cli.cjs, see bin/build-cli.mjs): runs the bundle dist/cli-bundle.cjs
+ * The built CLI's entry (dist/cli.cjs, see bin/build-cli.mjs): runs the command module's bundle, dist/cli-bundle-<module>.cjs,
  * with a V8 code cache, as v8-compile-cache does (Node 20 has no module.enableCompileCache).
  *
  * Compiling the bundle's code was the largest part of the CLI's start-up after node's own, and
@@ -37,8 +37,10 @@ if (asksForVersionOnly(argv)) process.stdout.write(`${packageVersion()}\n`);
 else runBundle();
 
 function runBundle(): void {
-  const file = join(__dirname, 'cli-bundle.cjs');
-  const name = `cli-${MSB_BUNDLE_HASH}-${commandModule(argv) ?? 'all'}-${process.version}-${process.arch}.v8cache`;
+  // the bundle of the command's module (bin/build-cli.mjs), or of every module
+  const part = commandModule(argv);
+  const file = join(__dirname, part === undefined ? 'cli-bundle.cjs' : `cli-bundle-${part}.cjs`);
+  const name = `cli-${MSB_BUNDLE_HASH}-${part ?? 'all'}-${process.version}-${process.arch}.v8cache`;
   const dirs = [join(__dirname, 'v8-cache'), join(process.env.XDG_CACHE_HOME ?? join(homedir(), '.cache'), 'minisandbox', 'v8-cache')];
   let cachedData: Buffer | undefined;
   for (const d of dirs) {

@@ -17,14 +17,46 @@ import { mark } from '../util/timing.js';
 
 type Register = (program: Command, globals: () => GlobalOptions, setExit: (code: number) => void) => void;
 
-/** The module that defines each command: a command line naming one loads only that module. */
+/**
+ * Set by bin/build-cli.mjs in a per-command bundle: the one command module that bundle holds (the
+ * entry picks the bundle by the command line's module). Undefined in the bundle of every module
+ * (help, an unknown command) and when run from source.
+ */
+declare const MSB_BUNDLE_MODULE: CommandModule | undefined;
+
+/** A module left out of this bundle: the entry never runs a bundle for a command it lacks. */
+const notBundled = async (): Promise<Register> => {
+  throw new Error('this CLI bundle does not hold that command: rebuild with `npm run build:cli`');
+};
+
+/**
+ * The module that defines each command: a command line naming one loads only that module. Each
+ * entry is written out so that esbuild folds the conditions of a per-command bundle and leaves
+ * the other modules' code out of it.
+ */
 const COMMAND_MODULES = {
-  build: async () => (await import('./build-commands.js')).registerBuildCommands,
-  run: async () => (await import('./sandbox-commands.js')).registerSandboxCommands,
-  score: async () => (await import('./score-commands.js')).registerScoreCommands,
-  serve: async () => (await import('./serve-command.js')).registerServeCommand,
-  store: async () => (await import('./store-commands.js')).registerStoreCommands,
-  'swe-agent': async () => (await import('./swe-agent-command.js')).registerSweAgentCommand,
+  build:
+    typeof MSB_BUNDLE_MODULE !== 'string' || MSB_BUNDLE_MODULE === 'build'
+      ? async () => (await import('./build-commands.js')).registerBuildCommands
+      : notBundled,
+  run:
+    typeof MSB_BUNDLE_MODULE !== 'string' || MSB_BUNDLE_MODULE === 'run'
+      ? async () => (await import('./sandbox-commands.js')).registerSandboxCommands
+      : notBundled,
+  score:
+    typeof MSB_BUNDLE_MODULE !== 'string' || MSB_BUNDLE_MODULE === 'score'
+      ? async () => (await import('./score-commands.js')).registerScoreCommands
+      : notBundled,
+  serve:
+    typeof MSB_BUNDLE_MODULE !== 'string' || MSB_BUNDLE_MODULE === 'serve' ? async () => (await import('./serve-command.js')).registerServeCommand : notBundled,
+  store:
+    typeof MSB_BUNDLE_MODULE !== 'string' || MSB_BUNDLE_MODULE === 'store'
+      ? async () => (await import('./store-commands.js')).registerStoreCommands
+      : notBundled,
+  'swe-agent':
+    typeof MSB_BUNDLE_MODULE !== 'string' || MSB_BUNDLE_MODULE === 'swe-agent'
+      ? async () => (await import('./swe-agent-command.js')).registerSweAgentCommand
+      : notBundled,
 } satisfies Record<CommandModule, () => Promise<Register>>;
 
 /**

@@ -76,8 +76,19 @@ describe('the built CLI', () => {
     expect(ls()).toEqual(r);
   });
 
-  it('answers --version without the bundle', () => {
-    rmSync(join(dist, 'cli-bundle.cjs'));
+  it("runs each command from its module's own bundle, which holds no other module's code", () => {
+    const store = readFileSync(join(dist, 'cli-bundle-store.cjs'), 'latin1');
+    const all = readFileSync(join(dist, 'cli-bundle.cjs'), 'latin1');
+    expect(all).toContain('registerBuildCommands');
+    expect(store).not.toContain('registerBuildCommands');
+    expect(store.length).toBeLessThan(all.length);
+    // the store bundle gone: `ls` cannot run, so it was that bundle that ran it
+    rmSync(join(dist, 'cli-bundle-store.cjs'));
+    expect(ls().status).not.toBe(0);
+  });
+
+  it('answers --version without the bundles', () => {
+    for (const f of readdirSync(dist)) if (f.startsWith('cli-bundle')) rmSync(join(dist, f));
     const r = spawnSync(process.execPath, [join(dist, 'cli.cjs'), '--version'], { encoding: 'utf8' });
     expect(r.status).toBe(0);
     expect(r.stdout).toBe(`${JSON.parse(readFileSync('package.json', 'utf8')).version}\n`);
