@@ -53,13 +53,16 @@ export async function pullEnv(reg: Registry, store: StorePaths, refOrDigest: str
   const stored = await storedEnvConfig(store, digest);
   const config = stored ?? (await readEnvConfig(reg, digest));
   const idShift = opts.idShift ?? 0;
-  await cleanedOnce(store, idShift);
   const layerDirs: string[] = [];
   let fetchedObjects = 0;
   let fetchedBytes = 0;
   for (const layer of config.layers) {
     throwIfAborted(opts.signal, `pull ${refOrDigest}`);
-    const r = (await laidOut(store, layer, idShift, opts)) ?? (await ensureLayer(reg, store, layer, idShift, opts));
+    let r = await laidOut(store, layer, idShift, opts);
+    if (r === undefined) {
+      await cleanedOnce(store, idShift);
+      r = await ensureLayer(reg, store, layer, idShift, opts);
+    }
     layerDirs.push(r.dir);
     fetchedObjects += r.fetchedObjects;
     fetchedBytes += r.fetchedBytes;
@@ -92,7 +95,11 @@ async function storedEnvConfig(store: StorePaths, digest: Digest): Promise<EnvCo
 
 const cleaned = new WeakMap<StorePaths, Map<number, Promise<number>>>();
 
-/** The leftovers of killed pulls are removed by the next pull, once per store and shift in a process. */
+/**
+ * The leftovers of killed pulls are removed by the next pull that lays a layer out, once per store
+ * and shift in a process: not by an open of an environment the store holds whole, which would
+ * list every layer of the store to find none (gc removes whatever is left meanwhile).
+ */
 function cleanedOnce(store: StorePaths, idShift: number): Promise<number> {
   let byShift = cleaned.get(store);
   if (byShift === undefined) cleaned.set(store, (byShift = new Map()));
