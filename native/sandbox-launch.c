@@ -1280,9 +1280,14 @@ static void run_init_main(const struct opts *o, int parent_rfd, int errfd) {
 
 static int run_main(struct opts *o) {
   if (o->status_fd < 0 || o->argv == NULL || o->argv[0] == NULL) usage("run needs --status-fd -- ARGV");
-  /* The sandbox lives only as long as its caller (the runtime): then the chain dies with us. */
-  die_with_parent();
+  pid_t caller = getppid();
   holder_setup(o);
+  /*
+   * The sandbox lives only as long as its caller (the runtime): the chain dies with us. Set after
+   * the switch to the namespace's root, which clears it.
+   */
+  die_with_parent();
+  if (getppid() != caller) _exit(1);
   int alive[2], err[2];
   if (pipe2(alive, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0) die("pipe");
   pid_t init = fork_or_die();
