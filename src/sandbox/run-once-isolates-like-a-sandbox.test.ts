@@ -136,6 +136,16 @@ describe('runOnce', () => {
     expect((await listSandboxes(stateDir)).length).toBe(0);
   });
 
+  it('a memory bomb ends as oom', async () => {
+    const o = await runOnce(
+      { lowerDirs: [lower], stateDir, limits: { memoryBytes: 64 << 20 } },
+      ['sh', '-c', 'x=$(head -c 400000000 /dev/zero | tr "\\0" a); echo ${#x}'],
+      { timeoutMs: 60_000 },
+      { host },
+    );
+    expect(o).toMatchObject({ status: 'oom', signal: 'SIGKILL' });
+  });
+
   it('a caller killed with SIGKILL takes its command along and leaves a state the next reap removes', async () => {
     const own = await freshStateDir();
     const marker = String(800_000 + Math.floor(Math.random() * 99_999));
