@@ -969,8 +969,11 @@ static void setns_or_die(int fd, int type, const char *what) {
   close(fd);
 }
 
-/* The command itself (pid 2 of the nested pid namespace). Reports setup failures on `errfd`. */
-static void command_main(const struct opts *o, int errfd, int pty_slave) {
+/*
+ * The command itself (pid 2 of the nested pid namespace, or of a one-shot sandbox). Reports setup
+ * failures on `errfd`. `gate_fd` >= 0: a pipe whose EOF it waits for right before the exec.
+ */
+static void command_main(const struct opts *o, int errfd, int pty_slave, int gate_fd) {
   report_fd = errfd;
   setsid();
   if (pty_slave >= 0) {
@@ -1007,6 +1010,11 @@ static void command_main(const struct opts *o, int errfd, int pty_slave) {
   if (syscall(SYS_keyctl, KEYCTL_JOIN_SESSION_KEYRING, NULL) < 0) die("join a new session keyring");
   install_seccomp();
   syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC);
+  if (gate_fd >= 0) {
+    char c;
+    while (read(gate_fd, &c, 1) < 0 && errno == EINTR) {
+    }
+  }
   execvp(o->argv[0], o->argv);
   int why = errno;
   dprintf(errfd, "minisandbox: cannot run %s: %s", o->argv[0], strerror(why));
@@ -1025,7 +1033,7 @@ static void nested_init_main(const struct opts *o, int parent_rfd, int credfd, i
   close(credfd);
   mount_or_die("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
   pid_t cmd = fork_or_die();
-  if (cmd == 0) command_main(o, errfd, pty_slave);
+  if (cmd == 0) command_main(o, errfd, pty_slave, -1);
   close(errfd);
   if (pty_slave >= 0) close(pty_slave);
   for (;;) {
@@ -1245,13 +1253,9 @@ static void run_init_main(const struct opts *o, int parent_rfd, int errfd) {
   if (pipe2(go, O_CLOEXEC) < 0) die("pipe");
   pid_t cmd = fork_or_die();
   if (cmd == 0) {
-    /* Nothing of the command runs before init has given up its capabilities. */
+    /* Nothing of the command runs before init has given up its capabilities (it waits at the exec). */
     close(go[1]);
-    char c;
-    while (read(go[0], &c, 1) < 0 && errno == EINTR) {
-    }
-    close(go[0]);
-    command_main(o, errfd, -1);
+    command_main(o, errfd, -1, go[0]);
   }
   close(go[0]);
   /*
