@@ -8,6 +8,8 @@
  * /proc, a minimal /dev, the pivot, no capabilities and no_new_privs; init lives until its stdin
  * (a pipe from the runtime) closes. Entering joins those namespaces and runs the command in a
  * fresh pid namespace nested in the sandbox's, so one SIGKILL to its pid 1 ends the whole tree.
+ * A one-shot sandbox (`run`, see run-once.ts) is both in one process chain: the holder's steps, then
+ * the command as its init's child, ended with it.
  * The util-linux + bubblewrap chain this replaced ran eleven programs per start (ARCHITECTURE.md, measured facts).
  */
 import { basename } from 'node:path';
