@@ -47,7 +47,8 @@
  * run: a holder and an enter in one process chain, for a sandbox that lives as long as one command:
  * the holder's steps (same order, same isolation), then its init, which - out of the caller's
  * session and not dumpable - sets up as the holder's does (the workdir made without capabilities
- * in effect, as there), forks the command, drops every capability and reaps. The command gets
+ * in effect, as there), forks the command, drops every capability, wipes its own command line
+ * (host paths, the command's environment) and reaps; the command execs only after that. It gets
  * what enter gives one (setsid, env, workdir, user, kept caps, session keyring, seccomp,
  * close_range; RLIMIT_NPROC set inside the user namespace) as the init's child, pid 2: no nested
  * pid namespace, since the sandbox has no other process. When it ends, init exits with its status
