@@ -102,7 +102,6 @@ export function registerSandboxCommands(program: Command, globals: Globals, setE
           onPull: (p) => ctx.out.progress({ ...p, message: `pull ${ref}: ${p.phase} layer ${p.layer.slice(7, 19)}` }),
           onStart: (id) => {
             sandbox = id;
-            mark('run: sandbox prepared');
             // the progress line is gone before the command writes to the terminal
             ctx.out.done();
           },

@@ -41,7 +41,10 @@ export interface RunOnceOptions {
   maxOutputBytes?: number;
 }
 
-/** Runs `argv` in a new sandbox over `input`'s layers, which is gone when this resolves. */
+/**
+ * Runs `argv` in a new sandbox over `input`'s layers, which is gone when this resolves. hooks:
+ * onCreated runs before the launcher does (to lease the layers), onDestroyed after the teardown.
+ */
 export async function runOnce(input: SandboxOptions, argv: string[], run: RunOnceOptions = {}, hooks: CreateHooks = {}): Promise<CommandOutcome> {
   if (argv.length === 0) throw new InvalidInputError('runOnce needs a command', 'pass an argv array with at least the program');
   const opts = SandboxOptionsSchema.parse(input);
@@ -55,7 +58,7 @@ export async function runOnce(input: SandboxOptions, argv: string[], run: RunOnc
   try {
     // before the overlay is mounted: the layers must not be collected under it
     await hooks.onCreated?.(state);
-    mark('run-once: prepared');
+    mark('run-once: lease taken');
     const capture = run.stdio !== 'inherit';
     const argvFull = runCommand(p.spec, {
       caps: opts.capabilities === 'default' ? DEFAULT_CAPS : [],
