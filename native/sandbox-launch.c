@@ -1,5 +1,6 @@
 /*
- * sandbox-launch: starts a sandbox (holder) and runs commands in it (enter), in one process each.
+ * sandbox-launch: starts a sandbox (holder) and runs commands in it (enter), in one process each;
+ * or runs one command in a sandbox of its own that ends with it (run).
  *
  * Why native: the util-linux + bubblewrap chain it replaces exec'd about eleven programs per sandbox
  * start and six per command (prlimit, sh, unshare, newuidmap, newgidmap, mount, bwrap, nsenter ...),
@@ -12,6 +13,8 @@
  *   sandbox-launch serve     (starts holders on request; see serve_main)
  *   sandbox-launch enter [common] --holder PID --init PID --pidns-fd N --status-fd N
  *       [--net none|host] --workdir DIR [--cap NAME]... [--user UID:GID] [--env K=V]... [--pty 1] -- ARGV...
+ *   sandbox-launch run [common] [holder's options but --info-fd and --from-tar-fd] --status-fd N
+ *       [--cap NAME]... [--user UID:GID] [--env K=V]... -- ARGV...
  *   sandbox-launch userns --uid-map START:COUNT --gid-map START:COUNT -- ARGV...
  *   sandbox-launch idmap-probe --uid-map START:COUNT --gid-map START:COUNT -- DIR
  *   common: [--rlimit NAME=SOFT:HARD]... [--cgroup PROCS_FILE]...
@@ -40,6 +43,19 @@
  * the command's foreground job inside, not on the sandbox.
  * Every process of the chain dies with its parent (PR_SET_PDEATHSIG), so killing the enter
  * process ends everything it started.
+ *
+ * run: a holder and an enter in one process chain, for a sandbox that lives as long as one command:
+ * the holder's steps (same order, same isolation), then its init, which - out of the caller's
+ * session and not dumpable - sets up as the holder's does (the workdir made without capabilities
+ * in effect, as there), forks the command, drops every capability, wipes its own command line
+ * (host paths, the command's environment) and reaps; the command execs only after that. It gets
+ * what enter gives one (setsid, env, workdir, user, kept caps, session keyring, seccomp,
+ * close_range; RLIMIT_NPROC set inside the user namespace) as the init's child, pid 2: no nested
+ * pid namespace, since the sandbox has no other process. When it ends, init exits with its status
+ * (the kernel ends what it left) and so do we. Its stdio is ours (the caller's), never relayed.
+ * The status fd gets {"child-pid": INIT} (one SIGKILL to it ends the sandbox) and {"exit-code": N},
+ * or, for a command that could not start, the error on stderr and 127/126/125 as enter does. The
+ * launcher dies with its parent, and the chain with it.
  *
  * --idmap-lowers 1 (root only): the lower dirs hold layers laid out once with their real owners; each
  * is mounted idmapped through the sandbox's own user namespace (real id k shows as START + k on the
@@ -119,6 +135,9 @@ struct opts {
 };
 
 static const char *prog = "minisandbox sandbox-launch";
+/* main's arguments, which a one-shot sandbox's init wipes (see run_init_main). */
+static int main_argc;
+static char **main_argv;
 /*
  * Where a failure inside an enter chain is reported: a pipe the outer process reads, so that a
  * setup failure is never mistaken for the command's own exit status 125. -1: stderr.
@@ -270,14 +289,25 @@ static void write_file(const char *path, const char *text) {
   close(fd);
 }
 
-static void join_cgroups_and_limit(const struct opts *o) {
-  char pid[32];
-  snprintf(pid, sizeof pid, "%d\n", getpid());
-  for (int i = 0; i < o->n_cgroups; i++) write_file(o->cgroups[i], pid);
+/* Sets the --rlimit values: all of them, or only RLIMIT_NPROC (`nproc` 1), or all but it (-1). */
+static void set_rlimits(const struct opts *o, int nproc) {
   for (int i = 0; i < o->n_rlimits; i++) {
+    int is_nproc = o->rlimits[i].resource == RLIMIT_NPROC;
+    if ((nproc > 0 && !is_nproc) || (nproc < 0 && is_nproc)) continue;
     struct rlimit r = {o->rlimits[i].soft, o->rlimits[i].hard};
     if (setrlimit(o->rlimits[i].resource, &r) < 0) die("setrlimit");
   }
+}
+
+static void join_cgroups(const struct opts *o) {
+  char pid[32];
+  snprintf(pid, sizeof pid, "%d\n", getpid());
+  for (int i = 0; i < o->n_cgroups; i++) write_file(o->cgroups[i], pid);
+}
+
+static void join_cgroups_and_limit(const struct opts *o) {
+  join_cgroups(o);
+  set_rlimits(o, 0);
 }
 
 /*
@@ -788,11 +818,15 @@ static void init_loop(void) {
   }
 }
 
-static void init_main(const struct opts *o, int holder_alive) {
+/*
+ * The sandbox's pid 1, up to the point where it is the sandbox's init: its own mount, ipc, uts
+ * (and net) namespaces, /proc, /dev, /sys, no nested user namespaces, pivoted into the overlay.
+ * Still the namespace's root with every capability: the caller drops them.
+ */
+static void init_setup(const struct opts *o, int parent_rfd) {
   die_with_parent();
-  if (!parent_alive(holder_alive)) _exit(1);
-  close(holder_alive);
-  if (o->info_fd >= 0) close(o->info_fd);
+  if (!parent_alive(parent_rfd)) _exit(1);
+  close(parent_rfd);
   if (unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | (o->net_none ? CLONE_NEWNET : 0)) < 0) die("unshare mount/ipc/uts/net namespaces");
   if (o->hostname != NULL && sethostname(o->hostname, strlen(o->hostname)) < 0) die("sethostname");
   char p[4096];
@@ -814,6 +848,11 @@ static void init_main(const struct opts *o, int holder_alive) {
   if (umount2(".", MNT_DETACH) < 0) die("detach the host root");
   if (chdir("/") < 0) die("chdir /");
   if (o->net_none) loopback_up();
+}
+
+static void init_main(const struct opts *o, int holder_alive) {
+  if (o->info_fd >= 0) close(o->info_fd);
+  init_setup(o, holder_alive);
   restrict_bounding_set(0);
   set_caps_final(0);
   make_workdir(o->workdir);
@@ -844,10 +883,16 @@ static void work_from_sandbox_dir(struct opts *o) {
   o->merged = mg;
 }
 
-static int holder_main(struct opts *o) {
-  if (o->upper == NULL || o->merged == NULL || o->lower == NULL || o->uid_count == 0 || o->gid_count == 0 || o->info_fd < 0) usage("holder needs --upper --merged --lower --uid-map --gid-map --info-fd");
+/*
+ * The holder's steps up to its init: cgroups and rlimits (all but RLIMIT_NPROC, see holderArgs in
+ * commands.ts), the user namespace, a private mount namespace with the upper and the overlay root,
+ * and a new pid namespace for the next child (the init).
+ */
+static void holder_setup(struct opts *o) {
+  if (o->upper == NULL || o->merged == NULL || o->lower == NULL || o->uid_count == 0 || o->gid_count == 0) usage("needs --upper --merged --lower --uid-map --gid-map");
   if (o->idmap_lowers) work_from_sandbox_dir(o);
-  join_cgroups_and_limit(o);
+  join_cgroups(o);
+  set_rlimits(o, -1);
   int idmap[2] = {-1, -1};
   if (o->idmap_lowers && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, idmap) < 0) die("socketpair");
   enter_user_namespace_with(o, idmap[0]);
@@ -882,6 +927,11 @@ static int holder_main(struct opts *o) {
   claim_mount_points(rootfd);
   close(rootfd);
   if (unshare(CLONE_NEWPID) < 0) die("unshare a pid namespace");
+}
+
+static int holder_main(struct opts *o) {
+  if (o->info_fd < 0) usage("holder needs --info-fd");
+  holder_setup(o);
   int alive[2];
   if (pipe2(alive, O_CLOEXEC) < 0) die("pipe");
   pid_t init = fork_or_die();
@@ -920,8 +970,11 @@ static void setns_or_die(int fd, int type, const char *what) {
   close(fd);
 }
 
-/* The command itself (pid 2 of the nested pid namespace). Reports setup failures on `errfd`. */
-static void command_main(const struct opts *o, int errfd, int pty_slave) {
+/*
+ * The command itself (pid 2 of the nested pid namespace, or of a one-shot sandbox). Reports setup
+ * failures on `errfd`. `gate_fd` >= 0: a pipe whose EOF it waits for right before the exec.
+ */
+static void command_main(const struct opts *o, int errfd, int pty_slave, int gate_fd) {
   report_fd = errfd;
   setsid();
   if (pty_slave >= 0) {
@@ -958,6 +1011,11 @@ static void command_main(const struct opts *o, int errfd, int pty_slave) {
   if (syscall(SYS_keyctl, KEYCTL_JOIN_SESSION_KEYRING, NULL) < 0) die("join a new session keyring");
   install_seccomp();
   syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC);
+  if (gate_fd >= 0) {
+    char c;
+    while (read(gate_fd, &c, 1) < 0 && errno == EINTR) {
+    }
+  }
   execvp(o->argv[0], o->argv);
   int why = errno;
   dprintf(errfd, "minisandbox: cannot run %s: %s", o->argv[0], strerror(why));
@@ -976,7 +1034,7 @@ static void nested_init_main(const struct opts *o, int parent_rfd, int credfd, i
   close(credfd);
   mount_or_die("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
   pid_t cmd = fork_or_die();
-  if (cmd == 0) command_main(o, errfd, pty_slave);
+  if (cmd == 0) command_main(o, errfd, pty_slave, -1);
   close(errfd);
   if (pty_slave >= 0) close(pty_slave);
   for (;;) {
@@ -1045,6 +1103,33 @@ static void relay_terminal(int master) {
   }
   if (raw) tcsetattr(0, TCSANOW, &saved);
   close(master);
+}
+
+static void report_child_pid(int status_fd, pid_t pid) {
+  char info[64];
+  int n = snprintf(info, sizeof info, "{\"child-pid\": %d}\n", pid);
+  write_all(status_fd, info, (size_t)n);
+}
+
+/*
+ * Once the command's chain ended (wait status `st`): a setup failure written on `errfd` goes to
+ * stderr, without an exit-code, and our status says which (127 its program was not found, 126 it
+ * could not be run, 125 anything else); else {"exit-code": N} goes to the status fd.
+ */
+static int report_end(int st, int errfd, int status_fd) {
+  char msgbuf[1024];
+  ssize_t n = read(errfd, msgbuf, sizeof msgbuf - 1);
+  if (n > 0) {
+    msgbuf[n] = '\0';
+    fprintf(stderr, "%s\n", msgbuf);
+    int failed = st < 0 ? 125 : shell_status(st);
+    return failed == 126 || failed == 127 ? failed : 125;
+  }
+  int code = st < 0 ? 125 : shell_status(st);
+  char info[64];
+  int len = snprintf(info, sizeof info, "{\"exit-code\": %d}\n", code);
+  write_all(status_fd, info, (size_t)len);
+  return code;
 }
 
 static int enter_main(struct opts *o) {
@@ -1124,31 +1209,102 @@ static int enter_main(struct opts *o) {
     if (c != NULL && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_CREDENTIALS) {
       struct ucred uc;
       memcpy(&uc, CMSG_DATA(c), sizeof uc);
-      char info[64];
-      int n = snprintf(info, sizeof info, "{\"child-pid\": %d}\n", uc.pid);
-      write_all(o->status_fd, info, (size_t)n);
+      report_child_pid(o->status_fd, uc.pid);
     }
   }
   close(cred[0]);
   if (pty_master >= 0) relay_terminal(pty_master);
-  int st = wait_status(outer);
-  char msgbuf[1024];
-  ssize_t n = read(err[0], msgbuf, sizeof msgbuf - 1);
-  if (n > 0) {
-    /*
-     * The command never ran: a setup failure, reported without an exit-code. Our status says
-     * which: 127 its program was not found, 126 it could not be run, 125 anything else.
-     */
-    msgbuf[n] = '\0';
-    fprintf(stderr, "%s\n", msgbuf);
-    int failed = st < 0 ? 125 : shell_status(st);
-    return failed == 126 || failed == 127 ? failed : 125;
+  return report_end(wait_status(outer), err[0], o->status_fd);
+}
+
+/* ---- run ---------------------------------------------------------------------------------- */
+
+/* make_workdir as the holder's init does it: as the namespace's root, no capability in effect. */
+static void make_workdir_without_caps(const char *workdir) {
+  struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
+  struct __user_cap_data_struct saved[2], none[2];
+  if (syscall(SYS_capget, &hdr, saved) < 0) die("capget");
+  memcpy(none, saved, sizeof none);
+  none[0].effective = none[1].effective = 0;
+  if (syscall(SYS_capset, &hdr, none) < 0) die("capset");
+  make_workdir(workdir);
+  if (syscall(SYS_capset, &hdr, saved) < 0) die("capset");
+}
+
+/*
+ * pid 1 of a one-shot sandbox: set up like the holder's init, then the command as its child with
+ * what enter gives a command; it reaps orphans until the command ends and then exits with its
+ * status, which ends every other process of the sandbox.
+ */
+static void run_init_main(const struct opts *o, int parent_rfd, int errfd) {
+  report_fd = errfd;
+  /*
+   * Out of the caller's session, and not dumpable (so not ptrace-able by the command, whose uid it
+   * shares): the caller's terminal may be on our stdio, and a process of that session could push
+   * input into it (TIOCSTI) or take it over.
+   */
+  if (setsid() < 0) die("setsid");
+  prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+  close(o->status_fd);
+  init_setup(o, parent_rfd);
+  make_workdir_without_caps(o->workdir);
+  /* Inside the sandbox's user namespace it counts the sandbox's processes only (see holderArgs). */
+  set_rlimits(o, 1);
+  int go[2];
+  if (pipe2(go, O_CLOEXEC) < 0) die("pipe");
+  pid_t cmd = fork_or_die();
+  if (cmd == 0) {
+    /* Nothing of the command runs before init has given up its capabilities (it waits at the exec). */
+    close(go[1]);
+    command_main(o, errfd, -1, go[0]);
   }
-  int code = st < 0 ? 125 : shell_status(st);
-  char info[64];
-  int len = snprintf(info, sizeof info, "{\"exit-code\": %d}\n", code);
-  write_all(o->status_fd, info, (size_t)len);
-  return code;
+  close(go[0]);
+  /*
+   * Our command line (host paths, the command's environment) would show as /proc/1/cmdline to
+   * the command, which a holder's init never shows to one: the command has its own copy by now.
+   */
+  for (int i = 0; i < main_argc; i++) memset(main_argv[i], 0, strlen(main_argv[i]));
+  restrict_bounding_set(0);
+  set_caps_final(0);
+  /* The command's stdio (maybe the caller's terminal) is its own: init keeps none of it. */
+  int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+  for (int fd = 0; fd < 3; fd++) {
+    if (devnull >= 0) dup2(devnull, fd);
+    else close(fd);
+  }
+  if (devnull > 2) close(devnull);
+  close(go[1]);
+  for (;;) {
+    int st;
+    pid_t p = wait(&st);
+    if (p < 0 && errno == EINTR) continue;
+    if (p < 0) _exit(125);
+    if (p == cmd) _exit(shell_status(st));
+  }
+}
+
+static int run_main(struct opts *o) {
+  if (o->status_fd < 0 || o->argv == NULL || o->argv[0] == NULL) usage("run needs --status-fd -- ARGV");
+  pid_t caller = getppid();
+  holder_setup(o);
+  /*
+   * The sandbox lives only as long as its caller (the runtime): the chain dies with us. Set after
+   * the switch to the namespace's root, which clears it.
+   */
+  die_with_parent();
+  if (getppid() != caller) _exit(1);
+  int alive[2], err[2];
+  if (pipe2(alive, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0) die("pipe");
+  pid_t init = fork_or_die();
+  if (init == 0) {
+    close(alive[1]);
+    close(err[0]);
+    run_init_main(o, alive[0], err[1]);
+  }
+  close(alive[0]);
+  close(err[1]);
+  report_child_pid(o->status_fd, init);
+  return report_end(wait_status(init), err[0], o->status_fd);
 }
 
 /* ---- serve -------------------------------------------------------------------------------- */
@@ -1634,13 +1790,16 @@ static int idmap_probe_main(struct opts *o) {
 }
 
 int main(int argc, char **argv) {
+  main_argc = argc;
+  main_argv = argv;
   struct opts o;
   parse_args(&o, argc, argv);
   if (strcmp(o.mode, "holder") == 0) return holder_main(&o);
   if (strcmp(o.mode, "enter") == 0) return enter_main(&o);
+  if (strcmp(o.mode, "run") == 0) return run_main(&o);
   if (strcmp(o.mode, "serve") == 0) return serve_main();
   if (strcmp(o.mode, "userns") == 0) return userns_main(&o);
   if (strcmp(o.mode, "idmap-probe") == 0) return idmap_probe_main(&o);
-  usage("mode must be holder, enter, serve, userns or idmap-probe");
+  usage("mode must be holder, enter, run, serve, userns or idmap-probe");
   return 125;
 }

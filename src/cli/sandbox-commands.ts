@@ -64,13 +64,15 @@ export function registerSandboxCommands(program: Command, globals: Globals, setE
     .addOption(option('--disk <size>', 'size cap of the writable layer', opt.size({ min: 1024 ** 2 }), { value: 1024 ** 3, shown: '1g' }))
     .option('--workdir <dir>', 'working directory inside the sandbox (absolute)', opt.sandboxPath())
     .addOption(option('-e, --env <K=V>', 'an environment variable (repeat for more)', opt.envPair(), { value: {}, shown: 'none' }))
-    .addOption(option('--max-output <size>', 'keep at most this much of stdout and of stderr', opt.size(), { value: 16 * 1024 ** 2, shown: '16m' }))
+    .addOption(
+      option('--max-output <size>', 'with --json: keep at most this much of stdout and of stderr', opt.size(), { value: 16 * 1024 ** 2, shown: '16m' }),
+    )
     .action(async (ref: string, cmd: string[], o: RunOpts) => {
       // `auto` progress is silent here when stderr is not a terminal: it is the command's stderr
       mark('run: options parsed');
       const ctx = await storeContext(globals(), { progressWhenNotTty: 'none' });
       mark('run: store context');
-      const { openSandbox, reapStale } = await import('../runtime/open.js');
+      const { runOnce, reapStale } = await import('../runtime/open.js');
       mark('run: runtime loaded');
       const limits: Record<string, number> = { diskBytes: o.disk };
       if (o.memory !== undefined) limits.memoryBytes = o.memory;
@@ -86,32 +88,35 @@ export function registerSandboxCommands(program: Command, globals: Globals, setE
       process.once('SIGINT', stop);
       process.once('SIGTERM', stop);
       try {
-        await using sb = await openSandbox(ctx.registry, ctx.store, ref, {
+        let sandbox = '';
+        // The command's output streams straight to ours, its stdin is ours; --json keeps it for the record.
+        const outcome = await runOnce(ctx.registry, ctx.store, ref, cmd, {
           network: o.network,
           limits,
           config,
           signal: abort.signal,
           maxOutputBytes: o.maxOutput,
+          stdio: ctx.out.json ? 'capture' : 'inherit',
+          stdin: 'inherit',
+          ...(o.timeout === undefined ? {} : { timeoutMs: o.timeout }),
           onPull: (p) => ctx.out.progress({ ...p, message: `pull ${ref}: ${p.phase} layer ${p.layer.slice(7, 19)}` }),
+          onStart: (id) => {
+            sandbox = id;
+            // the progress line is gone before the command writes to the terminal
+            ctx.out.done();
+          },
           warn: (m) => ctx.out.warn(m),
         });
-        mark('run: sandbox open');
-        ctx.out.done();
-        const outcome = await sb.exec(cmd, { signal: abort.signal, ...(o.timeout === undefined ? {} : { timeoutMs: o.timeout }) });
-        if (ctx.out.json) ctx.out.result({ ref, sandbox: sb.id, ...outcome }, () => '');
+        mark('run: command done, sandbox destroyed');
+        if (ctx.out.json) ctx.out.result({ ref, sandbox, ...outcome }, () => '');
         else {
-          process.stdout.write(outcome.stdout);
-          process.stderr.write(outcome.stderr);
-          if (outcome.stdoutTruncated || outcome.stderrTruncated) ctx.out.warn('output was truncated (raise --max-output)');
           // a command that could not start already said why on its stderr (127/126 say which)
           if (outcome.status !== 'ok' && !(outcome.status === 'infra_error' && outcomeExitCode(outcome) !== 125)) {
             ctx.out.warn(`command ended: ${outcome.status}${outcome.error ? ` (${outcome.error})` : ''}`);
           }
         }
-        mark('run: command done');
         setExit(outcomeExitCode(outcome));
       } finally {
-        mark('run: sandbox destroyed');
         process.off('SIGINT', stop);
         process.off('SIGTERM', stop);
       }

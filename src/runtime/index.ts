@@ -3,8 +3,8 @@
  * sandbox (pulled, leased, started), its commands, sessions, files, forks, resets and snapshots, and the EvalRunner
  * that grades in fresh sandboxes of a ref.
  */
-export { openSandbox, forkLeased, forkShared, resetLeased, reapStale, hostIdShift } from './open.js';
-export type { OpenOptions } from './open.js';
+export { openSandbox, runOnce, forkLeased, forkShared, resetLeased, reapStale, hostIdShift } from './open.js';
+export type { OpenOptions, RunOnceOptions } from './open.js';
 export { Snapshots, SnapshotInUseError, SnapshotRecordSchema, snapshotRef } from './snapshot.js';
 export type { SnapshotRecord, SnapshotLayout } from './snapshot.js';
 export { captureShellState, restoreShellState } from '../sandbox/shell-state.js';

@@ -20,6 +20,9 @@ import {
   forkSandboxShared,
   probeHost,
   reapStaleSandboxes,
+  runOnce as runInFreshSandbox,
+  type RunOnceOptions as SandboxRunOnceOptions,
+  type CommandOutcome,
 } from '../sandbox/index.js';
 import { probeIdmappedLayers } from '../sandbox/idmap.js';
 import { acquireLease, releaseLease } from '../store/leases.js';
@@ -46,6 +49,62 @@ export interface OpenOptions extends Omit<SandboxOptions, 'lowerDirs' | 'stateDi
 }
 
 export async function openSandbox(reg: Registry, store: StorePaths, ref: string, opts: OpenOptions = {}): Promise<Sandbox> {
+  const { signal } = opts;
+  const { options, hooks, origin } = await pulledSandbox(reg, store, ref, opts);
+  const sb = await createSandbox(options, hooks);
+  sb.origin = sb.creationOrigin = origin;
+  if (signal?.aborted === true) {
+    // aborted while the sandbox started: nobody will get it to destroy
+    await sb.destroy();
+    throwIfAborted(signal, `open ${ref}`);
+  }
+  return sb;
+}
+
+export interface RunOnceOptions extends Omit<OpenOptions, 'prewarmReset' | 'timeoutMs'>, Omit<SandboxRunOnceOptions, 'signal'> {
+  /** Told the sandbox's id once it is made (before the command runs). */
+  onStart?: (sandboxId: string) => void;
+}
+
+/**
+ * One command in a fresh sandbox of `ref` that lives only as long as the command (see
+ * sandbox/run-once.ts): pulled, its layers leased for the run, released after. The signal cancels
+ * the pull, or kills the command (outcome `killed`).
+ */
+export async function runOnce(reg: Registry, store: StorePaths, ref: string, argv: string[], opts: RunOnceOptions = {}): Promise<CommandOutcome> {
+  const { timeoutMs, env, workdir, user, stdio, stdin, onStart, ...open } = opts;
+  const { options, hooks } = await pulledSandbox(reg, store, ref, open);
+  const onCreated = hooks.onCreated;
+  return runInFreshSandbox(
+    options,
+    argv,
+    {
+      ...(timeoutMs === undefined ? {} : { timeoutMs }),
+      ...(open.signal === undefined ? {} : { signal: open.signal }),
+      ...(env === undefined ? {} : { env }),
+      ...(workdir === undefined ? {} : { workdir }),
+      ...(user === undefined ? {} : { user }),
+      ...(stdio === undefined ? {} : { stdio }),
+      ...(stdin === undefined ? {} : { stdin }),
+      ...(open.maxOutputBytes === undefined ? {} : { maxOutputBytes: open.maxOutputBytes }),
+    },
+    {
+      ...hooks,
+      onCreated: async (state) => {
+        await onCreated?.(state);
+        onStart?.(state.id);
+      },
+    },
+  );
+}
+
+/** What openSandbox and runOnce start a sandbox of `ref` with: pulled, with lease hooks. */
+async function pulledSandbox(
+  reg: Registry,
+  store: StorePaths,
+  ref: string,
+  opts: OpenOptions,
+): Promise<{ options: SandboxOptions; hooks: CreateHooks; origin: SandboxOrigin }> {
   const { config, onPull, warn, signal, host: given, ...rest } = opts;
   throwIfAborted(signal, `open ${ref}`);
   const host = given ?? (await probeHost());
@@ -65,23 +124,15 @@ export async function openSandbox(reg: Registry, store: StorePaths, ref: string,
     },
     ...(warn ? { warn } : {}),
   };
-  const sb = await createSandbox(
-    {
-      ...rest,
-      idmapLowers: mapping.kind === 'idmap',
-      lowerDirs: pulled.layerDirs,
-      stateDir: store.sandboxesDir,
-      config: { ...pulled.env.config, ...(config ?? {}), env: { ...pulled.env.config.env, ...(config?.env ?? {}) } },
-    },
-    hooks,
-  );
-  sb.origin = sb.creationOrigin = { env: { digest: pulled.digest, config: pulled.env }, ...(ref.startsWith('sha256:') ? {} : { ref }) };
-  if (signal?.aborted === true) {
-    // aborted while the sandbox started: nobody will get it to destroy
-    await sb.destroy();
-    throwIfAborted(signal, `open ${ref}`);
-  }
-  return sb;
+  const options: SandboxOptions = {
+    ...rest,
+    idmapLowers: mapping.kind === 'idmap',
+    lowerDirs: pulled.layerDirs,
+    stateDir: store.sandboxesDir,
+    config: { ...pulled.env.config, ...(config ?? {}), env: { ...pulled.env.config.env, ...(config?.env ?? {}) } },
+  };
+  const origin: SandboxOrigin = { env: { digest: pulled.digest, config: pulled.env }, ...(ref.startsWith('sha256:') ? {} : { ref }) };
+  return { options, hooks, origin };
 }
 
 /**

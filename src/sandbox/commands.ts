@@ -8,6 +8,8 @@
  * /proc, a minimal /dev, the pivot, no capabilities and no_new_privs; init lives until its stdin
  * (a pipe from the runtime) closes. Entering joins those namespaces and runs the command in a
  * fresh pid namespace nested in the sandbox's, so one SIGKILL to its pid 1 ends the whole tree.
+ * A one-shot sandbox (`run`, see run-once.ts) is both in one process chain: the holder's steps, then
+ * the command as its init's child, ended with it.
  * The util-linux + bubblewrap chain this replaced ran eleven programs per start (ARCHITECTURE.md, measured facts).
  */
 import { basename } from 'node:path';
@@ -102,6 +104,11 @@ export function holderCommand(s: HolderSpec): string[] {
 
 /** The arguments of `sandbox-launch holder` (also what the launcher server takes to start one). */
 export function holderArgs(s: HolderSpec): string[] {
+  return [...sandboxArgs(s), ...(s.fromTar ? ['--from-tar-fd', String(FORK_TAR_FD)] : []), '--info-fd', String(HOLDER_INFO_FD)];
+}
+
+/** What `holder` and `run` take to make a sandbox: limits, ids, the overlay, network, hostname. */
+function sandboxArgs(s: Omit<HolderSpec, 'launcher' | 'fromTar'>): string[] {
   const { idMap } = s;
   return [
     ...rlimitArgs(s.rlimits),
@@ -119,15 +126,12 @@ export function holderArgs(s: HolderSpec): string[] {
     ...(s.tmpfsBytes === undefined ? [] : ['--tmpfs-size', String(s.tmpfsBytes)]),
     ...(s.volatileUpper ? ['--volatile', '1'] : []),
     ...(s.idmapLowers === true ? ['--idmap-lowers', '1'] : []),
-    ...(s.fromTar ? ['--from-tar-fd', String(FORK_TAR_FD)] : []),
     '--net',
     s.network,
     '--hostname',
     s.hostname,
     '--workdir',
     s.workdir,
-    '--info-fd',
-    String(HOLDER_INFO_FD),
   ];
 }
 
@@ -159,11 +163,16 @@ export function enterCommand(s: EnterSpec): string[] {
   return [s.launcher, 'enter', ...enterArgs(s)];
 }
 
-/** The arguments of `sandbox-launch enter` (also what the launcher server takes to run one). */
-export function enterArgs(s: EnterSpec): string[] {
+/** What a command gets besides its sandbox: kept caps, user, environment, and its argv last. */
+function commandArgs(s: Pick<EnterSpec, 'caps' | 'user' | 'env' | 'argv'>): string[] {
   const env: string[] = [];
   for (const [k, v] of Object.entries({ PATH: DEFAULT_PATH, HOME: '/root', ...s.env })) env.push('--env', `${k}=${v}`);
   const user = s.user === undefined || (s.user.uid === 0 && s.user.gid === 0) ? [] : ['--user', `${s.user.uid}:${s.user.gid}`];
+  return [...s.caps.flatMap((c) => ['--cap', c]), ...user, ...env, '--', ...s.argv];
+}
+
+/** The arguments of `sandbox-launch enter` (also what the launcher server takes to run one). */
+export function enterArgs(s: EnterSpec): string[] {
   return [
     ...rlimitArgs(s.rlimits),
     ...cgroupArgs(s.cgroupProcs),
@@ -179,11 +188,26 @@ export function enterArgs(s: EnterSpec): string[] {
     s.network,
     '--workdir',
     s.workdir,
-    ...s.caps.flatMap((c) => ['--cap', c]),
-    ...user,
-    ...env,
-    '--',
-    ...s.argv,
+    ...commandArgs(s),
+  ];
+}
+
+/** fd number the spawner of `run` provides for the JSON status ({"child-pid"}, then {"exit-code"}). */
+export const RUN_STATUS_FD = 3;
+
+/**
+ * The launcher command line of a one-shot sandbox (`sandbox-launch run`): a holder's sandbox with
+ * one command in it, its workdir the command's, its rlimits the command's (the launcher sets
+ * RLIMIT_NPROC only inside the user namespace, as a holder never sets it).
+ */
+export function runCommand(sandbox: Omit<HolderSpec, 'fromTar'>, command: Pick<EnterSpec, 'caps' | 'user' | 'env' | 'argv' | 'rlimits' | 'workdir'>): string[] {
+  return [
+    sandbox.launcher,
+    'run',
+    ...sandboxArgs({ ...sandbox, rlimits: command.rlimits, workdir: command.workdir }),
+    '--status-fd',
+    String(RUN_STATUS_FD),
+    ...commandArgs(command),
   ];
 }
 

@@ -10,6 +10,8 @@ export {
 } from './sandbox.js';
 export type { ForkResult, SandboxOrigin } from './sandbox.js';
 export type { SandboxOptions, SandboxLimits, CreateHooks, ExecOptions } from './sandbox.js';
+export { runOnce } from './run-once.js';
+export type { RunOnceOptions } from './run-once.js';
 export { Session, ansiQuote, commandScript } from './session.js';
 export type { SessionOptions, SessionRunOptions } from './session.js';
 export { CommandOutcomeSchema, CommandStatusSchema, DEFAULT_MAX_OUTPUT_BYTES } from './outcome.js';

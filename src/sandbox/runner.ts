@@ -94,34 +94,54 @@ export async function runInSandbox(spec: EnterSpec, opts: RunOptions): Promise<R
   const out = stdout.slice();
   const err = stderr.slice();
   const base = { durationMs, stdout: out.text, stderr: err.text, stdoutTruncated: out.truncated, stderrTruncated: err.truncated };
-  const stdoutBuf = stdout.bytes();
-  if (timedOut) return { outcome: { status: 'timeout', exitCode: null, signal: 'SIGKILL', ...base }, stdout: stdoutBuf };
-  if (aborted) return { outcome: { status: 'killed', exitCode: null, signal: 'SIGKILL', ...base }, stdout: stdoutBuf };
-  const m = /"exit-code"\s*:\s*(-?\d+)/.exec(status);
+  const outcome = await classifyEnding({ timedOut, aborted, status, code, signal: sig, stderr: err.text, oomFile: opts.oomFile, oomBefore }, base);
+  return { outcome, stdout: stdout.bytes() };
+}
+
+/** How a command's launcher ended, for classifyEnding. */
+export interface Ending {
+  timedOut: boolean;
+  aborted: boolean;
+  /** What the launcher wrote on its status fd. */
+  status: string;
+  /** The launcher's own exit. */
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  /** The command's stderr as far as it was kept ('' when it went elsewhere). */
+  stderr: string;
+  oomFile: string | undefined;
+  /** The cgroup's OOM kill count before the command started. */
+  oomBefore: number;
+}
+
+type OutcomeBase = Pick<CommandOutcome, 'durationMs' | 'stdout' | 'stderr' | 'stdoutTruncated' | 'stderrTruncated'>;
+
+/** The outcome's status: timeout, killed by us, a command that never started, OOM, or its own end. */
+export async function classifyEnding(e: Ending, base: OutcomeBase): Promise<CommandOutcome> {
+  if (e.timedOut) return { status: 'timeout', exitCode: null, signal: 'SIGKILL', ...base };
+  if (e.aborted) return { status: 'killed', exitCode: null, signal: 'SIGKILL', ...base };
+  const m = /"exit-code"\s*:\s*(-?\d+)/.exec(e.status);
   if (m === null) {
     // The launcher reports an exit code only for a command that started: a failed setup (namespace
     // entry, chdir, exec of a missing program) is the runtime's or the caller's error, not the command's.
     // Its own exit status says which, as shells do: 127 program not found, 126 not runnable, else 125.
     return {
-      outcome: {
-        status: 'infra_error',
-        exitCode: code,
-        signal: sig,
-        ...base,
-        error: `command could not be started in the sandbox: ${err.text.trim().slice(-500) || `exit ${code}`}`,
-      },
-      stdout: stdoutBuf,
+      status: 'infra_error',
+      exitCode: e.code,
+      signal: e.signal,
+      ...base,
+      error: `command could not be started in the sandbox: ${e.stderr.trim().slice(-500) || `exit ${e.code ?? e.signal}`}`,
     };
   }
   const exitCode = Number(m[1]);
-  if (exitCode === 125 && err.text.startsWith(WORKDIR_FAILURE)) {
-    return { outcome: { status: 'infra_error', exitCode, signal: null, ...base, error: err.text.trim() }, stdout: stdoutBuf };
+  if (exitCode === 125 && e.stderr.startsWith(WORKDIR_FAILURE)) {
+    return { status: 'infra_error', exitCode, signal: null, ...base, error: e.stderr.trim() };
   }
   const signal = signalFromExitCode(exitCode);
-  if (signal === 'SIGKILL' && (await oomKills(opts.oomFile)) > oomBefore) {
-    return { outcome: { status: 'oom', exitCode, signal, ...base }, stdout: stdoutBuf };
+  if (signal === 'SIGKILL' && (await oomKills(e.oomFile)) > e.oomBefore) {
+    return { status: 'oom', exitCode, signal, ...base };
   }
-  return { outcome: { status: signal === null ? 'ok' : 'killed', exitCode, signal, ...base }, stdout: stdoutBuf };
+  return { status: signal === null ? 'ok' : 'killed', exitCode, signal, ...base };
 }
 
 /** SIGKILLs the command's pid 1 if it is still there (checked by its parent: the sandbox's init). */

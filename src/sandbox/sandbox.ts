@@ -3,25 +3,25 @@
  * destroy. See commands.ts for the process chain and ARCHITECTURE.md for the measured facts behind it.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { chmodSync, chownSync, mkdirSync, renameSync } from 'node:fs';
+import { renameSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { InvalidInputError, MinisandboxError } from '../errors.js';
 import { RuntimeConfigSchema, type RuntimeConfig } from '../layer/env.js';
-import { createSandboxCgroup, removeCgroup, unthrottle, type SandboxCgroup } from './cgroup.js';
+import { removeCgroup, unthrottle, type SandboxCgroup } from './cgroup.js';
 import { DEFAULT_CAPS, forkSourceTarCommand, holderArgs, holderCommand, HOST_PATH, type EnterSpec, type HolderSpec, type Rlimits } from './commands.js';
 import { launcherServer, spawnedHolder, type HolderHandle } from './launcher-server.js';
 import { probeHost, type HostInfo } from './host.js';
 import { DEFAULT_MAX_OUTPUT_BYTES, type CommandOutcome } from './outcome.js';
-import { allocateIdRange, type IdPool, recordIdRangeHolder, releaseIdRange, resolveIdPool } from './idpool.js';
+import { recordIdRangeHolder } from './idpool.js';
+import { endSandbox, makeUpperDir, prepareSandbox } from './prepare.js';
 import { processStartTime, sameProcessAlive } from './proc.js';
 import { runInSandbox } from './runner.js';
 import { Session, type SessionOptions, type SessionRunOptions } from './session.js';
-import { makeStateDir, removeTree, sandboxDir, teardown, writeState, type SandboxState } from './state.js';
+import { removeTree, sandboxDir, teardown, writeState, type SandboxState } from './state.js';
 import { freezeUpper, releaseFrozenLowers, retainFrozenLowers } from './frozen.js';
 import type { Digest } from '../cas/digest.js';
 import type { EnvConfig } from '../layer/env.js';
-import type { IdMap } from '../host/subid.js';
 import { mark } from '../util/timing.js';
 import { randomHex } from '../util/lazy-crypto.js';
 
@@ -467,19 +467,6 @@ export interface SandboxOrigin {
   ref?: string;
 }
 
-/** The upper dir of a new sandbox, or a reset one's fresh one. */
-function makeUpperDir(upperDir: string, kind: 'tmpfs' | 'disk', isRoot: boolean, idMap: IdMap): void {
-  mkdirSync(upperDir, { mode: kind === 'disk' ? 0o700 : 0o711 });
-  // A disk upper is written by the sandbox's root, i.e. the first id of the mapped range; the
-  // mkdir mode alone would be cut by the umask (and world-writable would be wrong anyway).
-  if (kind === 'disk') {
-    // Rootless owners cannot chown to a subordinate id: open the dir instead (its parent is 0711,
-    // so only someone who knows the random sandbox id could reach it).
-    if (isRoot) chownSync(upperDir, idMap.uidStart, idMap.gidStart);
-    else chmodSync(upperDir, 0o777);
-  }
-}
-
 /** Starts a holder through the launcher server (or, for a streamed fork, spawned with the tar on fd 4). */
 async function startHolder(spec: HolderSpec, forkFrom: Sandbox | undefined, onSpawn?: (c: ChildProcess) => void): Promise<HolderHandle> {
   if (forkFrom === undefined) {
@@ -524,10 +511,6 @@ function fileError(op: string, path: string, o: CommandOutcome): MinisandboxErro
   return new MinisandboxError('SANDBOX_FILE', `cannot ${op} ${path} in the sandbox: ${why}`, {
     hint: 'check the path exists (for reads) and that the sandbox is alive; paths are resolved inside the sandbox',
   });
-}
-
-function newId(): string {
-  return `sb-${Date.now().toString(36)}-${randomHex(4)}`;
 }
 
 async function readHolderInfo(holder: ChildProcess, timeoutMs: number): Promise<{ initPid: number; stderr: string }> {
@@ -609,89 +592,10 @@ export async function createSandbox(input: SandboxOptions, hooks: CreateHooks = 
 async function startSandbox(opts: ParsedOptions, hooks: CreateHooks, forkFrom: Sandbox | undefined, forkedFrom = forkFrom?.id): Promise<Sandbox> {
   const host = hooks.host ?? (await probeHost());
   const warn = hooks.warn ?? ((m: string) => process.emitWarning(m, 'MinisandboxWarning'));
-  const id = opts.id ?? newId();
-  if (opts.idmapLowers && !host.isRoot) {
-    throw new InvalidInputError(
-      'idmapped lower layers need root',
-      'lay layers out shifted for this user (pull with `--id-shift auto`) and leave idmapLowers off',
-    );
-  }
-  // Over idmapped layers the holder reaches its dir from inside it: the dirs above may be private.
-  mark('start: options parsed');
-  makeStateDir(opts.stateDir, { othersReachParents: !opts.idmapLowers });
-  const dir = sandboxDir(opts.stateDir, id);
-  // Over idmapped layers, a range of the sandbox's own; else the one its layers were shifted to.
-  const range = opts.idmapLowers ? sandboxIdRange(id, host.idMap, warn) : { idMap: host.idMap };
-  try {
-    mkdirSync(dir, { mode: 0o711 });
-  } catch (e) {
-    if (range.slotPath !== undefined) releaseIdRange(range.slotPath, id);
-    throw new InvalidInputError(`cannot create sandbox dir ${dir}: ${String(e)}`, 'pick another id, or run reapStaleSandboxes on the state dir');
-  }
-  const upperDir = join(dir, 'upper');
-  const mergedDir = join(dir, 'root');
-  makeUpperDir(upperDir, opts.upper, host.isRoot, range.idMap);
-  mkdirSync(mergedDir, { mode: 0o711 });
-  const state: SandboxState = {
-    version: 1,
-    id,
-    ownerPid: process.pid,
-    ownerStartTime: processStartTime(process.pid),
-    holderPid: 0,
-    initPid: 0,
-    lowerDirs: opts.lowerDirs,
-    upperDir,
-    upperKind: opts.upper,
-    mergedDir,
-    network: opts.network,
-    cgroupDirs: [],
-    idMap: range.idMap,
-    ...(range.slotPath === undefined ? {} : { idSlot: range.slotPath }),
-    ...(opts.idmapLowers ? { idmapLowers: true } : {}),
-    createdAt: new Date().toISOString(),
-    ...(forkedFrom === undefined ? {} : { forkedFrom }),
-  };
-  writeState(opts.stateDir, state);
-  mark('start: state written');
-  let cgroup: SandboxCgroup | undefined;
+  const { id, state, cgroup, unenforced, rlimits, spec } = await prepareSandbox(opts, host, warn, { forkedFrom, fromTar: forkFrom !== undefined });
   let holder: HolderHandle | undefined;
   const sp: { c?: ChildProcess } = {};
   try {
-    const { memoryBytes, pids, cpus } = opts.limits;
-    cgroup = await createSandboxCgroup(`msb-${id}`, { memoryBytes, pids, cpus });
-    const unenforced = cgroup === undefined ? (['memoryBytes', 'pids', 'cpus'] as const).filter((k) => opts.limits[k] !== undefined) : cgroup.unenforced;
-    if (unenforced.length > 0) {
-      warn(
-        `sandbox ${id}: no writable cgroup for ${unenforced.join(', ')}; falling back to rlimits (memory: RLIMIT_AS per process; pids: ` +
-          `RLIMIT_NPROC, shared by every sandbox of this user; cpu: not limited). Run as root or delegate a cgroup v2 subtree to enforce them.`,
-      );
-    }
-    state.cgroupDirs = cgroup?.dirs ?? [];
-    mark('start: cgroup');
-    const rlimits: Rlimits = {
-      nofile: opts.limits.nofile,
-      core: 0,
-      nproc: unenforced.includes('pids') ? opts.limits.pids : undefined,
-      asBytes: unenforced.includes('memoryBytes') ? opts.limits.memoryBytes : undefined,
-    };
-    const spec: HolderSpec = {
-      launcher: host.tools.launcher,
-      idMap: range.idMap,
-      idmapLowers: opts.idmapLowers,
-      upperDir,
-      mergedDir,
-      lowerDirs: opts.lowerDirs,
-      tmpfsBytes: opts.upper === 'tmpfs' ? opts.limits.diskBytes : undefined,
-      volatileUpper: opts.volatileUpper,
-      network: opts.network,
-      hostname: opts.config.hostname,
-      workdir: opts.config.workdir,
-      fromTar: forkFrom !== undefined,
-      // Not RLIMIT_NPROC: a user namespace takes its creator's value as a ceiling on every process
-      // of the creating user (the runtime's own threads included); commands get it on entry instead.
-      rlimits: { ...rlimits, nproc: undefined },
-      cgroupProcs: cgroup?.procsFiles ?? [],
-    };
     holder = await startHolder(spec, forkFrom, (c) => {
       sp.c = c;
     });
@@ -701,8 +605,8 @@ async function startSandbox(opts: ParsedOptions, hooks: CreateHooks, forkFrom: S
     state.holderStartTime = processStartTime(holder.pid);
     state.initPid = holder.initPid;
     writeState(opts.stateDir, state);
-    if (range.slotPath !== undefined) recordIdRangeHolder({ path: range.slotPath }, id, holder.pid, state.holderStartTime);
-    const sb = new Sandbox(state, opts, host, holder, cgroup, rlimits, hooks, [...unenforced], spec);
+    if (state.idSlot !== undefined) recordIdRangeHolder({ path: state.idSlot }, id, holder.pid, state.holderStartTime);
+    const sb = new Sandbox(state, opts, host, holder, cgroup, rlimits, hooks, unenforced, spec);
     await hooks.onCreated?.(state);
     mark('start: lease taken');
     // once for its current lower dirs, once for its creation ones (see doDestroy)
@@ -716,34 +620,13 @@ async function startSandbox(opts: ParsedOptions, hooks: CreateHooks, forkFrom: S
     sp.c?.kill('SIGKILL');
     if (holder !== undefined) state.holderPid = holder.pid;
     else if (sp.c?.pid !== undefined) state.holderPid = sp.c.pid;
-    await teardown(opts.stateDir, id, state);
-    if (cgroup !== undefined) await removeCgroup(cgroup.dirs);
+    await endSandbox(opts.stateDir, state, cgroup);
     if (e instanceof MinisandboxError) throw e;
     throw new SandboxStartError(
       `cannot create sandbox: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`,
       'see the cause; run probeHost() to check the host',
     );
   }
-}
-
-let pool: { value: IdPool | undefined } | undefined;
-let warnedNoPool = false;
-
-/** The id range of a sandbox over idmapped layers: a slot of root's pool, or the shared range if it has none. */
-function sandboxIdRange(id: string, shared: IdMap, warn: (m: string) => void): { idMap: IdMap; slotPath?: string } {
-  pool ??= { value: resolveIdPool() };
-  if (pool.value === undefined) {
-    if (!warnedNoPool) {
-      warnedNoPool = true;
-      warn(
-        `root's subordinate ranges (/etc/subuid, /etc/subgid) hold no more than one sandbox's ${shared.count} ids: every sandbox shares ` +
-          `uids ${shared.uidStart}.. Give root a larger range (\`bin/setup\` writes root:1000000:1000000000) so each sandbox gets its own.`,
-      );
-    }
-    return { idMap: shared };
-  }
-  const lease = allocateIdRange(pool.value, id);
-  return { idMap: lease.idMap, slotPath: lease.path };
 }
 
 /** Pipes a tar of the source's upper dir (read inside its mount namespace) into the new holder's fd 4. */

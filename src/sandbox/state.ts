@@ -4,7 +4,7 @@
  * one left behind.
  */
 import { mkdirSync, renameSync, statSync, writeFileSync } from 'node:fs';
-import { readFile, readdir, rm, stat } from 'node:fs/promises';
+import { readFile, readdir, rm, rmdir, stat, unlink } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { z } from 'zod';
 import { InvalidInputError } from '../errors.js';
@@ -180,6 +180,7 @@ async function waitGone(pid: number, start: string | undefined): Promise<void> {
  */
 export async function removeTree(dir: string, idMap: IdMap | undefined, opts: { small?: boolean } = {}): Promise<void> {
   if (opts.small === true) {
+    if (await removeEmptySandboxDir(dir)) return;
     try {
       await rm(dir, { recursive: true, force: true, maxRetries: 3 });
       return;
@@ -188,6 +189,24 @@ export async function removeTree(dir: string, idMap: IdMap | undefined, opts: { 
     }
   }
   await removeTreeAs(idMap, dir);
+}
+
+/**
+ * A tmpfs sandbox's dir as it is once its processes are gone: its state file and two empty mount
+ * points. Removed by name, four calls, where rm's recursive walk took milliseconds of CPU, a good
+ * part of a one-shot sandbox's whole cost; false (nothing lost) when it holds anything else.
+ */
+async function removeEmptySandboxDir(dir: string): Promise<boolean> {
+  try {
+    await unlink(join(dir, 'state.json')).catch((e: unknown) => {
+      if (!isErrno(e, 'ENOENT')) throw e;
+    });
+    await Promise.all([rmdir(join(dir, 'upper')), rmdir(join(dir, 'root'))]);
+    await rmdir(dir);
+    return true;
+  } catch (e) {
+    return false;
+  }
 }
 
 /**
