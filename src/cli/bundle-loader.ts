@@ -18,7 +18,6 @@ import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { Script } from 'node:vm';
 import { asksForVersionOnly, commandModule, packageVersion } from './command-line.js';
-import { newerSources, runSources } from './sources-newer-than-bundle.js';
 
 /** The bundle's content hash, set by bin/build-cli.mjs. */
 declare const MSB_BUNDLE_HASH: string;
@@ -34,9 +33,7 @@ type BundleFunction = (
 ) => void;
 
 const argv = process.argv.slice(2);
-const sources = newerSources(join(__dirname, '..'), __filename);
-if (sources !== undefined) runSources(join(__dirname, '..'), sources, argv);
-else if (asksForVersionOnly(argv)) process.stdout.write(`${packageVersion()}\n`);
+if (asksForVersionOnly(argv)) process.stdout.write(`${packageVersion()}\n`);
 else runBundle();
 
 function runBundle(): void {
