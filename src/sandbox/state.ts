@@ -50,11 +50,15 @@ export function sandboxDir(stateDir: string, id: string): string {
   return join(stateDir, id);
 }
 
-/** Synchronous: a few hundred bytes, written on every sandbox start, where latency is the product. */
+/**
+ * Synchronous: a few hundred bytes, written on every sandbox start, where latency is the product.
+ * Not parsed on the way out (the type is the schema's, and every reader parses it): validating
+ * our own object cost each one-shot run's two writes more than writing them.
+ */
 export function writeState(stateDir: string, state: SandboxState): void {
   const dir = sandboxDir(stateDir, state.id);
   const file = join(dir, 'state.json');
-  writeFileSync(`${file}.tmp`, JSON.stringify(SandboxStateSchema.parse(state)));
+  writeFileSync(`${file}.tmp`, JSON.stringify(state));
   renameSync(`${file}.tmp`, file);
 }
 
