@@ -2,7 +2,8 @@
  * Subordinate id ranges (/etc/subuid, /etc/subgid). Sandboxes map in-sandbox ids 0..count-1 to a
  * subordinate range, never to the caller's own id (and so never to host root).
  */
-import { appendFile, readFile } from 'node:fs/promises';
+import { readFileSync } from 'node:fs';
+import { appendFile } from 'node:fs/promises';
 import { userInfo } from 'node:os';
 import { z } from 'zod';
 import { HostCapabilityError, InvalidInputError } from '../errors.js';
@@ -54,9 +55,10 @@ export function currentUser(): { name: string; uid: number; gid: number } {
   return { name: u.username, uid: u.uid, gid: u.gid };
 }
 
+/** Synchronous: two small files on every sandbox start (no round trip through libuv's thread pool). */
 async function readText(path: string): Promise<string> {
   try {
-    return await readFile(path, 'utf8');
+    return readFileSync(path, 'utf8');
   } catch (e) {
     if (isErrno(e, 'ENOENT')) return '';
     throw e;

@@ -4,7 +4,7 @@
  * Ref names may contain `/`; on disk they are flattened (`/` -> `%`, which names cannot contain)
  * so that `a` and `a/b` can both exist.
  */
-import { createReadStream } from 'node:fs';
+import { createReadStream, readFileSync } from 'node:fs';
 import { copyFile, link, mkdir, open, readFile, rename, rm, stat, unlink, utimes, writeFile, chmod } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import type { Readable } from 'node:stream';
@@ -197,7 +197,8 @@ export class LocalRegistry implements Registry {
 
   async getRef(name: string): Promise<Digest | null> {
     try {
-      return parseDigest((await readFile(this.refPath(name), 'utf8')).trim());
+      // synchronous: a ref is a line, read on every open of an environment
+      return parseDigest(readFileSync(this.refPath(name), 'utf8').trim());
     } catch (e) {
       if (isErrno(e, 'ENOENT')) return null;
       throw e;

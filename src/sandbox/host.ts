@@ -2,8 +2,8 @@
  * Host capability probe: everything a sandbox needs from the machine, checked up front so a
  * missing piece fails with one clear error saying how to fix it, not with a cryptic mount error.
  */
-import { accessSync, constants } from 'node:fs';
-import { readFile, stat } from 'node:fs/promises';
+import { accessSync, constants, readFileSync } from 'node:fs';
+import { stat } from 'node:fs/promises';
 import { delimiter, join } from 'node:path';
 import { HostCapabilityError } from '../errors.js';
 import { nativeHelper } from '../util/native.js';
@@ -51,7 +51,7 @@ export async function findExecutable(name: string, path = process.env.PATH ?? ''
 
 async function readInt(path: string): Promise<number | undefined> {
   try {
-    return Number.parseInt((await readFile(path, 'utf8')).trim(), 10);
+    return Number.parseInt(readFileSync(path, 'utf8').trim(), 10);
   } catch {
     return undefined;
   }

@@ -11,7 +11,7 @@
  * probed again by every process (it comes with a warning, and may be fixed meanwhile).
  */
 import { execFile } from 'node:child_process';
-import { readFileSync, statSync } from 'node:fs';
+import { mkdirSync, readFileSync, statSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { HostInfo } from './host.js';
@@ -68,7 +68,7 @@ function fnv1a64(s: string): string {
 }
 
 async function runProbe(host: HostInfo, dir: string): Promise<IdmapSupport> {
-  await mkdir(dir, { recursive: true });
+  mkdirSync(dir, { recursive: true });
   const id = probeIdentity(host.tools.launcher, dir);
   const cached = id === undefined ? undefined : join(PROBE_CACHE_DIR, id.name);
   if (cached !== undefined && readOrUndefined(cached) === id?.text) return { ok: true };

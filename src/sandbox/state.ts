@@ -3,8 +3,8 @@
  * store's gc treats a live sandbox's lowerDirs as leased, and a restarted runtime reaps what a dead
  * one left behind.
  */
-import { mkdirSync, renameSync, statSync, writeFileSync } from 'node:fs';
-import { readFile, readdir, rm, rmdir, stat, unlink } from 'node:fs/promises';
+import { mkdirSync, readdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
+import { rm, rmdir, stat, unlink } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { z } from 'zod';
 import { InvalidInputError } from '../errors.js';
@@ -64,7 +64,7 @@ export function writeState(stateDir: string, state: SandboxState): void {
 
 export async function readState(stateDir: string, id: string): Promise<SandboxState | undefined> {
   try {
-    const parsed = SandboxStateSchema.safeParse(JSON.parse(await readFile(join(sandboxDir(stateDir, id), 'state.json'), 'utf8')));
+    const parsed = SandboxStateSchema.safeParse(JSON.parse(readFileSync(join(sandboxDir(stateDir, id), 'state.json'), 'utf8')));
     return parsed.success ? parsed.data : undefined;
   } catch {
     return undefined;
@@ -81,7 +81,8 @@ export interface SandboxListing {
 export async function listSandboxes(stateDir: string): Promise<SandboxListing[]> {
   let names: string[];
   try {
-    names = await readdir(stateDir);
+    // synchronous, like readState: one directory and a small file per sandbox, on every start's reap
+    names = readdirSync(stateDir);
   } catch (e) {
     if (isErrno(e, 'ENOENT')) return [];
     throw e;
@@ -127,7 +128,12 @@ export async function reapStaleSandboxes(stateDir: string, idMapForRemoval?: IdM
  * fork in progress needs to start its children.
  */
 async function reapFrozenLeftovers(stateDir: string, idMap: IdMap | undefined): Promise<void> {
-  const names = (await readdir(stateDir).catch(() => [] as string[])).filter((n) => n.startsWith('.fork-'));
+  let names: string[];
+  try {
+    names = readdirSync(stateDir).filter((n) => n.startsWith('.fork-'));
+  } catch {
+    return;
+  }
   if (names.length === 0) return;
   const used = new Set<string>();
   for (const e of await listSandboxes(stateDir)) if (e.live && e.state !== undefined) for (const d of e.state.lowerDirs) used.add(d);

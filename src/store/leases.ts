@@ -2,7 +2,8 @@
  * Leases: a live sandbox's claim on the layer trees under its root. gc never removes a leased
  * layer; a lease whose holder process is gone is stale and is dropped.
  */
-import { mkdir, readFile, readdir, rename, rm, writeFile } from 'node:fs/promises';
+import { mkdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { readFile, readdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { isErrno } from '../util/fs.js';
@@ -20,15 +21,16 @@ export type Lease = z.infer<typeof LeaseSchema>;
 
 export async function acquireLease(store: StorePaths, id: string, layerDirs: string[], pid = process.pid): Promise<Lease> {
   const lease = LeaseSchema.parse({ id, pid, layers: layerDirs.map((d) => d.split('/').pop() ?? d), created: new Date().toISOString() });
-  await mkdir(store.leasesDir, { recursive: true });
+  // synchronous: a small file per sandbox start (see store/pull.ts readOrUndefined)
+  mkdirSync(store.leasesDir, { recursive: true });
   const path = join(store.leasesDir, `${id}.json`);
-  await writeFile(`${path}.tmp`, JSON.stringify(lease));
-  await rename(`${path}.tmp`, path);
+  writeFileSync(`${path}.tmp`, JSON.stringify(lease));
+  renameSync(`${path}.tmp`, path);
   return lease;
 }
 
 export async function releaseLease(store: StorePaths, id: string): Promise<void> {
-  await rm(join(store.leasesDir, `${id}.json`), { force: true });
+  rmSync(join(store.leasesDir, `${id}.json`), { force: true });
 }
 
 /** Live leases; stale ones (holder dead, unreadable) are removed on the way. */

@@ -3,14 +3,14 @@
  * byte against its digest, and lay each layer out once as a read-only tree (layer-pull.ts, loaded
  * only for a layer the store lacks).
  */
-import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { existsSync, readFileSync } from 'node:fs';
+import { mkdir, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Digest } from '../cas/digest.js';
 import { throwIfAborted } from '../errors.js';
 import { type EnvConfig, EnvConfigSchema, type LayerRef } from '../layer/env.js';
 import type { Registry } from '../registry/registry.js';
 import { canonicalJson } from '../cas/canonical-json.js';
-import { exists } from '../util/fs.js';
 import { randomHex } from '../util/lazy-crypto.js';
 import type { StorePaths } from './paths.js';
 import { ensurePrivateStore } from './private.js';
@@ -50,7 +50,7 @@ export interface PulledEnv {
 export async function pullEnv(reg: Registry, store: StorePaths, refOrDigest: string, opts: PullOptions = {}): Promise<PulledEnv> {
   await ensurePrivateStore(store);
   const digest = await resolveEnvDigest(reg, refOrDigest);
-  const stored = await storedEnvConfig(store, digest);
+  const stored = storedEnvConfig(store, digest);
   const config = stored ?? (await readEnvConfig(reg, digest));
   const idShift = opts.idShift ?? 0;
   const layerDirs: string[] = [];
@@ -78,16 +78,25 @@ export async function pullEnv(reg: Registry, store: StorePaths, refOrDigest: str
  * atomically, in a directory only its owner reaches; reading it back costs neither a registry
  * round trip (an S3 GET) nor a hash. Anything unreadable is fetched again.
  */
-async function storedEnvConfig(store: StorePaths, digest: Digest): Promise<EnvConfig | undefined> {
-  let text: string;
-  try {
-    text = await readFile(store.env(digest), 'utf8');
-  } catch {
-    return undefined;
-  }
+function storedEnvConfig(store: StorePaths, digest: Digest): EnvConfig | undefined {
+  const text = readOrUndefined(store.env(digest));
+  if (text === undefined) return undefined;
   try {
     const r = EnvConfigSchema.safeParse(JSON.parse(text));
     return r.success ? r.data : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * A small file of the store's, or undefined. Synchronous, like the other reads of an open of a
+ * pulled env: a one-shot run that makes no asynchronous file call never starts libuv's thread pool
+ * (its threads cost ~5 ms of start and exit).
+ */
+function readOrUndefined(path: string): string | undefined {
+  try {
+    return readFileSync(path, 'utf8');
   } catch {
     return undefined;
   }
@@ -111,7 +120,7 @@ function cleanedOnce(store: StorePaths, idShift: number): Promise<number> {
 /** A layer already laid out: what ensureLayer finds first, without loading the lay-out's code. */
 async function laidOut(store: StorePaths, layer: LayerRef, idShift: number, opts: PullOptions): Promise<LayerPulled | undefined> {
   const dir = store.layer(layer.digest, idShift);
-  if (!(await exists(dir))) return undefined;
+  if (!existsSync(dir)) return undefined;
   opts.onProgress?.({ layer: layer.digest, phase: 'cached' });
   return { dir, fetchedObjects: 0, fetchedBytes: 0 };
 }
@@ -135,7 +144,7 @@ export async function ensureManifest(reg: Registry, store: StorePaths, layer: La
 async function writeAtomic(store: StorePaths, path: string, data: string): Promise<void> {
   // Every open of a pulled env rewrites its ref and config: one read instead of four calls when
   // they already say the same (the common case, and a part of each sandbox start).
-  if ((await readFile(path, 'utf8').catch(() => undefined)) === data) return;
+  if (readOrUndefined(path) === data) return;
   await mkdir(join(path, '..'), { recursive: true });
   await mkdir(store.tmpDir, { recursive: true });
   const tmp = join(store.tmpDir, `w-${process.pid}-${randomHex(6)}`);

@@ -5,8 +5,8 @@
  * harmless.
  */
 import { execFile } from 'node:child_process';
-import { constants, existsSync, mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
-import { access, mkdir, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { accessSync, constants, existsSync, mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
+import { mkdir, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -154,7 +154,7 @@ async function build(name: string, feature: NativeFeature | undefined): Promise<
   const binaries = buildDirs().map((d) => join(d, file));
   for (const binary of binaries) {
     try {
-      await access(binary, constants.X_OK);
+      accessSync(binary, constants.X_OK);
       return binary;
     } catch {
       // not compiled there
