@@ -46,18 +46,40 @@ export interface ManagerOptions {
   reapEveryMs?: number;
   /** Called when the reaper ends a sandbox (for the request log). */
   onReaped?: (id: string, why: 'ttl' | 'idle') => void;
+  /** Default: DEFAULT_JOB_LIMITS. */
+  jobs?: Partial<JobLimits>;
 }
 
-export class CapacityError extends MinisandboxError {
+/** Full for now: answered 429 with a Retry-After of `retryAfterS` seconds. */
+export class RetryLaterError extends MinisandboxError {
   constructor(
-    max: number,
+    message: string,
+    hint: string,
     readonly retryAfterS: number,
   ) {
-    super('CAPACITY', `this server already holds its maximum of ${max} sandboxes`, {
-      hint: `delete sandboxes you are done with, or retry after ${retryAfterS} s; --max-sandboxes raises the cap`,
-    });
+    super('CAPACITY', message, { hint });
   }
 }
+
+export class CapacityError extends RetryLaterError {
+  constructor(max: number, retryAfterS: number) {
+    super(
+      `this server already holds its maximum of ${max} sandboxes`,
+      `delete sandboxes you are done with, or retry after ${retryAfterS} s; --max-sandboxes raises the cap`,
+      retryAfterS,
+    );
+  }
+}
+
+/** Async exec jobs' bounds, per sandbox (see jobs.ts). */
+export interface JobLimits {
+  /** Jobs running at once; more are refused (429). */
+  maxRunning: number;
+  /** Output (stdout + stderr bytes) of finished jobs kept; the oldest finished jobs go first. */
+  outputBudgetBytes: number;
+}
+
+export const DEFAULT_JOB_LIMITS: JobLimits = { maxRunning: 16, outputBudgetBytes: 16 << 20 };
 
 export interface Entry {
   sb: Sandbox;
@@ -109,6 +131,10 @@ export class SandboxManager {
 
   get max(): number {
     return this.opts.maxSandboxes;
+  }
+
+  get jobLimits(): JobLimits {
+    return { ...DEFAULT_JOB_LIMITS, ...this.opts.jobs };
   }
 
   private reserve(): void {
