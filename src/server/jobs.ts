@@ -140,7 +140,8 @@ export class SandboxJobs {
     if (j === undefined && this.expired.has(jobId))
       throw new MinisandboxError(
         'NOT_FOUND',
-        `job ${jobId} in sandbox ${this.sandboxId} has expired: finished jobs are dropped, oldest first, to keep their output within ${this.limits.outputBudgetBytes} bytes per sandbox (and the last ${KEPT_FINISHED_JOBS})`,
+        `job ${jobId} in sandbox ${this.sandboxId} has expired: finished jobs are dropped, oldest first, ` +
+          `to keep their output within ${this.limits.outputBudgetBytes} bytes per sandbox (and the last ${KEPT_FINISHED_JOBS})`,
         { hint: 'wait on a job (GET ...?wait=N) to get its result as it ends, or cap its output with max_output' },
       );
     if (j === undefined)
