@@ -11,6 +11,8 @@ interface ServeOpts {
   listen: string;
   tokenFile?: string;
   maxSandboxes: number;
+  maxJobsPerSandbox: number;
+  jobOutputBudget: number;
   idleTimeout: number;
   ttl: number;
   evalDataset: string[];
@@ -37,6 +39,13 @@ export function registerServeCommand(program: Command, globals: () => GlobalOpti
     )
     .addOption(
       option('--ttl <duration>', 'the longest a sandbox lives (a create may ask for less)', opt.duration({ min: 1000 }), { value: 6 * 3_600_000, shown: '6h' }),
+    )
+    .option('--max-jobs-per-sandbox <n>', 'async exec jobs running at once in one sandbox (more get 429)', opt.int({ min: 1, max: 100_000 }), 16)
+    .addOption(
+      option('--job-output-budget <size>', 'output of finished async jobs kept per sandbox (the oldest jobs are dropped first)', opt.size(), {
+        value: 16 << 20,
+        shown: '16m',
+      }),
     )
     .option(
       '--eval-dataset <spec>',
@@ -66,6 +75,8 @@ export function registerServeCommand(program: Command, globals: () => GlobalOpti
       const srv = await startServer(ctx.registry, ctx.store, {
         listen: parseListen(o.listen),
         maxSandboxes: o.maxSandboxes,
+        maxJobsPerSandbox: o.maxJobsPerSandbox,
+        jobOutputBudgetBytes: o.jobOutputBudget,
         idleTimeoutMs: o.idleTimeout,
         ttlMs: o.ttl,
         evalDatasets,

@@ -4,17 +4,19 @@
  * summary holds only id lists, so the predictions and results it stands for are read back from
  * them and the summary is made again by makeRunSummary: the same file `score` writes.
  *
- * Writes of one summary are serialized in this process and each is atomic (a temporary file
- * renamed over it), so concurrent evaluations of one run lose no entry and a reader never sees
- * half a file.
+ * Each read-modify-write of a summary holds its lock file (`<summary>.lock`) against other
+ * processes (another server, a `score` run on the same reports dir), and callers in this process
+ * queue for it first, so concurrent evaluations of one run lose no entry; each write is atomic (a
+ * temporary file renamed over it), so a reader never sees half a file.
  */
 import { mkdir, readFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { z } from 'zod';
 import { InvalidInputError } from '../errors.js';
+import { withExclusiveLock } from '../store/lock.js';
 import { isErrno } from '../util/fs.js';
 import { makeRunSummary, type RunSummary, RunSummarySchema, type ScoreResult } from './report.js';
-import { writeAtomic } from './score-run.js';
+import { summaryLockPath, writeAtomic } from './score-run.js';
 
 type Graded = Pick<ScoreResult, 'status' | 'resolved'>;
 
@@ -97,9 +99,11 @@ export async function recordInRunSummary(
   result: Graded | null,
 ): Promise<RunSummary> {
   return serialized(path, async () => {
-    const summary = summaryWith(await readSummary(path), datasetIds, instanceId, patch, result);
     await mkdir(dirname(path), { recursive: true });
-    await writeAtomic(path, `${JSON.stringify(summary, null, 4)}\n`);
-    return summary;
+    return withExclusiveLock(summaryLockPath(path), async () => {
+      const summary = summaryWith(await readSummary(path), datasetIds, instanceId, patch, result);
+      await writeAtomic(path, `${JSON.stringify(summary, null, 4)}\n`);
+      return summary;
+    });
   });
 }

@@ -11,6 +11,7 @@ import { mkdir, readFile, rename, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { AbortedError, errorMessage, InvalidInputError, throwIfAborted } from '../errors.js';
 import { isErrno } from '../util/fs.js';
+import { withExclusiveLock } from '../store/lock.js';
 import { parseScoreInstance, type ScoreInstance } from './instance.js';
 import type { Prediction } from './predictions.js';
 import { makeRunSummary, ScoreResultSchema, type RunSummary, type ScoreResult } from './report.js';
@@ -78,6 +79,11 @@ export function instanceReportDir(reportDir: string, runId: string, model: strin
   return join(reportDir, safeComponent(runId, 'run id'), modelDirName(model), safeComponent(instanceId, 'instance id'));
 }
 
+/** The lock every write of a run summary holds (see run-summary-update.ts). */
+export function summaryLockPath(summaryPath: string): string {
+  return `${summaryPath}.lock`;
+}
+
 /** The run summary's path: `<reportDir>/<model>.<runId>.json`. */
 export function runSummaryPath(reportDir: string, runId: string, model: string): string {
   return join(reportDir, `${modelDirName(model)}.${safeComponent(runId, 'run id')}.json`);
@@ -142,7 +148,8 @@ export async function scoreRun(
   const summary = makeRunSummary({ datasetIds: instances.map((x) => x.instance_id), predictions: preds, results });
   await mkdir(opts.reportDir, { recursive: true });
   const summaryPath = runSummaryPath(opts.reportDir, opts.runId, model);
-  await writeAtomic(summaryPath, `${JSON.stringify(summary, null, 4)}\n`);
+  // under the lock evaluate's per-prediction updates take, so neither write lands inside the other's
+  await withExclusiveLock(summaryLockPath(summaryPath), () => writeAtomic(summaryPath, `${JSON.stringify(summary, null, 4)}\n`));
   const ordered = todo.flatMap((p) => results.get(p.instance_id) ?? []);
   const failures: Failure[] = ordered
     .filter((r) => !r.resolved)

@@ -10,7 +10,7 @@ import { MinisandboxError, type ErrorCode } from '../errors.js';
 import type { Registry } from '../registry/registry.js';
 import type { StorePaths } from '../store/paths.js';
 import { FieldError, type RouteContext } from './http.js';
-import { CapacityError, type SandboxManager } from './manager.js';
+import { RetryLaterError, type SandboxManager } from './manager.js';
 import { openApiRoutes, recordRoutes } from './openapi.js';
 import { execRoutes } from './routes-exec.js';
 import { fileRoutes } from './routes-files.js';
@@ -129,7 +129,7 @@ export function buildApp(mgr: SandboxManager, opts: AppOptions): FastifyInstance
       status = STATUS[code] ?? 500;
       hint = err.hint;
       if (err instanceof FieldError && err.field !== '') field = err.field;
-      if (err instanceof CapacityError) void reply.header('retry-after', String(err.retryAfterS));
+      if (err instanceof RetryLaterError) void reply.header('retry-after', String(err.retryAfterS));
     } else {
       // fastify's own: body parsing and limits
       const sc = typeof err === 'object' && err !== null && 'statusCode' in err && typeof err.statusCode === 'number' ? err.statusCode : 500;

@@ -46,18 +46,40 @@ export interface ManagerOptions {
   reapEveryMs?: number;
   /** Called when the reaper ends a sandbox (for the request log). */
   onReaped?: (id: string, why: 'ttl' | 'idle') => void;
+  /** Default: DEFAULT_JOB_LIMITS. */
+  jobs?: Partial<JobLimits>;
 }
 
-export class CapacityError extends MinisandboxError {
+/** Full for now: answered 429 with a Retry-After of `retryAfterS` seconds. */
+export class RetryLaterError extends MinisandboxError {
   constructor(
-    max: number,
+    message: string,
+    hint: string,
     readonly retryAfterS: number,
   ) {
-    super('CAPACITY', `this server already holds its maximum of ${max} sandboxes`, {
-      hint: `delete sandboxes you are done with, or retry after ${retryAfterS} s; --max-sandboxes raises the cap`,
-    });
+    super('CAPACITY', message, { hint });
   }
 }
+
+export class CapacityError extends RetryLaterError {
+  constructor(max: number, retryAfterS: number) {
+    super(
+      `this server already holds its maximum of ${max} sandboxes`,
+      `delete sandboxes you are done with, or retry after ${retryAfterS} s; --max-sandboxes raises the cap`,
+      retryAfterS,
+    );
+  }
+}
+
+/** Async exec jobs' bounds, per sandbox (see jobs.ts). */
+export interface JobLimits {
+  /** Jobs running at once; more are refused (429). */
+  maxRunning: number;
+  /** Output (stdout + stderr bytes) of finished jobs kept; the oldest finished jobs go first. */
+  outputBudgetBytes: number;
+}
+
+export const DEFAULT_JOB_LIMITS: JobLimits = { maxRunning: 16, outputBudgetBytes: 16 << 20 };
 
 export interface Entry {
   sb: Sandbox;
@@ -71,6 +93,16 @@ export interface Entry {
   forkedFrom?: string;
   /** The snapshot it was created from, or last reset to. */
   snapshot?: string;
+  /**
+   * Made by the server for its own work (an evaluation): it holds a slot, uses memory and is reaped
+   * and shut down like any other, but it is no client's, so the API neither lists nor reaches it.
+   */
+  internal?: true;
+}
+
+/** Which sandboxes a lookup may find: a client's only, or also the server's own (see Entry.internal). */
+export interface Reach {
+  internal?: boolean;
 }
 
 export interface SandboxInfo {
@@ -111,6 +143,10 @@ export class SandboxManager {
     return this.opts.maxSandboxes;
   }
 
+  get jobLimits(): JobLimits {
+    return { ...DEFAULT_JOB_LIMITS, ...this.opts.jobs };
+  }
+
   private reserve(): void {
     if (this.closed) throw new MinisandboxError('SANDBOX_DESTROYED', 'the server is shutting down', { hint: 'retry against a running server' });
     if (this.entries.size + this.pending >= this.opts.maxSandboxes) throw new CapacityError(this.opts.maxSandboxes, this.retryAfterS());
@@ -125,7 +161,7 @@ export class SandboxManager {
     return Math.max(1, Math.min(60, Math.ceil(soonest / 1000)));
   }
 
-  private register(sb: Sandbox, ref: string, ttlMs: number, forkedFrom?: string): Entry {
+  private register(sb: Sandbox, ref: string, ttlMs: number, forkedFrom?: string, internal?: boolean): Entry {
     const now = Date.now();
     const e: Entry = {
       sb,
@@ -136,13 +172,15 @@ export class SandboxManager {
       busy: 0,
       sessions: new Map(),
       ...(forkedFrom === undefined ? {} : { forkedFrom }),
+      ...(internal === true ? { internal } : {}),
     };
     this.entries.set(sb.id, e);
     this.metrics.createsTotal++;
     return e;
   }
 
-  async create(ref: string, opts: OpenOptions, ttlMs: number | undefined): Promise<Entry> {
+  /** `reach.internal`: a sandbox of the server's own (see Entry.internal). */
+  async create(ref: string, opts: OpenOptions, ttlMs: number | undefined, reach: Reach = {}): Promise<Entry> {
     this.reserve();
     try {
       const sb = await this.provider.open(ref, opts);
@@ -150,23 +188,23 @@ export class SandboxManager {
         await sb.destroy();
         throw new MinisandboxError('SANDBOX_DESTROYED', 'the server shut down while the sandbox started', { hint: 'retry against a running server' });
       }
-      return this.register(sb, ref, Math.min(ttlMs ?? this.opts.ttlMs, this.opts.ttlMs));
+      return this.register(sb, ref, Math.min(ttlMs ?? this.opts.ttlMs, this.opts.ttlMs), undefined, reach.internal);
     } finally {
       this.pending--;
     }
   }
 
   /** Looking a sandbox up is not using it: a client polling its status does not keep it alive. */
-  get(id: string): Entry {
+  get(id: string, reach: Reach = {}): Entry {
     const e = this.entries.get(id);
-    if (e === undefined || !e.sb.alive)
+    if (e === undefined || !e.sb.alive || (e.internal === true && reach.internal !== true))
       throw new NotFoundError(`sandbox ${id}`, 'list live sandboxes with GET /v1/sandboxes; it may have passed its TTL or idle timeout');
     return e;
   }
 
   /** Runs `fn` with the sandbox marked busy, so the idle reaper leaves it alone meanwhile. */
-  async use<T>(id: string, fn: (e: Entry) => Promise<T>): Promise<T> {
-    const e = this.get(id);
+  async use<T>(id: string, fn: (e: Entry) => Promise<T>, reach: Reach = {}): Promise<T> {
+    const e = this.get(id, reach);
     e.lastUsed = Date.now();
     e.busy++;
     try {
@@ -177,8 +215,14 @@ export class SandboxManager {
     }
   }
 
+  /** The clients' sandboxes (the server's own are not listed, though they count in `live`). */
   list(): SandboxInfo[] {
-    return [...this.entries.values()].map((e) => this.info(e));
+    return [...this.entries.values()].filter((e) => e.internal !== true).map((e) => this.info(e));
+  }
+
+  /** Every sandbox held, the server's own included: what capacity accounting adds up. */
+  held(): Entry[] {
+    return [...this.entries.values()];
   }
 
   info(e: Entry): SandboxInfo {
@@ -194,9 +238,10 @@ export class SandboxManager {
     };
   }
 
-  async destroy(id: string): Promise<void> {
+  async destroy(id: string, reach: Reach = {}): Promise<void> {
     const e = this.entries.get(id);
-    if (e === undefined) throw new NotFoundError(`sandbox ${id}`, 'list live sandboxes with GET /v1/sandboxes');
+    if (e === undefined || (e.internal === true && reach.internal !== true))
+      throw new NotFoundError(`sandbox ${id}`, 'list live sandboxes with GET /v1/sandboxes');
     this.entries.delete(id);
     await e.sb.destroy();
   }

@@ -145,12 +145,16 @@ export const ROUTES: RouteDoc[] = [
     params: IdParamsSchema,
     query: ExecQuerySchema,
     body: ExecBodySchema,
-    responses: { 200: ok('the outcome', OutcomeBodySchema), 202: ok('the job started (async)', JobStartedSchema) },
+    responses: {
+      200: ok('the outcome', OutcomeBodySchema),
+      202: ok('the job started (async)', JobStartedSchema),
+      429: { description: 'async: the sandbox already runs its maximum of jobs, --max-jobs-per-sandbox (Retry-After)', body: ErrorBodySchema },
+    },
   },
   {
     method: 'GET',
     path: '/v1/sandboxes/:id/jobs',
-    summary: "the sandbox's jobs (running, and the last finished)",
+    summary: "the sandbox's jobs: running, and finished ones within --job-output-budget bytes of output (and the last 64), oldest dropped first",
     params: IdParamsSchema,
     responses: { 200: ok('jobs', z.object({ jobs: z.array(JobInfoSchema) })) },
   },
@@ -160,7 +164,10 @@ export const ROUTES: RouteDoc[] = [
     summary: "a job's status; ?wait=N waits up to N seconds for it to end",
     params: JobParamsSchema,
     query: JobWaitQuerySchema,
-    responses: { 200: ok('the job', JobInfoSchema) },
+    responses: {
+      200: ok('the job', JobInfoSchema),
+      404: { description: 'no such job, or a finished one dropped to keep the output budget (the message says it expired)', body: ErrorBodySchema },
+    },
   },
   {
     method: 'DELETE',

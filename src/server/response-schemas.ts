@@ -39,13 +39,15 @@ export const OutcomeBodySchema = z.object({
 
 export const JobStartedSchema = z.object({ job: z.string(), status: z.literal('running') });
 
-export const JobInfoSchema = z.object({
-  job: z.string(),
-  status: z.enum(['running', 'done']),
-  started_at: z.string(),
-  finished_at: z.string().optional(),
-  result: OutcomeBodySchema.optional(),
-});
+export const JobInfoSchema = z
+  .object({
+    job: z.string(),
+    status: z.enum(['running', 'done']),
+    started_at: z.string(),
+    finished_at: z.string().optional(),
+    result: OutcomeBodySchema.optional(),
+  })
+  .describe("a finished job is kept while the sandbox's finished jobs hold at most --job-output-budget bytes of output (oldest dropped first)");
 
 export const DirListingSchema = z.object({
   path: z.string(),

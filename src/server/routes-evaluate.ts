@@ -1,8 +1,9 @@
 /**
  * POST /v1/evaluate: a trainer's reward call. The patch is graded as `score` grades a prediction
  * (score/evaluate.ts), in a fresh sandbox of the instance's environment made through the manager:
- * it counts against --max-sandboxes (429 when full), the shutdown ends it, and a client that goes
- * away kills it. Failing to make that sandbox is an error answer, never a grade. With a run_id the
+ * it counts against --max-sandboxes (429 when full) and in /v1/capacity, but it is the server's own
+ * (not listed by GET /v1/sandboxes, not reachable by id); the shutdown ends it, and a client that
+ * goes away kills it. Failing to make that sandbox is an error answer, never a grade. With a run_id the
  * outcome is also recorded where `score` records it (--reports-dir).
  */
 import type { FastifyInstance } from 'fastify';
@@ -57,7 +58,7 @@ export function evaluateRoutes(app: FastifyInstance, ctx: RouteContext, cfg: Eva
     const destroy = async (): Promise<void> => {
       if (made === undefined || made.gone) return;
       made.gone = true;
-      await mgr.destroy(made.id).catch((e: unknown) => {
+      await mgr.destroy(made.id, { internal: true }).catch((e: unknown) => {
         // reaped meanwhile (TTL): nothing left to destroy
         if (!(e instanceof NotFoundError)) throw e;
       });
@@ -72,10 +73,12 @@ export function evaluateRoutes(app: FastifyInstance, ctx: RouteContext, cfg: Eva
         },
         // a little past the script's limit, so the timeout, not the TTL, ends a slow evaluation
         timeoutMs + 60_000,
+        // the server's own: no client lists or reaches it, yet it holds a slot until it is destroyed
+        { internal: true },
       );
       made = { id: e.sb.id, gone: false };
       const id = e.sb.id;
-      return { exec: (argv, o) => mgr.use(id, (x) => x.sb.exec(argv, o)), destroy };
+      return { exec: (argv, o) => mgr.use(id, (x) => x.sb.exec(argv, o), { internal: true }), destroy };
     };
     try {
       const out = await evaluatePrediction(

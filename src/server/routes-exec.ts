@@ -25,8 +25,9 @@ export function execRoutes(app: FastifyInstance, ctx: RouteContext): void {
       const e = mgr.get(id);
       // jobs are for long commands: without a timeout of its own, one may run as long as its sandbox lives
       const timeoutMs = b.timeout ?? Math.max(1, e.expiresAt - Date.now());
-      const job = jobsOf(e).start(
+      const job = jobsOf(e, mgr.jobLimits).start(
         e,
+        timeoutMs,
         (signal) => e.sb.exec(b.argv ?? b.command!, { ...opts, timeoutMs, signal }),
         (o) => mgr.metrics.execLatency(o.durationMs / 1000),
       );

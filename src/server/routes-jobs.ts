@@ -11,20 +11,20 @@ export function jobRoutes(app: FastifyInstance, ctx: RouteContext): void {
   const { mgr } = ctx;
   app.get('/v1/sandboxes/:id/jobs', async (req) => {
     const { id } = parse(IdParamsSchema, req.params, 'path');
-    return { jobs: jobsOf(mgr.get(id)).list() };
+    return { jobs: jobsOf(mgr.get(id), mgr.jobLimits).list() };
   });
 
   app.get('/v1/sandboxes/:id/jobs/:job', async (req, reply) => {
     const { id, job } = parse(JobParamsSchema, req.params, 'path');
     const q = parse(JobWaitQuerySchema, req.query, 'query');
-    const j = jobsOf(mgr.get(id)).get(job);
+    const j = jobsOf(mgr.get(id), mgr.jobLimits).get(job);
     await waitFor(j, Math.round((q.wait ?? 0) * 1000), disconnectSignal(reply));
     return jobInfo(j);
   });
 
   app.delete('/v1/sandboxes/:id/jobs/:job', async (req, reply) => {
     const { id, job } = parse(JobParamsSchema, req.params, 'path');
-    await jobsOf(mgr.get(id)).kill(job);
+    await jobsOf(mgr.get(id), mgr.jobLimits).kill(job);
     return reply.code(204).send();
   });
 }

@@ -30,9 +30,10 @@ async function cgroupMemory(dirs: readonly string[]): Promise<number> {
 export async function capacity(mgr: SandboxManager): Promise<Record<string, unknown>> {
   const mem = await meminfo();
   let sandboxes = 0;
-  for (const info of mgr.list()) {
+  // every sandbox held, evaluations' included: they use the node's memory as much as a client's
+  for (const e of mgr.held()) {
     try {
-      sandboxes += await cgroupMemory(mgr.get(info.id).sb.state.cgroupDirs);
+      if (e.sb.alive) sandboxes += await cgroupMemory(e.sb.state.cgroupDirs);
     } catch {
       // ended meanwhile: it holds nothing
     }

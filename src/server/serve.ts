@@ -27,6 +27,10 @@ export interface ServeOptions {
   ttlMs: number;
   /** Datasets POST /v1/evaluate grades against (loaded at start: a bad file stops the start). */
   evalDatasets?: EvalDatasetSource[];
+  /** Async exec jobs running at once per sandbox (default DEFAULT_JOB_LIMITS). */
+  maxJobsPerSandbox?: number;
+  /** Output bytes of finished jobs kept per sandbox (default DEFAULT_JOB_LIMITS). */
+  jobOutputBudgetBytes?: number;
   /** Where evaluate records runs (`score`'s --report-dir); default logs/run_evaluation under the cwd, as `score`. */
   reportsDir?: string;
 }
@@ -112,6 +116,10 @@ export async function startServer(reg: Registry, store: StorePaths, o: ServeOpti
     ttlMs: o.ttlMs,
     idleMs: o.idleTimeoutMs,
     onReaped: (id, why) => write(JSON.stringify({ time: new Date().toISOString(), event: 'reaped', sandbox: id, why })),
+    jobs: {
+      ...(o.maxJobsPerSandbox === undefined ? {} : { maxRunning: o.maxJobsPerSandbox }),
+      ...(o.jobOutputBudgetBytes === undefined ? {} : { outputBudgetBytes: o.jobOutputBudgetBytes }),
+    },
   });
   const app = buildApp(manager, { token, log: write, reg, store, evaluate: { datasets, reportsDir: resolve(o.reportsDir ?? 'logs/run_evaluation') } });
   await app.listen({ host: o.listen.host, port: o.listen.port });

@@ -66,7 +66,17 @@ export class ServerFixture {
     await pushTree(reg, new StorePaths(join(this.work, 'push')), root, { tag, config: { env: { GREETING: 'hello' }, workdir: '/root' } });
   }
 
-  async serve(opts: { maxSandboxes?: number; idleTimeoutMs?: number; ttlMs?: number; reg?: Registry; store?: StorePaths } = {}): Promise<RunningServer> {
+  async serve(
+    opts: {
+      maxSandboxes?: number;
+      idleTimeoutMs?: number;
+      ttlMs?: number;
+      reg?: Registry;
+      store?: StorePaths;
+      maxJobsPerSandbox?: number;
+      jobOutputBudgetBytes?: number;
+    } = {},
+  ): Promise<RunningServer> {
     const s = await startServer(
       opts.reg ?? this.reg,
       opts.store ?? this.store,
@@ -76,6 +86,8 @@ export class ServerFixture {
         maxSandboxes: opts.maxSandboxes ?? 8,
         idleTimeoutMs: opts.idleTimeoutMs ?? 600_000,
         ttlMs: opts.ttlMs ?? 3_600_000,
+        ...(opts.maxJobsPerSandbox === undefined ? {} : { maxJobsPerSandbox: opts.maxJobsPerSandbox }),
+        ...(opts.jobOutputBudgetBytes === undefined ? {} : { jobOutputBudgetBytes: opts.jobOutputBudgetBytes }),
       },
       (l) => void this.logLines.push(l),
     );
