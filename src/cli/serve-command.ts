@@ -6,6 +6,7 @@ import type { Command } from 'commander';
 import { z } from 'zod';
 import { type GlobalOptions, checkDirOption, makeContext } from './context.js';
 import { fromSchema, opt, option } from './options.js';
+import { DEFAULT_JOB_LIMITS } from '../server/job-limits.js';
 
 interface ServeOpts {
   listen: string;
@@ -40,11 +41,16 @@ export function registerServeCommand(program: Command, globals: () => GlobalOpti
     .addOption(
       option('--ttl <duration>', 'the longest a sandbox lives (a create may ask for less)', opt.duration({ min: 1000 }), { value: 6 * 3_600_000, shown: '6h' }),
     )
-    .option('--max-jobs-per-sandbox <n>', 'async exec jobs running at once in one sandbox (more get 429)', opt.int({ min: 1, max: 100_000 }), 16)
+    .option(
+      '--max-jobs-per-sandbox <n>',
+      'async exec jobs running at once in one sandbox (more get 429)',
+      opt.int({ min: 1, max: 100_000 }),
+      DEFAULT_JOB_LIMITS.maxRunning,
+    )
     .addOption(
       option('--job-output-budget <size>', 'output of finished async jobs kept per sandbox (the oldest jobs are dropped first)', opt.size(), {
-        value: 16 << 20,
-        shown: '16m',
+        value: DEFAULT_JOB_LIMITS.outputBudgetBytes,
+        shown: `${DEFAULT_JOB_LIMITS.outputBudgetBytes >> 20}m`,
       }),
     )
     .option(

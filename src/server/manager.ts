@@ -10,6 +10,7 @@ import type { SnapshotRecord, Snapshots } from '../runtime/snapshot.js';
 import type { ForkResult, Sandbox } from '../sandbox/sandbox.js';
 import type { Session } from '../sandbox/session.js';
 import { captureShellState, restoreShellState, type ShellState } from '../sandbox/shell-state.js';
+import { DEFAULT_JOB_LIMITS, type JobLimits } from './job-limits.js';
 import { ServerMetrics } from './metrics.js';
 
 /** How sandboxes are made: from the store and registry in production (see serve.ts), anything in tests. */
@@ -72,14 +73,7 @@ export class CapacityError extends RetryLaterError {
 }
 
 /** Async exec jobs' bounds, per sandbox (see jobs.ts). */
-export interface JobLimits {
-  /** Jobs running at once; more are refused (429). */
-  maxRunning: number;
-  /** Output (stdout + stderr bytes) of finished jobs kept; the oldest finished jobs go first. */
-  outputBudgetBytes: number;
-}
-
-export const DEFAULT_JOB_LIMITS: JobLimits = { maxRunning: 16, outputBudgetBytes: 16 << 20 };
+export { DEFAULT_JOB_LIMITS, type JobLimits };
 
 export interface Entry {
   sb: Sandbox;
