@@ -6,6 +6,7 @@ import { spawn } from 'node:child_process';
 import { closeSync, openSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually } from '../../test/helpers/eventually.js';
+import { sleepInForeground, sleepMarker } from '../../test/helpers/sleep-marker.js';
 import { HOST_PATH } from '../sandbox/commands.js';
 import type { Sandbox } from '../sandbox/index.js';
 import { busyboxSandboxEnv } from '../../test/helpers/busybox-sandbox-env.js';
@@ -34,10 +35,14 @@ describe('shell', () => {
     const waitFor = (text: string): Promise<void> => eventually(() => out.includes(text));
     child.stdin!.write('echo READY-$((20+1))\n');
     await waitFor('READY-21');
-    // Ctrl-C once the sleep runs (an earlier one would only discard the typed line); a sleep the
-    // test's timeout would cut, so only the interruption lets AFTER-42 appear in time
-    child.stdin!.write('echo SLEEPING-$((1+1)); sleep 600; echo SLEPT-$((1+2))\n');
+    // Ctrl-C once the sleep is the terminal's foreground job: a ^C that reaches the shell between
+    // its echo and the sleep taking the terminal is held by the shell until the sleep ends (a
+    // clean-clone run hung here); a sleep the test's timeout would cut, so only the interruption
+    // lets AFTER-42 appear in time
+    const marker = sleepMarker();
+    child.stdin!.write(`echo SLEEPING-$((1+1)); sleep ${marker}; echo SLEPT-$((1+2))\n`);
     await waitFor('SLEEPING-2');
+    await eventually(() => sleepInForeground(marker));
     child.stdin!.write('\x03');
     // The terminal flushes typed-ahead input when it turns ^C into SIGINT, and echoes ^C after that
     // flush: a line typed before the echo could be thrown away.
