@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { resolveIdMap, type IdMap } from './index.js';
+import type { CommandOutcome } from './outcome.js';
 import { busyboxLower, REPO_ROOT, run } from '../../test/helpers/sandbox-testkit.js';
 import { ensureTestUser } from '../../test/helpers/test-user.js';
 
@@ -67,7 +68,13 @@ describe('rootless (unprivileged user)', () => {
       ['-u', USER, '--', 'env', `HOME=${work}`, `PATH=${process.env.PATH ?? '/usr/bin:/bin'}`, join(REPO_ROOT, 'node_modules/.bin/tsx'), script],
       { cwd: work, timeout: 120_000 },
     );
-    const out = JSON.parse(r.stdout.trim().split('\n').pop()!) as Record<string, any>;
+    const out = JSON.parse(r.stdout.trim().split('\n').pop()!) as {
+      isRoot: boolean;
+      idMap: unknown;
+      unenforced: string[];
+      warnings: string[];
+      left: number;
+    } & Record<'id' | 'session' | 'timeout' | 'after' | 'net' | 'fork' | 'bomb', CommandOutcome>;
     expect(out.isRoot).toBe(false);
     expect(out.idMap).toEqual(RANGE);
     expect(out.unenforced).toEqual(expect.arrayContaining(['pids', 'memoryBytes']));

@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { resolveIdMap, type IdMap } from './index.js';
+import type { CommandOutcome } from './outcome.js';
 import { busyboxLower, REPO_ROOT, run } from '../../test/helpers/sandbox-testkit.js';
 import { ensureTestUser } from '../../test/helpers/test-user.js';
 
@@ -56,10 +57,14 @@ describe('runOnce, rootless', () => {
       ['-u', USER, '--', 'env', `HOME=${work}`, `PATH=${process.env.PATH ?? '/usr/bin:/bin'}`, join(REPO_ROOT, 'node_modules/.bin/tsx'), script],
       { cwd: work, timeout: 120_000 },
     );
-    const out = JSON.parse(r.stdout.trim().split('\n').pop()!) as Record<string, any>;
+    const out = JSON.parse(r.stdout.trim().split('\n').pop()!) as {
+      isRoot: boolean;
+      warnings: string[];
+      left: number;
+    } & Record<'id' | 'bomb' | 'timeout', CommandOutcome>;
     expect(out.isRoot).toBe(false);
     expect(out.id.status, JSON.stringify(out.id)).toBe('ok');
-    const [map, caps, pid] = (out.id.stdout as string).trim().split('\n');
+    const [map, caps, pid] = out.id.stdout.trim().split('\n');
     expect(map!.trim().split(/\s+/)).toEqual(['0', String(RANGE.uidStart), String(RANGE.count)]);
     expect(caps).toMatch(/^CapEff:\s+0+$/);
     expect(pid).toBe('2');

@@ -214,7 +214,7 @@ async function removeEmptySandboxDir(dir: string): Promise<boolean> {
     await Promise.all([rmdir(join(dir, 'upper')), rmdir(join(dir, 'root'))]);
     await rmdir(dir);
     return true;
-  } catch (e) {
+  } catch {
     return false;
   }
 }
