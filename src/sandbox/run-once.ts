@@ -15,8 +15,8 @@ import { probeHost } from './host.js';
 import { releaseFrozenLowers, retainFrozenLowers } from './frozen.js';
 import { CappedBuffer, type CommandOutcome } from './outcome.js';
 import { endSandbox, prepareSandbox } from './prepare.js';
-import { processStartTime, trySignal } from './proc.js';
-import { classifyEnding } from './runner.js';
+import { processStartTime } from './proc.js';
+import { awaitLauncher, childPid, classifyEnding } from './runner.js';
 import { type CreateHooks, type SandboxOptions, SandboxOptionsSchema } from './sandbox.js';
 import { writeState } from './state.js';
 
@@ -94,53 +94,24 @@ export async function runOnce(input: SandboxOptions, argv: string[], run: RunOnc
     const statusPipe = child.stdio[RUN_STATUS_FD] as Readable;
     statusPipe.on('data', (c: Buffer) => {
       status += c.toString('utf8');
-      const m = /"child-pid"\s*:\s*(\d+)/.exec(status);
-      if (m !== null && state.initPid === 0) {
-        state.initPid = Number(m[1]);
+      const init = childPid(status);
+      if (init !== undefined && state.initPid === 0) {
+        state.initPid = init;
         mark('run-once: command started');
       }
     });
-    let timedOut = false;
-    let aborted = false;
-    // Its init (child-pid) takes every process of the sandbox with it; the launcher too (its
-    // chain dies with it).
-    const kill = (): void => {
-      if (state.initPid > 0) trySignal(state.initPid, 'SIGKILL');
-      try {
-        child.kill('SIGKILL');
-      } catch {
-        // already gone
-      }
-    };
-    const timer = setTimeout(() => {
-      timedOut = true;
-      kill();
-    }, run.timeoutMs ?? opts.commandTimeoutMs);
-    const onAbort = (): void => {
-      aborted = true;
-      kill();
-    };
-    run.signal?.addEventListener('abort', onAbort);
-    if (run.signal?.aborted === true) onAbort();
-    const [code, sig] = await new Promise<[number | null, NodeJS.Signals | null]>((resolve) => {
-      let exited: [number | null, NodeJS.Signals | null] | undefined;
-      child.on('error', (e) => {
-        stderr.push(Buffer.from(`\n${String(e)}`));
-        resolve([null, null]);
-      });
-      child.on('exit', (c, s) => {
-        exited = [c, s];
-        // Pipes are at EOF once the sandbox's processes are gone; a moment's grace, then stop waiting.
-        setTimeout(() => {
-          child.stdout?.destroy();
-          child.stderr?.destroy();
-          resolve(exited!);
-        }, 500).unref();
-      });
-      child.on('close', (c, s) => resolve(exited ?? [c, s]));
+    const {
+      code,
+      signal: sig,
+      timedOut,
+      aborted,
+    } = await awaitLauncher(child, {
+      timeoutMs: run.timeoutMs ?? opts.commandTimeoutMs,
+      signal: run.signal,
+      // its init takes every process of the sandbox with it
+      commandInit: () => state.initPid,
+      onError: (e) => stderr.push(Buffer.from(`\n${String(e)}`)),
     });
-    clearTimeout(timer);
-    run.signal?.removeEventListener('abort', onAbort);
     mark('run-once: command done');
     const o = stdout.slice();
     const e = stderr.slice();

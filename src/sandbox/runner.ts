@@ -4,7 +4,8 @@
  */
 import { readFileSync } from 'node:fs';
 import { WORKDIR_FAILURE, type EnterSpec } from './commands.js';
-import { enterServed } from './launcher-server.js';
+import { enterServed, type ServedProcess } from './launcher-server.js';
+import type { ChildProcess } from 'node:child_process';
 import { oomKills } from './cgroup.js';
 import { sameProcessAlive, trySignal } from './proc.js';
 import { CappedBuffer, infraErrorOutcome, signalFromExitCode, type CommandOutcome } from './outcome.js';
@@ -30,8 +31,6 @@ export async function runInSandbox(spec: EnterSpec, opts: RunOptions): Promise<R
   const stdout = new CappedBuffer(opts.maxOutputBytes);
   const stderr = new CappedBuffer(opts.maxOutputBytes);
   let status = '';
-  let timedOut = false;
-  let aborted = false;
   // Through the launcher server: no fork of the runtime itself per command.
   const child = enterServed(spec, { stdin: opts.stdin !== undefined });
   child.stdout!.on('data', (c: Buffer) => stdout.push(c));
@@ -44,52 +43,22 @@ export async function runInSandbox(spec: EnterSpec, opts: RunOptions): Promise<R
     child.stdin!.on('error', () => undefined);
     child.stdin!.end(opts.stdin);
   }
-  // The command's own pid 1 (reported as child-pid) ends the whole tree when killed (the kernel
-  // kills every process of a pid namespace whose init dies); the launcher's chain also dies with
-  // its parent, so killing our child reaches it too.
-  const kill = (): void => {
-    const m = /"child-pid"\s*:\s*(\d+)/.exec(status);
-    if (m !== null) trySignal(Number(m[1]), 'SIGKILL');
-    try {
-      child.kill('SIGKILL');
-    } catch {
-      // already gone
-    }
-  };
-  const timer = setTimeout(() => {
-    timedOut = true;
-    kill();
-  }, opts.timeoutMs);
-  const onAbort = (): void => {
-    aborted = true;
-    kill();
-  };
-  opts.signal?.addEventListener('abort', onAbort);
-  // a signal that fired before the command started sends no event
-  if (opts.signal?.aborted === true) onAbort();
-  const [code, sig] = await new Promise<[number | null, NodeJS.Signals | null]>((resolve) => {
-    let exited: [number | null, NodeJS.Signals | null] | undefined;
-    child.on('error', (e) => {
-      stderr.push(Buffer.from(`\n${String(e)}`));
-      resolve([null, null]);
-    });
-    child.on('exit', (c, s) => {
-      exited = [c, s];
-      // Whatever the command left running (or a half-set-up pid 1) ends with it; then give the
-      // pipes a moment to drain and stop waiting for holders of their other ends.
-      void killNestedInit(status, spec.initPid).then(() =>
-        setTimeout(() => {
-          child.stdout!.destroy();
-          child.stderr!.destroy();
-          statusPipe.removeAllListeners('data');
-          resolve(exited!);
-        }, 500).unref(),
-      );
-    });
-    child.on('close', (c, s) => resolve(exited ?? [c, s]));
+  const {
+    code,
+    signal: sig,
+    timedOut,
+    aborted,
+  } = await awaitLauncher(child, {
+    timeoutMs: opts.timeoutMs,
+    signal: opts.signal,
+    // The command's own pid 1 (reported as child-pid) ends the whole tree when killed (the kernel
+    // kills every process of a pid namespace whose init dies).
+    commandInit: () => childPid(status),
+    onError: (e) => stderr.push(Buffer.from(`\n${String(e)}`)),
+    // whatever the command left running (or a half-set-up pid 1) ends with it
+    afterExit: () => killNestedInit(status, spec.initPid),
+    detach: () => statusPipe.removeAllListeners('data'),
   });
-  clearTimeout(timer);
-  opts.signal?.removeEventListener('abort', onAbort);
   const durationMs = performance.now() - started;
   const out = stdout.slice();
   const err = stderr.slice();
@@ -145,10 +114,88 @@ export async function classifyEnding(e: Ending, base: OutcomeBase): Promise<Comm
 }
 
 /** SIGKILLs the command's pid 1 if it is still there (checked by its parent: the sandbox's init). */
-async function killNestedInit(status: string, sandboxInit: number): Promise<void> {
+/** The pid the launcher reported on its status fd as `child-pid`, if it has yet. */
+export function childPid(status: string): number | undefined {
   const m = /"child-pid"\s*:\s*(\d+)/.exec(status);
-  if (m === null) return;
-  const pid = Number(m[1]);
+  return m === null ? undefined : Number(m[1]);
+}
+
+/** The launcher's own end, and whether we ended it. */
+export interface LauncherEnd {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  timedOut: boolean;
+  aborted: boolean;
+}
+
+/**
+ * Waits for a launcher process (a command through the launcher server, or a one-shot sandbox's own
+ * launcher) to end, killing it when `timeoutMs` passes or `signal` fires: first the pid 1 the
+ * launcher reported (`commandInit`), which takes every process of its pid namespace with it, then
+ * the launcher, whose chain dies with it. Once it has exited, `afterExit` runs, the pipes get a
+ * moment to drain, and then they are cut (`detach` lets go of any other) rather than waiting for
+ * holders of their other ends.
+ */
+export async function awaitLauncher(
+  child: ChildProcess | ServedProcess,
+  opts: {
+    timeoutMs: number;
+    signal?: AbortSignal | undefined;
+    commandInit: () => number | undefined;
+    onError: (e: Error) => void;
+    afterExit?: () => Promise<void>;
+    detach?: () => void;
+  },
+): Promise<LauncherEnd> {
+  let timedOut = false;
+  let aborted = false;
+  const kill = (): void => {
+    const init = opts.commandInit();
+    if (init !== undefined && init > 0) trySignal(init, 'SIGKILL');
+    try {
+      child.kill('SIGKILL');
+    } catch {
+      // already gone
+    }
+  };
+  const timer = setTimeout(() => {
+    timedOut = true;
+    kill();
+  }, opts.timeoutMs);
+  const onAbort = (): void => {
+    aborted = true;
+    kill();
+  };
+  opts.signal?.addEventListener('abort', onAbort);
+  // a signal that fired before the command started sends no event
+  if (opts.signal?.aborted === true) onAbort();
+  const [code, signal] = await new Promise<[number | null, NodeJS.Signals | null]>((resolve) => {
+    let exited: [number | null, NodeJS.Signals | null] | undefined;
+    child.on('error', (e: Error) => {
+      opts.onError(e);
+      resolve([null, null]);
+    });
+    child.on('exit', (c: number | null, s: NodeJS.Signals | null) => {
+      exited = [c, s];
+      void (opts.afterExit?.() ?? Promise.resolve()).then(() =>
+        setTimeout(() => {
+          child.stdout?.destroy();
+          child.stderr?.destroy();
+          opts.detach?.();
+          resolve(exited!);
+        }, 500).unref(),
+      );
+    });
+    child.on('close', (c: number | null, s: NodeJS.Signals | null) => resolve(exited ?? [c, s]));
+  });
+  clearTimeout(timer);
+  opts.signal?.removeEventListener('abort', onAbort);
+  return { code, signal, timedOut, aborted };
+}
+
+async function killNestedInit(status: string, sandboxInit: number): Promise<void> {
+  const pid = childPid(status);
+  if (pid === undefined) return;
   // synchronously: procfs is kernel memory, and this runs after every command (see oomKills)
   let stat = '';
   try {
