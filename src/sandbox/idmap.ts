@@ -14,6 +14,7 @@ import { execFile } from 'node:child_process';
 import { mkdirSync, readFileSync, statSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { readTextOrUndefined } from '../util/fs.js';
 import type { HostInfo } from './host.js';
 
 export type IdmapSupport = { ok: true } | { ok: false; reason: string };
@@ -71,7 +72,7 @@ async function runProbe(host: HostInfo, dir: string): Promise<IdmapSupport> {
   mkdirSync(dir, { recursive: true });
   const id = probeIdentity(host.tools.launcher, dir);
   const cached = id === undefined ? undefined : join(PROBE_CACHE_DIR, id.name);
-  if (cached !== undefined && readOrUndefined(cached) === id?.text) return { ok: true };
+  if (cached !== undefined && readTextOrUndefined(cached) === id?.text) return { ok: true };
   const r = await probeNow(host, dir);
   if (r.ok && cached !== undefined) {
     // best effort: without it the next process probes again
@@ -80,14 +81,6 @@ async function runProbe(host: HostInfo, dir: string): Promise<IdmapSupport> {
       .catch(() => undefined);
   }
   return r;
-}
-
-function readOrUndefined(path: string): string | undefined {
-  try {
-    return readFileSync(path, 'utf8');
-  } catch {
-    return undefined;
-  }
 }
 
 function probeNow(host: HostInfo, dir: string): Promise<IdmapSupport> {

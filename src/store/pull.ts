@@ -3,7 +3,7 @@
  * byte against its digest, and lay each layer out once as a read-only tree (layer-pull.ts, loaded
  * only for a layer the store lacks).
  */
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { mkdir, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Digest } from '../cas/digest.js';
@@ -11,6 +11,7 @@ import { throwIfAborted } from '../errors.js';
 import { type EnvConfig, EnvConfigSchema, type LayerRef } from '../layer/env.js';
 import type { Registry } from '../registry/registry.js';
 import { canonicalJson } from '../cas/canonical-json.js';
+import { readTextOrUndefined } from '../util/fs.js';
 import { randomHex } from '../util/lazy-crypto.js';
 import type { StorePaths } from './paths.js';
 import { ensurePrivateStore } from './private.js';
@@ -79,24 +80,11 @@ export async function pullEnv(reg: Registry, store: StorePaths, refOrDigest: str
  * round trip (an S3 GET) nor a hash. Anything unreadable is fetched again.
  */
 function storedEnvConfig(store: StorePaths, digest: Digest): EnvConfig | undefined {
-  const text = readOrUndefined(store.env(digest));
+  const text = readTextOrUndefined(store.env(digest));
   if (text === undefined) return undefined;
   try {
     const r = EnvConfigSchema.safeParse(JSON.parse(text));
     return r.success ? r.data : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
-/**
- * A small file of the store's, or undefined. Synchronous, like the other reads of an open of a
- * pulled env: a one-shot run that makes no asynchronous file call never starts libuv's thread pool
- * (its threads cost ~5 ms of start and exit).
- */
-function readOrUndefined(path: string): string | undefined {
-  try {
-    return readFileSync(path, 'utf8');
   } catch {
     return undefined;
   }
@@ -144,7 +132,7 @@ export async function ensureManifest(reg: Registry, store: StorePaths, layer: La
 async function writeAtomic(store: StorePaths, path: string, data: string): Promise<void> {
   // Every open of a pulled env rewrites its ref and config: one read instead of four calls when
   // they already say the same (the common case, and a part of each sandbox start).
-  if (readOrUndefined(path) === data) return;
+  if (readTextOrUndefined(path) === data) return;
   await mkdir(join(path, '..'), { recursive: true });
   await mkdir(store.tmpDir, { recursive: true });
   const tmp = join(store.tmpDir, `w-${process.pid}-${randomHex(6)}`);

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { access, readdir } from 'node:fs/promises';
 
 export function isErrno(e: unknown, code: string): boolean {
@@ -20,5 +21,17 @@ export async function exists(p: string): Promise<boolean> {
     return true;
   } catch {
     return false;
+  }
+}
+
+/**
+ * A small file's text, or undefined when it cannot be read. Synchronous: for the few small files a
+ * sandbox start reads (no round trip through libuv's thread pool each).
+ */
+export function readTextOrUndefined(path: string): string | undefined {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch {
+    return undefined;
   }
 }
