@@ -2,14 +2,13 @@
  * The same runtime run by an unprivileged user (created here, with its own subordinate range):
  * no root anywhere, no writable cgroup, so limits fall back to rlimits with a warning.
  */
-import { chown, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { resolveIdMap, type IdMap } from './index.js';
 import type { CommandOutcome } from './outcome.js';
-import { busyboxLower, REPO_ROOT, run } from '../../test/helpers/sandbox-testkit.js';
-import { ensureTestUser } from '../../test/helpers/test-user.js';
+import { busyboxLower, REPO_ROOT } from '../../test/helpers/sandbox-testkit.js';
+import { ensureTestUser, runScenarioAs } from '../../test/helpers/test-user.js';
 
 const USER = 'msbtest';
 let RANGE: IdMap;
@@ -24,16 +23,14 @@ beforeAll(async () => {
 describe('rootless (unprivileged user)', () => {
   it('creates, isolates, limits, forks and destroys sandboxes without root', async () => {
     const lower = await busyboxLower(RANGE);
-    const work = await mkdtemp(join(tmpdir(), 'msb-rootless-'));
-    const stateDir = join(work, 'state');
-    await run('mkdir', ['-m', '0711', stateDir]);
-    await chown(work, uid, gid);
-    await run('chmod', ['0711', work]);
-    await chown(stateDir, uid, gid);
-    const script = join(work, 'scenario.mts');
-    await writeFile(
-      script,
-      `
+    const {
+      out: printed,
+      work,
+      stateDir,
+    } = await runScenarioAs(
+      { name: USER, uid, gid },
+      'msb-rootless-',
+      (stateDir) => `
       import { createSandbox, forkSandbox, probeHost, listSandboxes } from ${JSON.stringify(join(REPO_ROOT, 'src/sandbox/index.ts'))};
       const warnings = [];
       const host = await probeHost();
@@ -62,13 +59,7 @@ describe('rootless (unprivileged user)', () => {
       process.exit(0);
       `,
     );
-    await chown(script, uid, gid);
-    const r = await run(
-      'runuser',
-      ['-u', USER, '--', 'env', `HOME=${work}`, `PATH=${process.env.PATH ?? '/usr/bin:/bin'}`, join(REPO_ROOT, 'node_modules/.bin/tsx'), script],
-      { cwd: work, timeout: 120_000 },
-    );
-    const out = JSON.parse(r.stdout.trim().split('\n').pop()!) as {
+    const out = printed as {
       isRoot: boolean;
       idMap: unknown;
       unenforced: string[];

@@ -3,14 +3,13 @@
  * writes the id map, no cgroup is writable, so pids fall back to RLIMIT_NPROC, which the launcher
  * sets inside the sandbox's user namespace (counting the sandbox's processes only).
  */
-import { chown, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { resolveIdMap, type IdMap } from './index.js';
 import type { CommandOutcome } from './outcome.js';
-import { busyboxLower, REPO_ROOT, run } from '../../test/helpers/sandbox-testkit.js';
-import { ensureTestUser } from '../../test/helpers/test-user.js';
+import { busyboxLower, REPO_ROOT } from '../../test/helpers/sandbox-testkit.js';
+import { ensureTestUser, runScenarioAs } from '../../test/helpers/test-user.js';
 
 const USER = 'msbtest';
 let RANGE: IdMap;
@@ -25,16 +24,14 @@ beforeAll(async () => {
 describe('runOnce, rootless', () => {
   it('maps the subordinate range, drops every capability, limits pids by rlimit, times out and leaves nothing', async () => {
     const lower = await busyboxLower(RANGE);
-    const work = await mkdtemp(join(tmpdir(), 'msb-rootless-once-'));
-    const stateDir = join(work, 'state');
-    await run('mkdir', ['-m', '0711', stateDir]);
-    await chown(work, uid, gid);
-    await run('chmod', ['0711', work]);
-    await chown(stateDir, uid, gid);
-    const script = join(work, 'scenario.mts');
-    await writeFile(
-      script,
-      `
+    const {
+      out: printed,
+      work,
+      stateDir,
+    } = await runScenarioAs(
+      { name: USER, uid, gid },
+      'msb-rootless-once-',
+      (stateDir) => `
       import { runOnce, probeHost, listSandboxes } from ${JSON.stringify(join(REPO_ROOT, 'src/sandbox/index.ts'))};
       const host = await probeHost();
       const warnings = [];
@@ -51,13 +48,7 @@ describe('runOnce, rootless', () => {
       process.exit(0);
       `,
     );
-    await chown(script, uid, gid);
-    const r = await run(
-      'runuser',
-      ['-u', USER, '--', 'env', `HOME=${work}`, `PATH=${process.env.PATH ?? '/usr/bin:/bin'}`, join(REPO_ROOT, 'node_modules/.bin/tsx'), script],
-      { cwd: work, timeout: 120_000 },
-    );
-    const out = JSON.parse(r.stdout.trim().split('\n').pop()!) as {
+    const out = printed as {
       isRoot: boolean;
       warnings: string[];
       left: number;

@@ -5,9 +5,13 @@
  * does, so that the user finds them.
  */
 import { execFile } from 'node:child_process';
+import { chown, mkdtemp, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { ensureSubidRange } from '../../src/host/subid.js';
 import { nativeHelper } from '../../src/util/native.js';
+import { REPO_ROOT } from './sandbox-testkit.js';
 
 const run = promisify(execFile);
 
@@ -26,4 +30,32 @@ export async function ensureTestUser(name: string, subidStart: number, opts: { c
     await nativeHelper('sandbox-launch');
   }
   return { uid, gid };
+}
+
+/**
+ * Runs a TypeScript scenario (tsx) as the test user: in a work dir of the user's that others may
+ * only traverse (0711, as a store's parents must be for the sandbox ids), with `stateDir`, an empty
+ * 0711 dir of the user's inside it, for its sandboxes. `scenario` gets the state dir and returns
+ * the script's text, which prints its result as the last line of JSON. The caller removes `work`.
+ */
+export async function runScenarioAs(
+  user: { name: string; uid: number; gid: number },
+  prefix: string,
+  scenario: (stateDir: string) => string,
+): Promise<{ out: unknown; work: string; stateDir: string }> {
+  const work = await mkdtemp(join(tmpdir(), prefix));
+  const stateDir = join(work, 'state');
+  await run('mkdir', ['-m', '0711', stateDir]);
+  await chown(work, user.uid, user.gid);
+  await run('chmod', ['0711', work]);
+  await chown(stateDir, user.uid, user.gid);
+  const script = join(work, 'scenario.mts');
+  await writeFile(script, scenario(stateDir));
+  await chown(script, user.uid, user.gid);
+  const r = await run(
+    'runuser',
+    ['-u', user.name, '--', 'env', `HOME=${work}`, `PATH=${process.env.PATH ?? '/usr/bin:/bin'}`, join(REPO_ROOT, 'node_modules/.bin/tsx'), script],
+    { cwd: work, timeout: 120_000 },
+  );
+  return { out: JSON.parse(r.stdout.trim().split('\n').pop() ?? 'null') as unknown, work, stateDir };
 }
