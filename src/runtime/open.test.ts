@@ -1,25 +1,11 @@
-import { chmodSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { populateBusyboxRoot } from '../recipe/base-rootfs.js';
-import { LocalRegistry } from '../registry/local.js';
+import { describe, expect, it } from 'vitest';
+import { publishedBusybox } from '../../test/helpers/published-busybox.js';
 import { gcStore } from '../store/gc.js';
-import { StorePaths } from '../store/paths.js';
-import { pushTree } from '../publish/push.js';
 import { forkLeased, openSandbox } from './open.js';
 
-const work = mkdtempSync(join(tmpdir(), 'ms-runtime-'));
-chmodSync(work, 0o755); // the sandbox's subordinate ids must reach the store below it
-const reg = new LocalRegistry(join(work, 'registry'));
-const store = new StorePaths(join(work, 'store'));
-afterAll(() => rmSync(work, { recursive: true, force: true }));
-
-beforeAll(async () => {
-  const root = join(work, 'rootfs');
-  await populateBusyboxRoot('/bin/busybox', root);
-  await pushTree(reg, new StorePaths(join(work, 'push')), root, { tag: 'rt/busybox', config: { env: { GREETING: 'hello' }, workdir: '/root' } });
-});
+const { reg, store } = publishedBusybox('ms-runtime-', 'rt/busybox', { env: { GREETING: 'hello' }, workdir: '/root' });
 
 describe('a sandbox opened from a ref', () => {
   it('runs over the pulled layers with the environment config, leases them while alive, and leaves nothing after destroy', async () => {

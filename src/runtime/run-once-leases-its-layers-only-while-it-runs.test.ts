@@ -2,28 +2,14 @@
  * runOnce from a ref: pulled, run with the environment's config, its layers leased while the
  * command runs (a store gc then leaves them alone) and released with the sandbox after.
  */
-import { chmodSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { populateBusyboxRoot } from '../recipe/base-rootfs.js';
-import { LocalRegistry } from '../registry/local.js';
+import { describe, expect, it } from 'vitest';
+import { publishedBusybox } from '../../test/helpers/published-busybox.js';
 import { gcStore } from '../store/gc.js';
-import { StorePaths } from '../store/paths.js';
-import { pushTree } from '../publish/push.js';
 import { runOnce } from './index.js';
 
-const work = mkdtempSync(join(tmpdir(), 'ms-runtime-once-'));
-chmodSync(work, 0o755); // the sandbox's subordinate ids must reach the store below it
-const reg = new LocalRegistry(join(work, 'registry'));
-const store = new StorePaths(join(work, 'store'));
-afterAll(() => rmSync(work, { recursive: true, force: true }));
-
-beforeAll(async () => {
-  const root = join(work, 'rootfs');
-  await populateBusyboxRoot('/bin/busybox', root);
-  await pushTree(reg, new StorePaths(join(work, 'push')), root, { tag: 'rt/busybox', config: { env: { GREETING: 'hello' }, workdir: '/root' } });
-});
+const { reg, store } = publishedBusybox('ms-runtime-once-', 'rt/busybox', { env: { GREETING: 'hello' }, workdir: '/root' });
 
 describe('runOnce from a ref', () => {
   it("runs with the environment's config over leased layers, and leaves no lease or sandbox after", async () => {
