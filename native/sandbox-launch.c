@@ -1023,6 +1023,17 @@ static void command_main(const struct opts *o, int errfd, int pty_slave, int gat
   _exit(why == ENOENT ? 127 : 126);
 }
 
+/* As a pid 1 whose command is `cmd`: reaps every orphan until `cmd` ends, then exits with its status. */
+static void __attribute__((noreturn)) reap_until(pid_t cmd) {
+  for (;;) {
+    int st;
+    pid_t p = wait(&st);
+    if (p < 0 && errno == EINTR) continue;
+    if (p < 0) _exit(125);
+    if (p == cmd) _exit(shell_status(st));
+  }
+}
+
 /* pid 1 of the command's own pid namespace: /proc, then the command as pid 2, reaping orphans. */
 static void nested_init_main(const struct opts *o, int parent_rfd, int credfd, int errfd, int pty_slave) {
   report_fd = errfd;
@@ -1037,13 +1048,7 @@ static void nested_init_main(const struct opts *o, int parent_rfd, int credfd, i
   if (cmd == 0) command_main(o, errfd, pty_slave, -1);
   close(errfd);
   if (pty_slave >= 0) close(pty_slave);
-  for (;;) {
-    int st;
-    pid_t p = wait(&st);
-    if (p < 0 && errno == EINTR) continue;
-    if (p < 0) _exit(125);
-    if (p == cmd) _exit(shell_status(st));
-  }
+  reap_until(cmd);
 }
 
 static volatile sig_atomic_t window_changed;
@@ -1274,13 +1279,7 @@ static void run_init_main(const struct opts *o, int parent_rfd, int errfd) {
   }
   if (devnull > 2) close(devnull);
   close(go[1]);
-  for (;;) {
-    int st;
-    pid_t p = wait(&st);
-    if (p < 0 && errno == EINTR) continue;
-    if (p < 0) _exit(125);
-    if (p == cmd) _exit(shell_status(st));
-  }
+  reap_until(cmd);
 }
 
 static int run_main(struct opts *o) {
