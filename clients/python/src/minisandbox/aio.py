@@ -14,7 +14,7 @@ import functools
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Callable, Coroutine, Generic, List, Optional, TypeVar, Union
 
-from .client import Client, Job, RemoteSandbox, Session
+from .client import Client, ForkChild, Job, RemoteSandbox, Session
 from .errors import NotFoundError, TransportError
 from .types import ApiErrorInfo
 
@@ -99,17 +99,6 @@ class AsyncClient(_Mirrors[Client]):
         return AsyncSandbox(self, self.sync.sandbox(sandbox_id))
 
 
-class AsyncForkChild:
-    def __init__(self, sandbox: Optional["AsyncSandbox"], session: Optional["AsyncSession"], error: Optional[ApiErrorInfo]) -> None:
-        self.sandbox = sandbox
-        self.session = session
-        self.error = error
-
-    @property
-    def ok(self) -> bool:
-        return self.sandbox is not None
-
-
 class AsyncSandbox(_Mirrors[RemoteSandbox]):
     """As ``RemoteSandbox``, with ``async`` methods; ``async with`` deletes it at the block's end."""
 
@@ -152,7 +141,7 @@ class AsyncSandbox(_Mirrors[RemoteSandbox]):
     def job(self, job_id: str) -> "AsyncJob":
         return AsyncJob(self.client, self.sync.job(job_id))
 
-    async def fork(self, count: int, *, session: Union[None, str, Session, "AsyncSession"] = None) -> List[AsyncForkChild]:
+    async def fork(self, count: int, *, session: Union[None, str, Session, "AsyncSession"] = None) -> List["AsyncForkChild"]:
         """As ``RemoteSandbox.fork``; ``session`` may be an ``AsyncSession`` too."""
         sid = session.id if isinstance(session, (Session, AsyncSession)) else session
         out: List[AsyncForkChild] = []
@@ -193,3 +182,7 @@ class AsyncJob(_Mirrors[Job]):
     status = _mirror(Job.status)
     wait = _mirror(Job.wait)
     kill = _mirror(Job.kill)
+
+
+# A fork's child in the asyncio client: the sync client's ForkChild over the async classes.
+AsyncForkChild = ForkChild[AsyncSandbox, AsyncSession]

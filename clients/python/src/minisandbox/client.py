@@ -9,7 +9,7 @@ import posixpath
 import time
 import stat as statmod
 from types import TracebackType
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Type, Union
+from typing import Any, Dict, Generic, List, Mapping, Optional, Protocol, Sequence, Tuple, Type, TypeVar, Union
 from urllib.parse import quote
 
 from . import _tar
@@ -176,10 +176,20 @@ class Client:
         self._t.request("DELETE", f"/v1/snapshots/{_seg(snapshot_id)}")
 
 
-class ForkChild:
-    """One child of a fork: ``sandbox`` (and ``session``, when the fork carried one), or ``error``."""
+class _HasId(Protocol):
+    id: str
 
-    def __init__(self, sandbox: Optional["RemoteSandbox"], session: Optional["Session"], error: Optional[ApiErrorInfo]) -> None:
+
+SandboxT = TypeVar("SandboxT", bound=_HasId)
+SessionT = TypeVar("SessionT", bound=_HasId)
+
+
+class ForkChild(Generic[SandboxT, SessionT]):
+    """One child of a fork: ``sandbox`` (and ``session``, when the fork carried one), or ``error``.
+    The sync client's children hold a ``RemoteSandbox`` and a ``Session``, the asyncio client's an
+    ``AsyncSandbox`` and an ``AsyncSession``."""
+
+    def __init__(self, sandbox: Optional[SandboxT], session: Optional[SessionT], error: Optional[ApiErrorInfo]) -> None:
         self.sandbox = sandbox
         self.session = session
         self.error = error
@@ -363,7 +373,7 @@ class RemoteSandbox:
         """The repository's changes against its base commit, as a patch (the agent's submission)."""
         return self._t.request("GET", f"{self._p}/diff", query={"workdir": workdir, "base": base}).text
 
-    def fork(self, count: int, *, session: Union[None, str, "Session"] = None) -> List[ForkChild]:
+    def fork(self, count: int, *, session: Union[None, str, "Session"] = None) -> List["ForkChild[RemoteSandbox, Session]"]:
         """``count`` independent children of the current state, each reported on its own (a child the
         server could not make carries ``error``). With ``session``, each child has a session of the
         same id that starts in that session's cwd with its exported variables."""
@@ -372,7 +382,7 @@ class RemoteSandbox:
         if sid is not None:
             body["session"] = sid
         r = self._t.request("POST", f"{self._p}/fork", json_body=body, timeout=_timeout_for(600, self._t.timeout))
-        out: List[ForkChild] = []
+        out: List[ForkChild[RemoteSandbox, Session]] = []
         for c in r.json().get("children", []):
             if "id" in c:
                 child = RemoteSandbox(self.client, str(c["id"]))
