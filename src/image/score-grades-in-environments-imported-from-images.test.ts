@@ -11,7 +11,7 @@ import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { removeWorkDir, type RunningRegistry, startRegistry } from '../../test/helpers/images.js';
-import { type SwebenchLikeImages, swebenchLikeImages } from '../../test/helpers/swebench-like-images.js';
+import { type SwebenchLikeImages, swebenchLikeImages, writeShlibSpecs } from '../../test/helpers/swebench-like-images.js';
 import { ReportFileSchema, RunSummarySchema } from '../score/report.js';
 
 const exec = promisify(execFile);
@@ -37,21 +37,8 @@ beforeAll(async () => {
     await exec('skopeo', ['copy', '--quiet', '--dest-tls-verify=false', `oci:${images.layout}:${tag}`, `docker://${registry.host}/swebench/${tag}:latest`]);
   }
   writeFileSync(join(work, 'data.jsonl'), images.rows.map((r) => JSON.stringify(r)).join('\n') + '\n');
-  writeFileSync(
-    join(work, 'specs.yaml'),
-    [
-      'defaults:',
-      // SWE-bench's own naming, on the loopback registry (no transport: docker:// is implied)
-      `  image: "${registry.host}/swebench/sweb.eval.x86_64.{id}:latest"`,
-      `  testCmd: ${images.testCmd}`,
-      '  logParser: pytest',
-      '  workdir: /testbed',
-      `  preTest: ${JSON.stringify(images.preTest)}`,
-      'repos:',
-      '  test/shlib:',
-      '    "1.0": {}',
-    ].join('\n'),
-  );
+  // SWE-bench's own naming, on the loopback registry (no transport: docker:// is implied)
+  writeShlibSpecs(join(work, 'specs.yaml'), images, { image: `${registry.host}/swebench/sweb.eval.x86_64.{id}:latest` });
 }, 900_000);
 
 afterAll(async () => {

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { removeWorkDir } from '../../test/helpers/images.js';
-import { type SwebenchLikeImages, swebenchLikeImages } from '../../test/helpers/swebench-like-images.js';
+import { type SwebenchLikeImages, swebenchLikeImages, writeShlibSpecs } from '../../test/helpers/swebench-like-images.js';
 import { importDatasetImages } from '../image/dataset-images.js';
 import { LocalRegistry } from '../registry/local.js';
 import { ReportFileSchema, RunSummarySchema } from '../score/report.js';
@@ -36,20 +36,7 @@ beforeAll(async () => {
   const imported = await importDatasetImages(reg, store, items);
   expect(imported.map((r) => r.status)).toEqual(['built', 'built']);
   writeFileSync(join(work, 'data.jsonl'), `${images.rows.map((r) => JSON.stringify(r)).join('\n')}\n`);
-  writeFileSync(
-    join(work, 'specs.yaml'),
-    [
-      'defaults:',
-      `  image: "oci:${images.layout}:sweb.eval.x86_64.{id}"`,
-      `  testCmd: ${images.testCmd}`,
-      '  logParser: pytest',
-      '  workdir: /testbed',
-      `  preTest: ${JSON.stringify(images.preTest)}`,
-      'repos:',
-      '  test/shlib:',
-      '    "1.0": {}',
-    ].join('\n'),
-  );
+  writeShlibSpecs(join(work, 'specs.yaml'), images, { image: `oci:${images.layout}:sweb.eval.x86_64.{id}` });
   srv = await startServer(
     reg,
     store,

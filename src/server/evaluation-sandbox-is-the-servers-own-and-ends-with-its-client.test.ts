@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually } from '../../test/helpers/eventually.js';
 import { removeWorkDir } from '../../test/helpers/images.js';
 import { sleepMarker, sleepRuns } from '../../test/helpers/sleep-marker.js';
-import { type SwebenchLikeImages, swebenchLikeImages } from '../../test/helpers/swebench-like-images.js';
+import { type SwebenchLikeImages, swebenchLikeImages, writeShlibSpecs } from '../../test/helpers/swebench-like-images.js';
 import { importDatasetImages } from '../image/dataset-images.js';
 import { LocalRegistry } from '../registry/local.js';
 import { StorePaths } from '../store/paths.js';
@@ -33,21 +33,11 @@ beforeAll(async () => {
     { instanceId: row.instance_id, source: `oci:${images.layout}:${images.tagFor(row.instance_id)}`, tag: `data/${row.instance_id}` },
   ]);
   writeFileSync(join(work, 'data.jsonl'), `${JSON.stringify(row)}\n`);
-  writeFileSync(
-    join(work, 'specs.yaml'),
-    [
-      'defaults:',
-      `  image: "oci:${images.layout}:sweb.eval.x86_64.{id}"`,
-      // the grading runs until it is killed: the evaluation is still going when the client leaves
-      `  testCmd: sleep ${marker}; true`, // the test files are appended to the command
-      '  logParser: pytest',
-      '  workdir: /testbed',
-      `  preTest: ${JSON.stringify(images.preTest)}`,
-      'repos:',
-      '  test/shlib:',
-      '    "1.0": {}',
-    ].join('\n'),
-  );
+  writeShlibSpecs(join(work, 'specs.yaml'), images, {
+    image: `oci:${images.layout}:sweb.eval.x86_64.{id}`,
+    // the grading runs until it is killed: the evaluation is still going when the client leaves
+    testCmd: `sleep ${marker}; true`, // the test files are appended to the command
+  });
   srv = await startServer(
     reg,
     store,

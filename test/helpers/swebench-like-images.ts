@@ -108,3 +108,25 @@ export async function swebenchLikeImages(): Promise<SwebenchLikeImages> {
   }
   return out;
 }
+
+/**
+ * A specs file for the images' dataset (repo test/shlib, version 1.0): each instance's image named
+ * by `image` (with SWE-bench's `{id}`), the images' test command unless `testCmd` replaces it, and
+ * their env activated before the tests.
+ */
+export function writeShlibSpecs(file: string, images: SwebenchLikeImages, opts: { image: string; testCmd?: string }): void {
+  writeFileSync(
+    file,
+    [
+      'defaults:',
+      `  image: "${opts.image}"`,
+      `  testCmd: ${opts.testCmd ?? images.testCmd}`,
+      '  logParser: pytest',
+      '  workdir: /testbed',
+      `  preTest: ${JSON.stringify(images.preTest)}`,
+      'repos:',
+      '  test/shlib:',
+      '    "1.0": {}',
+    ].join('\n'),
+  );
+}
