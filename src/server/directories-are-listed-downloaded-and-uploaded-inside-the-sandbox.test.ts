@@ -7,7 +7,8 @@ import { request } from 'node:http';
 import { copyFileSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { Readable } from 'node:stream';
-import { type Header, extract, pack } from 'tar-stream';
+import { extract } from 'tar-stream';
+import { type RawTarEntry, tarOf } from '../../test/helpers/oci-layout.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually } from '../../test/helpers/eventually.js';
 import { ServerFixture } from '../../test/helpers/server-fixture.js';
@@ -48,18 +49,6 @@ async function untar(bytes: Buffer): Promise<TarEntry[]> {
   ex.end(bytes);
   await finished;
   return out;
-}
-
-async function tarOf(entries: Array<Partial<Header> & { name: string; data?: string }>): Promise<Buffer> {
-  const p = pack();
-  for (const { data, ...h } of entries) {
-    if (data === undefined) p.entry(h);
-    else p.entry(h, data);
-  }
-  p.finalize();
-  const chunks: Buffer[] = [];
-  for await (const c of p) chunks.push(c as Buffer);
-  return Buffer.concat(chunks);
 }
 
 const TAR = { 'content-type': 'application/x-tar' };
@@ -171,7 +160,7 @@ describe('directories in the sandbox', () => {
       expect(back.map((e) => e.name.replace(/^\.\//, '').replace(/\/$/, '')).sort()).toEqual(['', 'dir', 'dir/inner.sh', 'ln', 'top.txt']);
 
       await sh(id, 'mkdir -p /work/target');
-      const attacks: Array<Array<Partial<Header> & { name: string; data?: string }>> = [
+      const attacks: RawTarEntry[][] = [
         [
           { name: 'ok.txt', data: 'ok' },
           { name: '../escape.txt', data: 'x' },

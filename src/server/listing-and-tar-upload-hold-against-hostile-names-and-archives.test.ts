@@ -4,25 +4,13 @@
  * no entry. A tar upload is all or nothing: an archive whose last entry is refused (or that breaks
  * off) writes none of the entries before it, nor the target directory.
  */
-import { type Header, pack } from 'tar-stream';
+import { tarOf } from '../../test/helpers/oci-layout.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ServerFixture } from '../../test/helpers/server-fixture.js';
 
 const fx = new ServerFixture();
 beforeAll(() => fx.setUp(), 120_000);
 afterAll(() => fx.tearDown());
-
-async function tarOf(entries: Array<Partial<Header> & { name: string; data?: string }>): Promise<Buffer> {
-  const p = pack();
-  for (const { data, ...h } of entries) {
-    if (data === undefined) p.entry(h);
-    else p.entry(h, data);
-  }
-  p.finalize();
-  const chunks: Buffer[] = [];
-  for await (const c of p) chunks.push(c as Buffer);
-  return Buffer.concat(chunks);
-}
 
 async function sh(id: string, command: string): Promise<string> {
   const r = (await fx.call('POST', `/v1/sandboxes/${id}/exec`, { command })).json();

@@ -1,7 +1,7 @@
 /** Hand-made layer tars and OCI image layouts (no container tools), for tests of odd and hostile images. */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import tar from 'tar-stream';
+import tar, { type Header } from 'tar-stream';
 import { sha256 } from '../../src/cas/digest.js';
 
 export type TarItem = {
@@ -13,6 +13,22 @@ export type TarItem = {
   pax?: Record<string, string>;
   mtime?: Date;
 };
+
+/** An entry for tarOf: any tar-stream header (devices, odd modes, hostile names) and a file's text. */
+export type RawTarEntry = Partial<Header> & { name: string; data?: string };
+
+/** A tar of the headers as given (nothing defaulted beyond tar-stream's own), for upload tests. */
+export async function tarOf(entries: RawTarEntry[]): Promise<Buffer> {
+  const p = tar.pack();
+  for (const { data, ...h } of entries) {
+    if (data === undefined) p.entry(h);
+    else p.entry(h, data);
+  }
+  p.finalize();
+  const chunks: Buffer[] = [];
+  for await (const c of p) chunks.push(c as Buffer);
+  return Buffer.concat(chunks);
+}
 
 export async function makeTar(items: TarItem[]): Promise<Buffer> {
   const p = tar.pack();
