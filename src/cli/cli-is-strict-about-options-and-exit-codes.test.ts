@@ -7,36 +7,21 @@
 import { spawn } from 'node:child_process';
 import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CLI, type Ran, runCli } from '../../test/helpers/run-cli.js';
 import { populateBusyboxRoot } from '../recipe/base-rootfs.js';
 import { LocalRegistry } from '../registry/local.js';
 import { StorePaths } from '../store/paths.js';
 import { pushTree } from '../publish/push.js';
 
-const CLI = resolve('bin/minisandbox');
 const work = mkdtempSync(join(tmpdir(), 'ms-cli-'));
 chmodSync(work, 0o755); // the sandbox's subordinate ids must reach the store below it
 const registry = join(work, 'registry');
 const store = join(work, 'store');
 
-interface Ran {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-/** Runs the CLI with stdin closed and stdout/stderr as pipes (not a terminal). */
 function cli(args: string[]): Promise<Ran> {
-  return new Promise((done, fail) => {
-    const child = spawn(CLI, ['--registry', registry, '--store', store, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    child.on('error', fail);
-    child.on('close', (code) => done({ code, stdout, stderr }));
-  });
+  return runCli(['--registry', registry, '--store', store, ...args]);
 }
 
 beforeAll(async () => {

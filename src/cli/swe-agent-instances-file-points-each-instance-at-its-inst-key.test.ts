@@ -1,28 +1,15 @@
-/**
- * `minisandbox swe-agent-instances`, spawned as a user runs it: a SWE-agent expert_file instances
- * list whose deployments are SWE-ReX RemoteDeployments at each instance's `inst:` key on the server.
- */
-import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { type Ran, runCli } from '../../test/helpers/run-cli.js';
 import { parse as parseYaml } from 'yaml';
 
-const CLI = resolve('bin/minisandbox');
 const work = mkdtempSync(join(tmpdir(), 'ms-sweagent-'));
 afterAll(() => rmSync(work, { recursive: true, force: true }));
 
-function cli(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((done, fail) => {
-    const child = spawn(CLI, ['--registry', join(work, 'registry'), '--store', join(work, 'store'), ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    child.on('error', fail);
-    child.on('close', (code) => done({ code, stdout, stderr }));
-  });
+function cli(args: string[]): Promise<Ran> {
+  return runCli(['--registry', join(work, 'registry'), '--store', join(work, 'store'), ...args]);
 }
 
 const row = (id: string, extra: Record<string, unknown> = {}) =>
@@ -81,8 +68,8 @@ describe('swe-agent-instances', () => {
     expect(y.code, y.stderr).toBe(0);
     const parsed = parseYaml(readFileSync(yamlOut, 'utf8')) as Array<{ env: { deployment: { host: string; timeout: number }; repo: { repo_name: string } } }>;
     expect(parsed.map((i) => i.env.deployment.host)).toEqual(['calc-1', 'calc-22', 'calc-333'].map((id) => `https://n2:7443/swerex/inst:sb:${id}`));
-    expect(parsed[0]!.env.deployment.timeout).toBe(120);
-    expect(parsed[0]!.env.repo.repo_name).toBe('repo');
+    expect(parsed[0]?.env.deployment.timeout).toBe(120);
+    expect(parsed[0]?.env.repo.repo_name).toBe('repo');
   }, 60_000);
 
   it('says what is wrong: a bad --server (exit 2), no token file (exit 3), a row without problem_statement (exit 2)', async () => {

@@ -1,0 +1,24 @@
+/** The CLI as people run it (bin/minisandbox), for tests of its output and exit codes. */
+import { spawn } from 'node:child_process';
+import { resolve } from 'node:path';
+
+export const CLI = resolve('bin/minisandbox');
+
+export interface Ran {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs the CLI with stdin closed and stdout/stderr as pipes (not a terminal). */
+export function runCli(args: string[]): Promise<Ran> {
+  return new Promise((done, fail) => {
+    const child = spawn(CLI, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    child.on('error', fail);
+    child.on('close', (code) => done({ code, stdout, stderr }));
+  });
+}
