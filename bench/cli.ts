@@ -37,6 +37,16 @@ function timed(args: string[], program: string = process.execPath): Sample {
   return { wall, cpu: (Number(m[1]) + Number(m[2])) * 1000 };
 }
 
+/**
+ * node's own start where NODE_EXTRA_CA_CERTS is set: node parses that file before any code runs,
+ * and bin/minisandbox defers it for the sandbox commands (src/util/extra-ca.ts), so the command as
+ * typed is also compared with a node that does not load it (like for like).
+ */
+const extraCa = process.env.NODE_EXTRA_CA_CERTS;
+function timedWithoutCa(args: string[]): Sample {
+  return timed(['-u', 'NODE_EXTRA_CA_CERTS', process.execPath, ...args], '/usr/bin/env');
+}
+
 /** The command people type: bin/minisandbox, the shell script npm links, which execs node on the bundle. */
 const binScript = resolve('bin/minisandbox');
 
@@ -61,8 +71,10 @@ try {
   const version = clis.map((): Sample[] => []);
   const runs = clis.map((): Sample[] => []);
   const viaBin: Sample[] = [];
+  const nodeWithoutCa: Sample[] = [];
   for (let i = 0; i < ITER; i++) {
     node.push(timed(['-e', '0']));
+    if (extraCa !== undefined) nodeWithoutCa.push(timedWithoutCa(['-e', '0']));
     clis.forEach((c, k) => {
       version[k]!.push(timed([c, '--version']));
       runs[k]!.push(timed(runArgs(c)));
@@ -90,6 +102,17 @@ try {
     `bin/minisandbox run REF -- true wall ${f(b.wall)}  cpu ${f(b.cpu)}   node + ${(b.wall - n.wall).toFixed(0)} ms wall, + ` +
       `${(b.cpu - n.cpu).toFixed(0)} ms cpu (the shell script's programs included; in a checkout it also runs find over src/)`,
   );
+  if (extraCa !== undefined) {
+    const u = { wall: median(nodeWithoutCa.map((x) => x.wall)), cpu: median(nodeWithoutCa.map((x) => x.cpu)) };
+    console.log(
+      `node -e 0 without NODE_EXTRA_CA_CERTS wall ${f(u.wall)}  cpu ${f(u.cpu)}   ` +
+        `(node itself parses ${extraCa} at start: ${(n.wall - u.wall).toFixed(0)} ms wall)`,
+    );
+    console.log(
+      `  bin/minisandbox run, like for like (neither loads the CA at start): node + ${(b.wall - u.wall).toFixed(0)} ms wall, ` +
+        `+ ${(b.cpu - u.cpu).toFixed(0)} ms cpu`,
+    );
+  }
 } finally {
   rmSync(work, { recursive: true, force: true });
 }

@@ -14,6 +14,7 @@ import type { Command } from 'commander';
 import type { GlobalOptions } from './context.js';
 import { asksForVersionOnly, type CommandModule, commandModule, packageVersion } from './command-line.js';
 import { mark } from '../util/timing.js';
+import { restoreExtraCaEnv } from '../util/extra-ca.js';
 
 type Register = (program: Command, globals: () => GlobalOptions, setExit: (code: number) => void) => void;
 
@@ -70,6 +71,7 @@ async function commandModules(one: CommandModule | undefined): Promise<Register[
 
 export async function main(argv: string[]): Promise<number> {
   mark('main');
+  restoreExtraCaEnv();
   if (asksForVersionOnly(argv)) {
     process.stdout.write(`${packageVersion()}\n`);
     return 0;

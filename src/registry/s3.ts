@@ -20,6 +20,7 @@ import { open, stat } from 'node:fs/promises';
 import { Agent as HttpAgent } from 'node:http';
 import { Agent as HttpsAgent } from 'node:https';
 import { Readable } from 'node:stream';
+import { rootCertificates } from 'node:tls';
 import type * as S3Sdk from '@aws-sdk/client-s3';
 import type { S3Client, S3ClientConfig } from '@aws-sdk/client-s3';
 import { createHash } from 'node:crypto';
@@ -28,6 +29,7 @@ import { type Digest, DigestSchema, digestHex, parseDigest } from '../cas/digest
 import { InvalidInputError, MinisandboxError, NotFoundError } from '../errors.js';
 import { BLOB_REFRESH_AFTER_MS, type BlobStat, type RefEntry, type Registry } from './registry.js';
 import { parseRefName, refBodyProblem, refNameProblem } from '../cas/ref-name.js';
+import { deferredExtraCa } from '../util/extra-ca.js';
 import {
   DEFAULT_RETRY_POLICY,
   RemoteStoreError,
@@ -135,6 +137,8 @@ export class S3Registry implements Registry {
     const limits: InFlightLimits = { maxRequests: 16, maxBytes: 256 * MiB, ...opts.inFlight };
     this.budget = new InFlightBudget(limits);
     const agentOpts = { keepAlive: true, maxSockets: limits.maxRequests + 4 };
+    // the CA file bin/minisandbox kept from node's start-up (util/extra-ca.ts); read only for TLS
+    const extraCa = this.location.endpoint?.startsWith('http:') === true ? undefined : deferredExtraCa();
     const config: S3ClientConfig = {
       forcePathStyle: this.location.forcePathStyle,
       // One retry policy for everything (withRetry): the SDK's would multiply attempts.
@@ -161,7 +165,7 @@ export class S3Registry implements Registry {
         // in well under a second; three silent attempts in a row end the request (retry.ts).
         socketTimeout: opts.idleTimeoutMs ?? 20_000,
         httpAgent: new HttpAgent(agentOpts),
-        httpsAgent: new HttpsAgent(agentOpts),
+        httpsAgent: new HttpsAgent(extraCa === undefined ? agentOpts : { ...agentOpts, ca: [...rootCertificates, extraCa] }),
       },
     };
     if (this.location.endpoint !== undefined) config.endpoint = this.location.endpoint;

@@ -10,10 +10,10 @@ export interface Ran {
   stderr: string;
 }
 
-/** Runs the CLI with stdin closed and stdout/stderr as pipes (not a terminal). */
-export function runCli(args: string[]): Promise<Ran> {
+/** Runs the CLI with stdin closed and stdout/stderr as pipes (not a terminal); env: its whole environment (default ours). */
+export function runCli(args: string[], env: NodeJS.ProcessEnv = process.env): Promise<Ran> {
   return new Promise((done, fail) => {
-    const child = spawn(CLI, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(CLI, args, { stdio: ['ignore', 'pipe', 'pipe'], env });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));

@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { z } from 'zod';
 
 export interface S3TestServer {
-  /** `http://127.0.0.1:<port>` */
+  /** `http://127.0.0.1:<port>` (`https://` with tls) */
   endpoint: string;
   port: number;
   bucket: string;
@@ -28,9 +28,11 @@ const ReadySchema = z.strictObject({ port: z.number().int().positive() });
 
 const CHILD = `
 const S3rver = require(process.env.S3RVER_MAIN);
+const fs = require('fs');
+const tls = process.env.S3RVER_KEY ? { key: fs.readFileSync(process.env.S3RVER_KEY), cert: fs.readFileSync(process.env.S3RVER_CERT) } : {};
 const server = new S3rver({
   address: '127.0.0.1', port: 0, silent: true, directory: process.env.S3RVER_DIR,
-  configureBuckets: [{ name: process.env.S3RVER_BUCKET }],
+  configureBuckets: [{ name: process.env.S3RVER_BUCKET }], ...tls,
 });
 server.run().then((a) => process.stdout.write(JSON.stringify({ port: a.port }) + '\\n'), (e) => { console.error(e); process.exit(1); });
 process.on('SIGTERM', () => server.close().finally(() => process.exit(0)));
@@ -39,14 +41,21 @@ process.stdin.resume();
 process.stdin.on('end', () => process.exit(0));
 `;
 
-export async function startS3Server(opts: { bucket?: string; timeoutMs?: number } = {}): Promise<S3TestServer> {
+/** tls: PEM files of the server's key and certificate, for an `https://` endpoint. */
+export async function startS3Server(opts: { bucket?: string; timeoutMs?: number; tls?: { keyFile: string; certFile: string } } = {}): Promise<S3TestServer> {
   const bucket = opts.bucket ?? 'minisandbox-test';
   const directory = await mkdtemp(join(tmpdir(), 's3rver-'));
   const main = createRequire(import.meta.url).resolve('s3rver');
   // s3rver makes ListObjectsV2 continuation tokens with DES, which OpenSSL 3 only has in its
   // legacy provider: without it every second listing page is a 500.
   const child = spawn(process.execPath, ['--openssl-legacy-provider', '-e', CHILD], {
-    env: { ...process.env, S3RVER_MAIN: main, S3RVER_DIR: directory, S3RVER_BUCKET: bucket },
+    env: {
+      ...process.env,
+      S3RVER_MAIN: main,
+      S3RVER_DIR: directory,
+      S3RVER_BUCKET: bucket,
+      ...(opts.tls === undefined ? {} : { S3RVER_KEY: opts.tls.keyFile, S3RVER_CERT: opts.tls.certFile }),
+    },
     stdio: ['pipe', 'pipe', 'pipe'],
   });
   let stderr = '';
@@ -77,7 +86,7 @@ export async function startS3Server(opts: { bucket?: string; timeoutMs?: number 
     });
     let stopped = false;
     return {
-      endpoint: `http://127.0.0.1:${port}`,
+      endpoint: `${opts.tls === undefined ? 'http' : 'https'}://127.0.0.1:${port}`,
       port,
       bucket,
       credentials: { accessKeyId: 'S3RVER', secretAccessKey: 'S3RVER' },
