@@ -96,6 +96,10 @@ const bundles = await Promise.all(
       outfile: join(dist, file),
       define: { ...common.define, MSB_BUNDLE_MODULE: module === undefined ? 'undefined' : JSON.stringify(module) },
       plugins: [zodNamespace, englishOnlyZod],
+      // keepNames is an Object.defineProperty per function and class at load, ~10 ms of a one-shot
+      // run (bench/cli.ts); nothing reads a function's name (errors set theirs), only stack traces
+      // do, so the long-lived commands keep readable ones and the sandbox commands start faster.
+      keepNames: module !== 'run',
     });
     const code = bundled.outputFiles[0].text.replace(/^#!.*\n/, '').replace(packages, '__msbImport(');
     if (/\bimport\(/.test(code)) throw new Error(`${file} has an import() of something not external: add it to EXTERNAL or import it statically`);
