@@ -5,7 +5,9 @@
  * Compiling the bundle's code was the largest part of the CLI's start-up after node's own, and
  * every sandboxed command pays it. The cache holds the code V8 compiled during one run of a
  * command module (run, store, ...: each compiles other functions), is written when the process
- * exits, and is keyed by the bundle's hash, the module and node's version. V8 checks it on load
+ * exits, and is keyed by the bundle's hash, the module and node's version. A run that failed or
+ * showed help compiled little of the command's own path: its cache is kept as partial and replaced
+ * by the first successful run's (a `run` from a partial cache took ~10 ms longer). V8 checks it on load
  * (its version, flags and the source's length) and rejects one that does not fit: the bundle is
  * then compiled from source and the cache rewritten. It lives beside the bundle, or, where that is
  * not writable (an installed package run by another user), in the user's cache dir.
@@ -40,22 +42,30 @@ function runBundle(): void {
   // the bundle of the command's module (bin/build-cli.mjs), or of every module
   const part = commandModule(argv);
   const file = join(__dirname, part === undefined ? 'cli-bundle.cjs' : `cli-bundle-${part}.cjs`);
-  const name = `cli-${MSB_BUNDLE_HASH}-${part ?? 'all'}-${process.version}-${process.arch}.v8cache`;
+  const base = `cli-${MSB_BUNDLE_HASH}-${part ?? 'all'}-${process.version}-${process.arch}`;
+  const names: CacheNames = { complete: `${base}.v8cache`, partial: `${base}.partial.v8cache` };
   const dirs = [join(__dirname, 'v8-cache'), join(process.env.XDG_CACHE_HOME ?? join(homedir(), '.cache'), 'minisandbox', 'v8-cache')];
   let cachedData: Buffer | undefined;
+  let complete = false;
   for (const d of dirs) {
-    try {
-      cachedData = readFileSync(join(d, name));
-      break;
-    } catch {
-      // not cached there
-    }
+    cachedData = readOrUndefined(join(d, names.complete));
+    complete = cachedData !== undefined;
+    cachedData ??= readOrUndefined(join(d, names.partial));
+    if (cachedData !== undefined) break;
   }
   // a function expression taking a CommonJS module's parameters and the import function; ASCII
   // (the build checks), and latin1 makes the string with the least work
   const script = new Script(readFileSync(file, 'latin1'), { filename: file, ...(cachedData === undefined ? {} : { cachedData }) });
   // at exit: the cache then holds every function this run compiled, not only the top level
-  if (cachedData === undefined || script.cachedDataRejected === true) process.once('exit', () => saveCache(script, dirs, name));
+  const rejected = script.cachedDataRejected === true;
+  if (!complete || rejected) {
+    process.once('exit', (code) => {
+      const representative = code === 0 && !argv.some((a) => a === '--help' || a === '-h' || a === 'help');
+      if (representative) saveCache(script, dirs, names.complete, names.partial);
+      // a rejected complete cache goes: it would be read (and rejected) first at every start
+      else if (cachedData === undefined || rejected) saveCache(script, dirs, names.partial, rejected && complete ? names.complete : undefined);
+    });
+  }
   const bundle = script.runInThisContext() as BundleFunction;
   const module = { exports: {} };
   bundle.call(module.exports, module.exports, require, module, file, __dirname, importPackage);
@@ -81,12 +91,27 @@ function importPackage(specifier: string): Promise<unknown> {
   return Promise.resolve(isNamespace ? exports : { ...(exports as object), default: exports });
 }
 
+/** A command module's cache: from a successful run of the command, or from any other. */
+interface CacheNames {
+  complete: string;
+  partial: string;
+}
+
+function readOrUndefined(file: string): Buffer | undefined {
+  try {
+    return readFileSync(file);
+  } catch {
+    return undefined; // not cached there
+  }
+}
+
 /**
  * Writes the cache to the first dir that takes it (atomically: racing processes are harmless),
- * removing older bundles' caches there. Never throws: it runs as the process exits, and a cache
- * that cannot be written only means the next start compiles again.
+ * removing older bundles' caches there and `replaces` (the partial cache a complete one
+ * supersedes). Never throws: it runs as the process exits, and a cache that cannot be written
+ * only means the next start compiles again.
  */
-function saveCache(script: Script, dirs: string[], name: string): void {
+function saveCache(script: Script, dirs: string[], name: string, replaces?: string): void {
   let data: Buffer;
   try {
     data = script.createCachedData();
@@ -99,6 +124,7 @@ function saveCache(script: Script, dirs: string[], name: string): void {
       mkdirSync(d, { recursive: true });
       writeFileSync(tmp, data);
       renameSync(tmp, join(d, name));
+      if (replaces !== undefined) rmSync(join(d, replaces), { force: true });
       for (const f of readdirSync(d)) if (f.startsWith('cli-') && !f.startsWith(`cli-${MSB_BUNDLE_HASH}-`)) rmSync(join(d, f), { force: true });
       return;
     } catch {

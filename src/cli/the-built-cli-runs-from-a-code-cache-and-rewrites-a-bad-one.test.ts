@@ -1,6 +1,6 @@
 /**
  * The built CLI (bin/build-cli.mjs) compiles its bundle with a V8 code cache (bundle-loader.ts):
- * the first run writes it, a cache V8 rejects (corrupt, or from another node) is ignored and
+ * the first run writes it (kept as partial until a run of the command succeeds), a cache V8 rejects (corrupt, or from another node) is ignored and
  * rewritten, and where the bundle's dir takes no cache the user's cache dir does. Built into a
  * temporary dir: the checkout's dist/ is left as it is.
  */
@@ -26,8 +26,8 @@ beforeAll(() => {
 afterAll(() => rmSync(work, { recursive: true, force: true }));
 
 /** `ls` of an empty registry: a command that loads the bundle (the store module) and needs no host set-up. */
-function ls(env: Record<string, string> = {}): { status: number | null; stdout: string; stderr: string } {
-  const r = spawnSync(process.execPath, [join(dist, 'cli.cjs'), '--registry', join(work, 'registry'), '--store', join(work, 'store'), 'ls'], {
+function ls(env: Record<string, string> = {}, ...args: string[]): { status: number | null; stdout: string; stderr: string } {
+  const r = spawnSync(process.execPath, [join(dist, 'cli.cjs'), '--registry', join(work, 'registry'), '--store', join(work, 'store'), 'ls', ...args], {
     encoding: 'utf8',
     env: { ...process.env, XDG_CACHE_HOME: join(work, 'xdg'), ...env },
   });
@@ -43,6 +43,23 @@ function cacheFiles(dir: string): string[] {
 }
 
 describe('the built CLI', () => {
+  it("keeps a failed or help run's cache as partial until a run of the command itself replaces it", () => {
+    const dir = join(dist, 'v8-cache');
+    expect(ls({}, '--no-such-option').status).toBe(2);
+    const partial = cacheFiles(dir);
+    expect(partial).toEqual([expect.stringMatching(/^cli-[0-9a-f]{16}-store-v\d+\.\d+\.\d+-\w+\.partial\.v8cache$/)]);
+    const thin = readFileSync(join(dir, partial[0] ?? 'missing'));
+    expect(ls({}, '--help').status).toBe(0);
+    expect(readFileSync(join(dir, partial[0] ?? 'missing')).equals(thin)).toBe(true); // a cache was used: not rewritten
+    expect(ls().status).toBe(0);
+    const files = cacheFiles(dir);
+    expect(files).toEqual([expect.stringMatching(/^cli-[0-9a-f]{16}-store-v\d+\.\d+\.\d+-\w+\.v8cache$/)]);
+    expect(files[0]).not.toContain('partial');
+    // it holds what the successful run compiled besides: more than the failed run's
+    expect(readFileSync(join(dir, files[0] ?? 'missing')).length).toBeGreaterThan(thin.length);
+    rmSync(dir, { recursive: true, force: true });
+  });
+
   it('writes a code cache for the command module on its first run, beside the bundle', () => {
     const first = ls();
     expect(first.stderr).toBe('');
