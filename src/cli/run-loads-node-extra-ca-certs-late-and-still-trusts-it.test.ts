@@ -77,10 +77,11 @@ describe('NODE_EXTRA_CA_CERTS, loaded late for the sandbox commands', () => {
     expect(r.stdout).toBe('over-tls\n');
   });
 
-  it('without that CA the same run fails on the certificate', async () => {
+  it('without that CA the same run fails on the certificate, saying how to trust it', async () => {
     const r = await runCli(['--registry', s3Registry, '--store', join(work, 'store-untrusted'), 'run', TAG, '--', 'true'], envWith({}));
     expect(r.code).not.toBe(0);
     expect(r.stderr).toMatch(/certificate/i);
+    expect(r.stderr).toContain('set NODE_EXTRA_CA_CERTS');
   });
 
   it('a sandbox command never has node parse the file; one that reaches TLS reads it and warns as node does when it is missing', async () => {

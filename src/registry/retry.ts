@@ -47,7 +47,9 @@ export class RemoteStoreError extends MinisandboxError {
       {
         hint: unanswered
           ? 'the S3 server accepts connections but answers nothing (stopped or overloaded): check that it is up, then rerun (a pull resumes where it stopped)'
-          : 'check the registry URL, credentials and network; transient failures were already retried with backoff',
+          : isCertificateRefused(cause)
+            ? "the registry's TLS certificate is not trusted here: where a private CA signed it, set NODE_EXTRA_CA_CERTS to that CA's PEM file"
+            : 'check the registry URL, credentials and network; transient failures were already retried with backoff',
         cause: compact(cause),
       },
     );
@@ -57,6 +59,27 @@ export class RemoteStoreError extends MinisandboxError {
     const code = field(cause, 'code');
     this.remoteCode = typeof code === 'string' ? code : typeof name === 'string' ? name : undefined;
   }
+}
+
+/** OpenSSL's verdicts on a peer certificate that node reports as error codes. */
+const CERTIFICATE_CODES = new Set([
+  'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
+  'UNABLE_TO_GET_ISSUER_CERT',
+  'UNABLE_TO_GET_ISSUER_CERT_LOCALLY',
+  'SELF_SIGNED_CERT_IN_CHAIN',
+  'DEPTH_ZERO_SELF_SIGNED_CERT',
+  'CERT_HAS_EXPIRED',
+  'CERT_NOT_YET_VALID',
+  'CERT_UNTRUSTED',
+  'ERR_TLS_CERT_ALTNAME_INVALID',
+]);
+
+/** The TLS handshake refused the server's certificate (no retry helps; trust or the URL must change). */
+export function isCertificateRefused(e: unknown): boolean {
+  const code = field(e, 'code');
+  if (typeof code === 'string' && CERTIFICATE_CODES.has(code)) return true;
+  const cause = field(e, 'cause');
+  return cause !== undefined && cause !== e && isCertificateRefused(cause);
 }
 
 /** SDK errors carry the whole HTTP response (sockets, agents); keep only what explains the failure. */
