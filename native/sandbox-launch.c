@@ -15,6 +15,8 @@
  *       [--net none|host] --workdir DIR [--cap NAME]... [--user UID:GID] [--env K=V]... [--pty 1] -- ARGV...
  *   sandbox-launch run [common] [holder's options but --info-fd and --from-tar-fd] --status-fd N
  *       [--cap NAME]... [--user UID:GID] [--env K=V]... -- ARGV...
+ *   sandbox-launch own-run [run's options but --status-fd] [--timeout-ms N] [--oom-events FILE]
+ *       [--cleanup-cgroup DIR | --cleanup-rmdir DIR | --cleanup-unlink FILE]... -- ARGV...
  *   sandbox-launch userns --uid-map START:COUNT --gid-map START:COUNT -- ARGV...
  *   sandbox-launch idmap-probe --uid-map START:COUNT --gid-map START:COUNT -- DIR
  *   common: [--rlimit NAME=SOFT:HARD]... [--cgroup PROCS_FILE]...
@@ -99,6 +101,7 @@
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <termios.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifndef CLOSE_RANGE_CLOEXEC
@@ -132,6 +135,11 @@ struct opts {
   const char *env[256];
   int n_env;
   char **argv;
+  /* own-run */
+  unsigned long timeout_ms;
+  const char *oom_events;
+  struct { char op; const char *path; } cleanup[MAX_LIST];
+  int n_cleanup;
 };
 
 static const char *prog = "minisandbox sandbox-launch";
@@ -253,6 +261,12 @@ static void parse_args(struct opts *o, int argc, char **argv) {
     } else if (strcmp(a, "--env") == 0) {
       if (o->n_env >= 255 || strchr(v, '=') == NULL) usage(a);
       o->env[o->n_env++] = v;
+    } else if (strcmp(a, "--timeout-ms") == 0) o->timeout_ms = parse_ul(v, a);
+    else if (strcmp(a, "--oom-events") == 0) o->oom_events = v;
+    else if (strcmp(a, "--cleanup-cgroup") == 0 || strcmp(a, "--cleanup-rmdir") == 0 || strcmp(a, "--cleanup-unlink") == 0) {
+      if (o->n_cleanup >= MAX_LIST || v[0] != '/') usage(a);
+      o->cleanup[o->n_cleanup].op = a[10];
+      o->cleanup[o->n_cleanup++].path = v;
     } else usage(a);
   }
 }
@@ -1306,6 +1320,169 @@ static int run_main(struct opts *o) {
   return report_end(wait_status(init), err[0], o->status_fd);
 }
 
+/* ---- own-run ------------------------------------------------------------------------------ */
+
+/* The cgroup's oom_kill count (memory.events), 0 where there is none. */
+static unsigned long oom_kills(const char *file) {
+  if (file == NULL) return 0;
+  char buf[2048];
+  int fd = open(file, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  buf[n] = '\0';
+  for (char *line = buf; line != NULL && *line != '\0'; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL)
+    if (strncmp(line, "oom_kill ", 9) == 0) return strtoul(line + 9, NULL, 10);
+  return 0;
+}
+
+/* Removes a cgroup, killing what is left in it: the chain's processes may take a moment to leave. */
+static int remove_cgroup(const char *dir) {
+  char procs[4096];
+  xsnprintf(procs, sizeof procs, "%s/cgroup.procs", dir);
+  for (int attempt = 0; attempt < 100; attempt++) {
+    if (rmdir(dir) == 0 || errno == ENOENT) return 1;
+    if (errno != EBUSY) return 0;
+    FILE *f = fopen(procs, "re");
+    if (f != NULL) {
+      long pid;
+      while (fscanf(f, "%ld", &pid) == 1) kill((pid_t)pid, SIGKILL);
+      fclose(f);
+    }
+    struct timespec pause = {0, attempt < 20 ? 1000000L : 20000000L};
+    nanosleep(&pause, NULL);
+  }
+  return 0;
+}
+
+/*
+ * The --cleanup-* steps in their order (the runtime's teardown: cgroups, the state file, the dirs,
+ * the id range, the lease). The first that fails stops them: what is left, its state file first,
+ * is the next reap's, as after an owner that was killed.
+ */
+static void run_cleanup(const struct opts *o) {
+  for (int i = 0; i < o->n_cleanup; i++) {
+    const char *path = o->cleanup[i].path;
+    int ok;
+    if (o->cleanup[i].op == 'c') ok = remove_cgroup(path);
+    else if (o->cleanup[i].op == 'r') ok = rmdir(path) == 0 || errno == ENOENT;
+    else ok = unlink(path) == 0 || errno == ENOENT;
+    if (!ok) return;
+  }
+}
+
+static long elapsed_ms(const struct timespec *since) {
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return (now.tv_sec - since->tv_sec) * 1000L + (now.tv_nsec - since->tv_nsec) / 1000000L;
+}
+
+/*
+ * own-run: the CLI's one-shot run, exec'd by the runtime in place of itself once the sandbox is
+ * prepared (state file, lease, cgroup, dirs): a run's chain as its child, the caller's Ctrl-C,
+ * TERM or HUP and the --timeout-ms deadline kill it, and the end is reported as the CLI reports a
+ * runOnce outcome (runner.ts classifyEnding, sandbox-commands.ts): exit status 124 timeout, 137
+ * killed by us or OOM, 127/126/125 a command that could not start, else the command's own, with
+ * "warning: command ended: STATUS" on stderr where it did not end by itself. Then the cleanup
+ * steps. The waiting process is this one, not a node runtime.
+ */
+static int own_run_main(struct opts *o) {
+  if (o->argv == NULL || o->argv[0] == NULL || o->status_fd >= 0) usage("own-run needs -- ARGV (and makes its own status fd)");
+  sigset_t stop, saved;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGTERM);
+  sigaddset(&stop, SIGHUP);
+  if (sigprocmask(SIG_BLOCK, &stop, &saved) < 0) die("sigprocmask");
+  int sfd = signalfd(-1, &stop, SFD_CLOEXEC);
+  if (sfd < 0) die("signalfd");
+  int st[2];
+  if (pipe2(st, O_CLOEXEC) < 0) die("pipe");
+  unsigned long oom_before = oom_kills(o->oom_events);
+  struct timespec started;
+  clock_gettime(CLOCK_MONOTONIC, &started);
+  pid_t chain = fork_or_die();
+  if (chain == 0) {
+    sigprocmask(SIG_SETMASK, &saved, NULL);
+    close(sfd);
+    close(st[0]);
+    /* out of the terminal's process group: its Ctrl-C is ours to act on (the chain dies with us) */
+    if (setsid() < 0) die("setsid");
+    o->status_fd = st[1];
+    _exit(run_main(o));
+  }
+  close(st[1]);
+  char status[512];
+  size_t len = 0;
+  status[0] = '\0';
+  pid_t init = 0;
+  int timed_out = 0, stopped = 0, open_ = 1;
+  while (open_) {
+    int wait = -1;
+    if (o->timeout_ms > 0 && !timed_out) {
+      long left = (long)o->timeout_ms - elapsed_ms(&started);
+      wait = left > 0 ? (int)(left < 1000000 ? left : 1000000) : 0;
+    }
+    struct pollfd p[2] = {{st[0], POLLIN, 0}, {sfd, POLLIN, 0}};
+    int n = poll(p, 2, wait);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      die("poll");
+    }
+    if (n == 0 && wait >= 0 && (long)o->timeout_ms <= elapsed_ms(&started)) timed_out = 1;
+    if (p[1].revents & POLLIN) {
+      struct signalfd_siginfo si;
+      if (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) stopped = 1;
+    }
+    if ((timed_out || stopped) && chain > 0) {
+      /* pid 1 of the sandbox takes every process in it along; the chain dies with its init */
+      if (init > 0) kill(init, SIGKILL);
+      kill(chain, SIGKILL);
+    }
+    if (p[0].revents & (POLLIN | POLLHUP)) {
+      char scratch[256];
+      char *into = len < sizeof status - 1 ? status + len : scratch;
+      size_t room = len < sizeof status - 1 ? sizeof status - 1 - len : sizeof scratch;
+      ssize_t r = read(st[0], into, room);
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) open_ = 0;
+      else if (into == status + len) {
+        len += (size_t)r;
+        status[len] = '\0';
+        const char *c = strstr(status, "\"child-pid\": ");
+        if (init == 0 && c != NULL) init = (pid_t)strtol(c + 13, NULL, 10);
+      }
+    }
+  }
+  int ws = wait_status(chain);
+  const char *code_at = strstr(status, "\"exit-code\": ");
+  const char *ended = NULL;
+  char why[96] = "";
+  int code;
+  if (timed_out) {
+    code = 124;
+    ended = "timeout";
+  } else if (stopped) {
+    code = 137;
+    ended = "killed";
+  } else if (code_at == NULL) {
+    int failed = ws < 0 ? 125 : shell_status(ws);
+    code = failed == 126 || failed == 127 ? failed : 125;
+    if (code == 125) {
+      ended = "infra_error";
+      snprintf(why, sizeof why, " (command could not be started in the sandbox: exit %d)", failed);
+    }
+  } else {
+    code = (int)strtol(code_at + 13, NULL, 10);
+    if (code > 128 && code < 128 + 65) ended = code == 137 && oom_kills(o->oom_events) > oom_before ? "oom" : "killed";
+  }
+  if (ended != NULL) fprintf(stderr, "warning: command ended: %s%s\n", ended, why);
+  fflush(stderr);
+  run_cleanup(o);
+  return code;
+}
+
 /* ---- serve -------------------------------------------------------------------------------- */
 
 /*
@@ -1796,9 +1973,10 @@ int main(int argc, char **argv) {
   if (strcmp(o.mode, "holder") == 0) return holder_main(&o);
   if (strcmp(o.mode, "enter") == 0) return enter_main(&o);
   if (strcmp(o.mode, "run") == 0) return run_main(&o);
+  if (strcmp(o.mode, "own-run") == 0) return own_run_main(&o);
   if (strcmp(o.mode, "serve") == 0) return serve_main();
   if (strcmp(o.mode, "userns") == 0) return userns_main(&o);
   if (strcmp(o.mode, "idmap-probe") == 0) return idmap_probe_main(&o);
-  usage("mode must be holder, enter, run, serve, userns or idmap-probe");
+  usage("mode must be holder, enter, run, own-run, serve, userns or idmap-probe");
   return 125;
 }

@@ -19,6 +19,7 @@ import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { Script } from 'node:vm';
+import { BEFORE_EXEC } from '../util/before-exec.js';
 import { asksForVersionOnly, commandModule, packageVersion } from './command-line.js';
 
 /** The bundle's content hash, set by bin/build-cli.mjs. */
@@ -59,12 +60,17 @@ function runBundle(): void {
   // at exit: the cache then holds every function this run compiled, not only the top level
   const rejected = script.cachedDataRejected === true;
   if (!complete || rejected) {
-    process.once('exit', (code) => {
-      const representative = code === 0 && !argv.some((a) => a === '--help' || a === '-h' || a === 'help');
+    let saved = false;
+    const save = (representative: boolean): void => {
+      if (saved) return;
+      saved = true;
       if (representative) saveCache(script, dirs, names.complete, names.partial);
       // a rejected complete cache goes: it would be read (and rejected) first at every start
       else if (cachedData === undefined || rejected) saveCache(script, dirs, names.partial, rejected && complete ? names.complete : undefined);
-    });
+    };
+    process.once('exit', (code) => save(code === 0 && !argv.some((a) => a === '--help' || a === '-h' || a === 'help')));
+    // a run that hands its sandbox to the launcher (sandbox/run-in-place.ts) never exits
+    process.once(BEFORE_EXEC, () => save(true));
   }
   const bundle = script.runInThisContext() as BundleFunction;
   const module = { exports: {} };

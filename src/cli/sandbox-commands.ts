@@ -88,6 +88,23 @@ export function registerSandboxCommands(program: Command, globals: Globals, setE
       process.once('SIGINT', stop);
       process.once('SIGTERM', stop);
       try {
+        // Without --json nothing of ours runs after the command: this process becomes the launcher,
+        // which ends and reports the run as below (sandbox/run-in-place.ts); else, where the addon
+        // that execs cannot be built here, it waits for the launcher as a library caller does.
+        const execve = ctx.out.json ? undefined : await (await import('../util/exec-in-place.js')).loadExecInPlace();
+        if (execve !== undefined) {
+          const { runInPlace } = await import('../runtime/open.js');
+          await runInPlace(ctx.registry, ctx.store, ref, cmd, execve, {
+            network: o.network,
+            limits,
+            config,
+            signal: abort.signal,
+            ...(o.timeout === undefined ? {} : { timeoutMs: o.timeout }),
+            onPull: (p) => ctx.out.progress({ ...p, message: `pull ${ref}: ${p.phase} layer ${p.layer.slice(7, 19)}` }),
+            onStart: () => ctx.out.done(),
+            warn: (m) => ctx.out.warn(m),
+          });
+        }
         let sandbox = '';
         // The command's output streams straight to ours, its stdin is ours; --json keeps it for the record.
         const outcome = await runOnce(ctx.registry, ctx.store, ref, cmd, {

@@ -6,7 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import { type Digest } from '../cas/digest.js';
+import type { Digest } from '../cas/digest.js';
 import { NotFoundError } from '../errors.js';
 import { ENV_MEDIA_TYPE, type EnvConfig, EnvConfigSchema, type ImageLayerInfo, type LayerRef, RuntimeConfigSchema } from '../layer/env.js';
 import { putJsonBlob, readJsonBlob } from '../registry/blobs.js';

@@ -25,7 +25,9 @@ import {
   type CommandOutcome,
 } from '../sandbox/index.js';
 import { probeIdmappedLayers } from '../sandbox/idmap.js';
-import { acquireLease, releaseLease } from '../store/leases.js';
+import { type RunInPlaceOptions, runInPlace as runInPlaceOf } from '../sandbox/run-in-place.js';
+import { acquireLease, leaseFile, releaseLease } from '../store/leases.js';
+import type { ExecInPlace } from '../util/exec-in-place.js';
 import type { StorePaths } from '../store/paths.js';
 import { type PullOptions, pullEnv } from '../store/pull.js';
 import { mark } from '../util/timing.js';
@@ -94,6 +96,43 @@ export async function runOnce(reg: Registry, store: StorePaths, ref: string, arg
         await onCreated?.(state);
         onStart?.(state.id);
       },
+    },
+  );
+}
+
+/**
+ * runOnce for a process that ends with its command (the CLI's `run`): pulled and leased the same
+ * way, then this process becomes the launcher that runs the command and releases the lease
+ * (sandbox/run-in-place.ts). Never returns but by throwing; the command's stdio is ours.
+ */
+export async function runInPlace(
+  reg: Registry,
+  store: StorePaths,
+  ref: string,
+  argv: string[],
+  execve: ExecInPlace,
+  opts: Omit<OpenOptions, 'prewarmReset' | 'timeoutMs'> & RunInPlaceOptions & Pick<RunOnceOptions, 'onStart'> = {},
+): Promise<never> {
+  const { timeoutMs, env, workdir, user, onStart, ...open } = opts;
+  const { options, hooks } = await pulledSandbox(reg, store, ref, open);
+  const onCreated = hooks.onCreated;
+  return runInPlaceOf(
+    options,
+    argv,
+    {
+      ...(timeoutMs === undefined ? {} : { timeoutMs }),
+      ...(env === undefined ? {} : { env }),
+      ...(workdir === undefined ? {} : { workdir }),
+      ...(user === undefined ? {} : { user }),
+    },
+    execve,
+    {
+      ...hooks,
+      onCreated: async (state) => {
+        await onCreated?.(state);
+        onStart?.(state.id);
+      },
+      releasedFiles: (state) => [leaseFile(store, state.id)],
     },
   );
 }

@@ -211,6 +211,36 @@ export function runCommand(sandbox: Omit<HolderSpec, 'fromTar'>, command: Pick<E
   ];
 }
 
+/** How the launcher's own-run mode ends a run it owns (see run-in-place.ts). */
+export interface OwnRunSpec {
+  timeoutMs: number;
+  /** The cgroup's memory.events, to tell an OOM kill from another SIGKILL. */
+  oomFile: string | undefined;
+  /** Teardown steps, in order; the first that fails leaves the rest to the next reap. */
+  cleanup: Array<{ op: 'cgroup' | 'rmdir' | 'unlink'; path: string }>;
+}
+
+/**
+ * The command line of `sandbox-launch own-run`: run's, with the end the CLI gives a one-shot run
+ * (timeout, classification, teardown) done by the launcher, which a process execs in its place.
+ */
+export function ownRunCommand(
+  sandbox: Omit<HolderSpec, 'fromTar'>,
+  command: Pick<EnterSpec, 'caps' | 'user' | 'env' | 'argv' | 'rlimits' | 'workdir'>,
+  own: OwnRunSpec,
+): string[] {
+  return [
+    sandbox.launcher,
+    'own-run',
+    ...sandboxArgs({ ...sandbox, rlimits: command.rlimits, workdir: command.workdir }),
+    '--timeout-ms',
+    String(own.timeoutMs),
+    ...(own.oomFile === undefined ? [] : ['--oom-events', own.oomFile]),
+    ...own.cleanup.flatMap((c) => [`--cleanup-${c.op}`, c.path]),
+    ...commandArgs(command),
+  ];
+}
+
 /** Prefix of the message a command that could not enter its workdir fails with. */
 export const WORKDIR_FAILURE = 'minisandbox: cannot enter workdir';
 

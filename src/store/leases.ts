@@ -19,18 +19,23 @@ export const LeaseSchema = z.strictObject({
 });
 export type Lease = z.infer<typeof LeaseSchema>;
 
+/** The file of sandbox `id`'s lease. */
+export function leaseFile(store: StorePaths, id: string): string {
+  return join(store.leasesDir, `${id}.json`);
+}
+
 export async function acquireLease(store: StorePaths, id: string, layerDirs: string[], pid = process.pid): Promise<Lease> {
   const lease = LeaseSchema.parse({ id, pid, layers: layerDirs.map((d) => d.split('/').pop() ?? d), created: new Date().toISOString() });
   // synchronous: a small file per sandbox start (see store/pull.ts readOrUndefined)
   mkdirSync(store.leasesDir, { recursive: true });
-  const path = join(store.leasesDir, `${id}.json`);
+  const path = leaseFile(store, id);
   writeFileSync(`${path}.tmp`, JSON.stringify(lease));
   renameSync(`${path}.tmp`, path);
   return lease;
 }
 
 export async function releaseLease(store: StorePaths, id: string): Promise<void> {
-  rmSync(join(store.leasesDir, `${id}.json`), { force: true });
+  rmSync(leaseFile(store, id), { force: true });
 }
 
 /** Live leases; stale ones (holder dead, unreadable) are removed on the way. */

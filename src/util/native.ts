@@ -73,6 +73,22 @@ export async function nativeHelperWith(name: string, feature: NativeFeature): Pr
   }
 }
 
+/**
+ * A node addon (native/<name>.c against node's own headers, built as a shared object), or
+ * undefined where this host cannot build one (no headers beside node, no compiler): callers then
+ * do without it. A failed build is not retried for FEATURE_RETRY_MS.
+ */
+export async function nativeAddon(name: string): Promise<string | undefined> {
+  const headers = join(dirname(process.execPath), '..', 'include', 'node');
+  const napi: NativeFeature = { name: 'napi', cflags: ['-shared', '-fPIC', '-I', headers], libs: [], needs: `node's headers (${headers})` };
+  try {
+    return await build(name, napi);
+  } catch (e) {
+    if (e instanceof HostCapabilityError) return undefined;
+    throw e;
+  }
+}
+
 /** The files a source's text includes with `#include "name"` (beside it, in the order they appear). */
 export function localIncludes(text: string): string[] {
   return [...text.matchAll(/^#include "([^"/]+)"/gm)].map((m) => m[1]!);
