@@ -24,7 +24,8 @@ export function outcomeExitCode(o: CommandOutcome): number {
     case 'oom':
       return 137;
     case 'killed':
-      return 128 + signalNumber(o.signal);
+      // the command's own death by a signal says which (128 + n, as shells report it); ours is a SIGKILL
+      return o.exitCode !== null && o.exitCode > 128 ? o.exitCode : 128 + signalNumber(o.signal);
     case 'infra_error':
       return o.exitCode === 126 || o.exitCode === 127 ? o.exitCode : 125;
   }
