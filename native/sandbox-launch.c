@@ -1413,6 +1413,8 @@ static int own_run_main(struct opts *o) {
     _exit(run_main(o));
   }
   close(st[1]);
+  /* a reader of our stderr gone must not end us before the teardown */
+  signal(SIGPIPE, SIG_IGN);
   char status[512];
   size_t len = 0;
   status[0] = '\0';

@@ -170,20 +170,33 @@ export function registerSandboxCommands(program: Command, globals: Globals, setE
     .description('check that this host can run sandboxes (tools, subordinate ids, user namespaces) and compile the native helpers; exit 4 with what to fix')
     .action(async () => {
       const ctx = await makeContext(globals());
-      const [{ probeHost }, { currentUser }, { fsmetaHelper }] = await Promise.all([
+      const [{ probeHost }, { currentUser }, { fsmetaHelper }, { nativeAddon }] = await Promise.all([
         import('../sandbox/host.js'),
         import('../host/subid.js'),
         import('../store/fsmeta.js'),
+        import('../util/native.js'),
       ]);
       const host = await probeHost();
       const { path: fsmeta, has: fsmetaFrames } = await fsmetaHelper();
-      const r = { user: currentUser().name, isRoot: host.isRoot, idMap: host.idMap, tools: host.tools, fsmeta, fsmetaFrames, store: ctx.store.root };
+      // where node's headers are missing, `run` waits for the launcher instead of becoming it
+      const execInPlace = (await nativeAddon('exec-in-place')) ?? null;
+      const r = {
+        user: currentUser().name,
+        isRoot: host.isRoot,
+        idMap: host.idMap,
+        tools: host.tools,
+        fsmeta,
+        fsmetaFrames,
+        execInPlace,
+        store: ctx.store.root,
+      };
       ctx.out.result(r, () =>
         [
           `user ${r.user}${r.isRoot ? ' (root)' : ''}: sandboxes map ids 0..${host.idMap.count - 1} ` +
             `to ${host.idMap.uidStart}.. (uids) and ${host.idMap.gidStart}.. (gids)`,
           `launcher ${host.tools.launcher}`,
           `fsmeta   ${fsmeta}${fsmetaFrames ? '' : ` (${NO_FRAMES})`}`,
+          `exec     ${execInPlace ?? '(not built: no node headers; run waits for the launcher, ~50 MB more per run)'}`,
           `store    ${r.store}`,
           'ok',
         ].join('\n'),
