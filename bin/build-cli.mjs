@@ -63,6 +63,29 @@ const zodNamespace = {
   },
 };
 
+/**
+ * In the run bundle, node:child_process is loaded on first use: requiring it costs ~6 ms (it
+ * loads net, dgram and the stream machinery), and a run that hands its sandbox to the launcher
+ * (sandbox/run-in-place.ts) spawns nothing. Its importers get an object whose properties are the
+ * real module's, fetched when read (esbuild's interop copies them as getters).
+ */
+const CHILD_PROCESS_EXPORTS = ['_forkChild', 'ChildProcess', 'exec', 'execFile', 'execFileSync', 'execSync', 'fork', 'spawn', 'spawnSync'];
+/** @type {import('esbuild').Plugin} */
+const lazyChildProcess = {
+  name: 'lazy-child-process',
+  setup(b) {
+    b.onResolve({ filter: /^(node:)?child_process$/ }, (args) =>
+      args.namespace === 'lazy-builtin' ? { path: 'node:child_process', external: true } : { path: 'child_process', namespace: 'lazy-builtin' },
+    );
+    b.onLoad({ filter: /.*/, namespace: 'lazy-builtin' }, () => ({
+      contents: `let real;
+const load = () => (real ??= require('node:child_process'));
+for (const k of ${JSON.stringify(CHILD_PROCESS_EXPORTS)}) Object.defineProperty(module.exports, k, { enumerable: true, get: () => load()[k] });`,
+      loader: 'js',
+    }));
+  },
+};
+
 /** CommonJS has no import.meta: the modules that use import.meta.url get the file's URL instead. */
 const common = {
   bundle: true,
@@ -95,7 +118,7 @@ const bundles = await Promise.all(
       entryPoints: [join(root, 'src', 'cli', 'main.ts')],
       outfile: join(dist, file),
       define: { ...common.define, MSB_BUNDLE_MODULE: module === undefined ? 'undefined' : JSON.stringify(module) },
-      plugins: [zodNamespace, englishOnlyZod],
+      plugins: [zodNamespace, englishOnlyZod, ...(module === 'run' ? [lazyChildProcess] : [])],
       // keepNames is an Object.defineProperty per function and class at load, ~10 ms of a one-shot
       // run (bench/cli.ts); nothing reads a function's name (errors set theirs), only stack traces
       // do, so the long-lived commands keep readable ones and the sandbox commands start faster.

@@ -7,7 +7,8 @@
  * What exec keeps that a spawned child would not have, put as libuv puts it for a child: signals
  * node ignores (SIGPIPE) stay ignored and its signal mask stays, so both are reset; node marks
  * stdin, stdout and stderr close-on-exec and may have made them non-blocking, so they are
- * inherited and blocking. node's other descriptors are close-on-exec. Returns only on failure, by
+ * inherited and blocking; interval timers (a profiler's) are disarmed. node's other descriptors
+ * are close-on-exec. Returns only on failure, by
  * throwing an Error with the errno's code, with all of it as it was.
  */
 #include <errno.h>
@@ -16,6 +17,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 static char *string_of(napi_env env, napi_value v) {
@@ -65,6 +67,10 @@ static napi_value exec_in_place(napi_env env, napi_callback_info info) {
       signal(s, SIG_DFL);
     }
   }
+  /* interval timers outlive exec (node's --cpu-prof arms ITIMER_PROF): none for the new program */
+  struct itimerval timers[3], off = {{0, 0}, {0, 0}};
+  const int which[3] = {ITIMER_REAL, ITIMER_VIRTUAL, ITIMER_PROF};
+  for (int i = 0; i < 3; i++) setitimer(which[i], &off, &timers[i]);
   int fd_flags[3], fl_flags[3];
   for (int fd = 0; fd < 3; fd++) {
     fd_flags[fd] = fcntl(fd, F_GETFD);
@@ -82,6 +88,7 @@ static napi_value exec_in_place(napi_env env, napi_callback_info info) {
   for (int s = 1; s < NSIG; s++)
     if (was_ignored[s]) sigaction(s, &ignored[s], NULL);
   sigprocmask(SIG_SETMASK, &mask, NULL);
+  for (int i = 0; i < 3; i++) setitimer(which[i], &timers[i], NULL);
   napi_value code, message, error;
   napi_create_string_utf8(env, strerror(err), NAPI_AUTO_LENGTH, &message);
   napi_create_string_utf8(env, err == ENOENT ? "ENOENT" : err == EACCES ? "EACCES" : "EEXEC", NAPI_AUTO_LENGTH, &code);

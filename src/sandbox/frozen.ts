@@ -21,8 +21,6 @@ import { MinisandboxError } from '../errors.js';
 import { randomHex } from '../util/lazy-crypto.js';
 import { removeTree, type SandboxState } from './state.js';
 
-const execFileP = promisify(execFile);
-
 export const FROZEN_PREFIX = '.fork-';
 
 const holders = new Map<string, number>();
@@ -85,7 +83,7 @@ export async function freezeUpper(stateDir: string, state: SandboxState, isRoot:
 
 async function runArgv(argv: string[]): Promise<void> {
   try {
-    await execFileP(argv[0]!, argv.slice(1), { env: { PATH: HOST_PATH } });
+    await promisify(execFile)(argv[0]!, argv.slice(1), { env: { PATH: HOST_PATH } });
   } catch (e) {
     throw new MinisandboxError(
       'SANDBOX_START',

@@ -2,14 +2,17 @@
  * Root filesystems for tests and benchmarks: a busybox tree, a cached debootstrap tree, and the
  * ownership-shifted copy a user namespace needs (what the store's lay-out does for real layers).
  */
-import { execFile } from 'node:child_process';
+import { type ExecFileOptions, execFile } from 'node:child_process';
 import { access, chmod, copyFile, lchown, lstat, mkdir, readdir, rename, rm, symlink, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { HostCapabilityError } from '../errors.js';
 import type { IdMap } from '../host/subid.js';
 
-const run = promisify(execFile);
+/** execFile, promisified when called: at load it would load node:child_process for every importer (the run path's too). */
+function run(file: string, args: string[], opts: ExecFileOptions = {}): Promise<{ stdout: string; stderr: string }> {
+  return promisify(execFile)(file, args, { ...opts, encoding: 'utf8' });
+}
 
 async function exists(p: string): Promise<boolean> {
   try {
