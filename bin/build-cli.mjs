@@ -64,23 +64,82 @@ const zodNamespace = {
 };
 
 /**
- * In the run bundle, node:child_process is loaded on first use: requiring it costs ~6 ms (it
- * loads net, dgram and the stream machinery), and a run that hands its sandbox to the launcher
- * (sandbox/run-in-place.ts) spawns nothing. Its importers get an object whose properties are the
- * real module's, fetched when read (esbuild's interop copies them as getters).
+ * In the run bundle, node:child_process and node:fs/promises are loaded on first use: requiring
+ * them costs ~6 and ~2 ms (child_process loads net and dgram; fs/promises the stream machinery and
+ * readline), and a run on an environment already pulled, handed to the launcher
+ * (sandbox/run-in-place.ts), calls neither. Their importers get an object whose properties are the
+ * real module's, read when used (esbuild's interop copies them as getters).
  */
-const CHILD_PROCESS_EXPORTS = ['_forkChild', 'ChildProcess', 'exec', 'execFile', 'execFileSync', 'execSync', 'fork', 'spawn', 'spawnSync'];
+const LAZY_BUILTINS = {
+  child_process: ['_forkChild', 'ChildProcess', 'exec', 'execFile', 'execFileSync', 'execSync', 'fork', 'spawn', 'spawnSync'],
+  stream: [
+    'isDestroyed',
+    'isDisturbed',
+    'isErrored',
+    'isReadable',
+    'isWritable',
+    'Readable',
+    'Writable',
+    'Duplex',
+    'Transform',
+    'PassThrough',
+    'duplexPair',
+    'pipeline',
+    'addAbortSignal',
+    'finished',
+    'destroy',
+    'compose',
+    'setDefaultHighWaterMark',
+    'getDefaultHighWaterMark',
+    'promises',
+    'Stream',
+  ],
+  'fs/promises': [
+    'access',
+    'copyFile',
+    'cp',
+    'open',
+    'opendir',
+    'rename',
+    'truncate',
+    'rm',
+    'rmdir',
+    'mkdir',
+    'readdir',
+    'readlink',
+    'symlink',
+    'lstat',
+    'stat',
+    'statfs',
+    'link',
+    'unlink',
+    'chmod',
+    'lchmod',
+    'lchown',
+    'chown',
+    'utimes',
+    'lutimes',
+    'realpath',
+    'mkdtemp',
+    'writeFile',
+    'appendFile',
+    'readFile',
+    'watch',
+    'constants',
+  ],
+};
 /** @type {import('esbuild').Plugin} */
-const lazyChildProcess = {
-  name: 'lazy-child-process',
+const lazyBuiltins = {
+  name: 'lazy-builtins',
   setup(b) {
-    b.onResolve({ filter: /^(node:)?child_process$/ }, (args) =>
-      args.namespace === 'lazy-builtin' ? { path: 'node:child_process', external: true } : { path: 'child_process', namespace: 'lazy-builtin' },
-    );
-    b.onLoad({ filter: /.*/, namespace: 'lazy-builtin' }, () => ({
+    b.onResolve({ filter: /^(node:)?(child_process|fs\/promises|stream)$/ }, (args) => {
+      const name = args.path.replace(/^node:/, '');
+      return args.namespace === 'lazy-builtin' ? { path: `node:${name}`, external: true } : { path: name, namespace: 'lazy-builtin' };
+    });
+    b.onLoad({ filter: /.*/, namespace: 'lazy-builtin' }, (args) => ({
       contents: `let real;
-const load = () => (real ??= require('node:child_process'));
-for (const k of ${JSON.stringify(CHILD_PROCESS_EXPORTS)}) Object.defineProperty(module.exports, k, { enumerable: true, get: () => load()[k] });`,
+const load = () => (real ??= require(${JSON.stringify(`node:${args.path}`)}));
+for (const k of ${JSON.stringify(LAZY_BUILTINS[args.path])}) Object.defineProperty(module.exports, k, { enumerable: true, get: () => load()[k] });`,
       loader: 'js',
     }));
   },
@@ -118,7 +177,7 @@ const bundles = await Promise.all(
       entryPoints: [join(root, 'src', 'cli', 'main.ts')],
       outfile: join(dist, file),
       define: { ...common.define, MSB_BUNDLE_MODULE: module === undefined ? 'undefined' : JSON.stringify(module) },
-      plugins: [zodNamespace, englishOnlyZod, ...(module === 'run' ? [lazyChildProcess] : [])],
+      plugins: [zodNamespace, englishOnlyZod, ...(module === 'run' ? [lazyBuiltins] : [])],
       // keepNames is an Object.defineProperty per function and class at load, ~10 ms of a one-shot
       // run (bench/cli.ts); nothing reads a function's name (errors set theirs), only stack traces
       // do, so the long-lived commands keep readable ones and the sandbox commands start faster.

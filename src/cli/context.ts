@@ -47,7 +47,7 @@ export function checkDirOption(option: string, path: string): void {
  * `progressWhenNotTty`: what `--progress auto` means off a terminal (see Output).
  */
 export async function makeContext(g: GlobalOptions, opts: { progressWhenNotTty?: 'json' | 'none' } = {}): Promise<Context> {
-  const out = new Output(g.json === true, g.progress ?? 'auto', process.stderr, process.stdout, opts.progressWhenNotTty ?? 'json');
+  const out = new Output(g.json === true, g.progress ?? 'auto', undefined, undefined, opts.progressWhenNotTty ?? 'json');
   const registry = g.registry ?? defaultRegistry();
   if (!registry.startsWith('s3://')) checkDirOption('--registry', registry);
   const storeDir = g.store ?? process.env.MINISANDBOX_STORE;

@@ -20,23 +20,42 @@ export const EXIT = {
 export const PROGRESS_MODES = ['auto', 'plain', 'json', 'none'] as const;
 export type ProgressMode = (typeof PROGRESS_MODES)[number];
 
+/** A stream reached when first written to: process.stderr/stdout are built on first read (~5 ms on a pipe, which loads net). */
+export type LazyStream = () => NodeJS.WriteStream;
+
 export class Output {
   private lastLen = 0;
   private lastAt = 0;
-  /** What `--progress` resolved to for this command. */
-  readonly progressMode: Exclude<ProgressMode, 'auto'>;
+  private mode: Exclude<ProgressMode, 'auto'> | undefined;
+  private readonly getStderr: LazyStream;
+  private readonly getStdout: LazyStream;
   /**
    * `whenNotTty`: what `auto` means when stderr is not a terminal - `json` for most commands,
    * `none` for `run`, whose stderr is the sandboxed command's own.
    */
   constructor(
     readonly json: boolean,
-    progress: ProgressMode = 'auto',
-    private readonly stderr: NodeJS.WriteStream = process.stderr,
-    private readonly stdout: NodeJS.WriteStream = process.stdout,
-    whenNotTty: 'json' | 'none' = 'json',
+    private readonly progressOption: ProgressMode = 'auto',
+    stderr: LazyStream = () => process.stderr,
+    stdout: LazyStream = () => process.stdout,
+    private readonly whenNotTty: 'json' | 'none' = 'json',
   ) {
-    this.progressMode = progress !== 'auto' ? progress : this.stderr.isTTY === true ? 'plain' : whenNotTty;
+    this.getStderr = stderr;
+    this.getStdout = stdout;
+  }
+
+  private get stderr(): NodeJS.WriteStream {
+    return this.getStderr();
+  }
+
+  private get stdout(): NodeJS.WriteStream {
+    return this.getStdout();
+  }
+
+  /** What `--progress` resolved to for this command. */
+  get progressMode(): Exclude<ProgressMode, 'auto'> {
+    this.mode ??= this.progressOption !== 'auto' ? this.progressOption : this.tty ? 'plain' : this.whenNotTty;
+    return this.mode;
   }
 
   get tty(): boolean {
@@ -66,7 +85,7 @@ export class Output {
 
   /** Ends a progress line so the next output starts clean. */
   done(): void {
-    if (this.tty && this.lastLen > 0) this.stderr.write(`\r${' '.repeat(this.lastLen)}\r`);
+    if (this.lastLen > 0 && this.tty) this.stderr.write(`\r${' '.repeat(this.lastLen)}\r`);
     this.lastLen = 0;
   }
 

@@ -5,6 +5,7 @@
  */
 import type { Command } from 'commander';
 import type { CommandOutcome } from '../sandbox/outcome.js';
+import type { PullOptions } from '../store/pull.js';
 import { type GlobalOptions, makeContext, storeContext } from './context.js';
 import { opt, option } from './options.js';
 import { mark } from '../util/timing.js';
@@ -83,6 +84,10 @@ export function registerSandboxCommands(program: Command, globals: Globals, setE
       if (o.workdir !== undefined) config.workdir = o.workdir;
       await reapStale(ctx.store);
       mark('run: stale reaped');
+      // a layer already here is no progress to show (and, off a terminal, asking would cost a stream)
+      const onPull: NonNullable<PullOptions['onProgress']> = (p) => {
+        if (p.phase !== 'cached') ctx.out.progress({ ...p, message: `pull ${ref}: ${p.phase} layer ${p.layer.slice(7, 19)}` });
+      };
       // Ctrl-C or a TERM cancels a pull or start in progress, and kills a running command
       const abort = new AbortController();
       const stop = (): void => abort.abort(new Error('interrupted'));
@@ -101,7 +106,7 @@ export function registerSandboxCommands(program: Command, globals: Globals, setE
             config,
             signal: abort.signal,
             ...(o.timeout === undefined ? {} : { timeoutMs: o.timeout }),
-            onPull: (p) => ctx.out.progress({ ...p, message: `pull ${ref}: ${p.phase} layer ${p.layer.slice(7, 19)}` }),
+            onPull,
             onStart: () => ctx.out.done(),
             warn: (m) => ctx.out.warn(m),
           });
@@ -117,7 +122,7 @@ export function registerSandboxCommands(program: Command, globals: Globals, setE
           stdio: ctx.out.json ? 'capture' : 'inherit',
           stdin: 'inherit',
           ...(o.timeout === undefined ? {} : { timeoutMs: o.timeout }),
-          onPull: (p) => ctx.out.progress({ ...p, message: `pull ${ref}: ${p.phase} layer ${p.layer.slice(7, 19)}` }),
+          onPull,
           onStart: (id) => {
             sandbox = id;
             // the progress line is gone before the command writes to the terminal
