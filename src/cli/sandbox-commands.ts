@@ -84,9 +84,11 @@ export function registerSandboxCommands(program: Command, globals: Globals, setE
       if (o.workdir !== undefined) config.workdir = o.workdir;
       await reapStale(ctx.store);
       mark('run: stale reaped');
-      // a layer already here is no progress to show (and, off a terminal, asking would cost a stream)
+      // A layer already here is shown only where progress was asked for: `auto` would have to ask
+      // whether stderr is a terminal, and the first read of process.stderr costs ~5 ms on a pipe.
+      const showCached = (globals().progress ?? 'auto') !== 'auto';
       const onPull: NonNullable<PullOptions['onProgress']> = (p) => {
-        if (p.phase !== 'cached') ctx.out.progress({ ...p, message: `pull ${ref}: ${p.phase} layer ${p.layer.slice(7, 19)}` });
+        if (p.phase !== 'cached' || showCached) ctx.out.progress({ ...p, message: `pull ${ref}: ${p.phase} layer ${p.layer.slice(7, 19)}` });
       };
       // Ctrl-C or a TERM cancels a pull or start in progress, and kills a running command
       const abort = new AbortController();
