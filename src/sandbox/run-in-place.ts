@@ -12,14 +12,13 @@
  * host's side); a disk upper, with its files of subordinate ids, is left to the reap.
  */
 import { join } from 'node:path';
-import { InvalidInputError } from '../errors.js';
 import type { ExecInPlace } from '../util/exec-in-place.js';
-import { DEFAULT_CAPS, HOST_PATH, type OwnRunSpec, ownRunCommand } from './commands.js';
-import { probeHost } from './host.js';
-import { endSandbox, prepareSandbox } from './prepare.js';
+import { HOST_PATH, type OwnRunSpec, ownRunCommand } from './commands.js';
+import { oneShotCommand, prepareOneShot } from './one-shot.js';
+import { endSandbox } from './prepare.js';
 import { processStartTime } from './proc.js';
 import type { RunOnceOptions } from './run-once.js';
-import { type CreateHooks, type SandboxOptions, SandboxOptionsSchema } from './sandbox.js';
+import type { CreateHooks, SandboxOptions } from './sandbox.js';
 import { type SandboxState, sandboxDir, writeState } from './state.js';
 
 export type RunInPlaceOptions = Pick<RunOnceOptions, 'timeoutMs' | 'env' | 'workdir' | 'user'>;
@@ -43,32 +42,15 @@ export async function runInPlace(
   execve: ExecInPlace,
   hooks: RunInPlaceHooks = {},
 ): Promise<never> {
-  if (argv.length === 0) throw new InvalidInputError('runInPlace needs a command', 'pass an argv array with at least the program');
-  const opts = SandboxOptionsSchema.parse(input);
-  if (opts.prewarmReset || opts.timeoutMs !== undefined)
-    throw new InvalidInputError('runInPlace takes no prewarmReset or sandbox timeoutMs', 'its sandbox lives as long as the command: pass the run timeoutMs');
-  const host = hooks.host ?? (await probeHost());
-  const warn = hooks.warn ?? ((m: string) => process.emitWarning(m, 'MinisandboxWarning'));
-  const p = await prepareSandbox(opts, host, warn);
+  const { opts, prepared: p } = await prepareOneShot('runInPlace', input, argv, hooks);
   const { state } = p;
   try {
     await hooks.onCreated?.(state);
-    const command = ownRunCommand(
-      p.spec,
-      {
-        caps: opts.capabilities === 'default' ? DEFAULT_CAPS : [],
-        user: run.user ?? opts.config.user,
-        env: { ...opts.config.env, ...(run.env ?? {}) },
-        workdir: run.workdir ?? opts.config.workdir,
-        rlimits: p.rlimits,
-        argv,
-      },
-      {
-        timeoutMs: run.timeoutMs ?? opts.commandTimeoutMs,
-        oomFile: p.cgroup?.oomFile,
-        cleanup: cleanupSteps(opts.stateDir, state, hooks.releasedFiles?.(state) ?? []),
-      },
-    );
+    const command = ownRunCommand(p.spec, oneShotCommand(opts, p, run, argv), {
+      timeoutMs: run.timeoutMs ?? opts.commandTimeoutMs,
+      oomFile: p.cgroup?.oomFile,
+      cleanup: cleanupSteps(opts.stateDir, state, hooks.releasedFiles?.(state) ?? []),
+    });
     // the launcher is this process from here on: the holder a reap would kill
     state.holderPid = process.pid;
     state.holderStartTime = processStartTime(process.pid);

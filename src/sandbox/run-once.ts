@@ -8,16 +8,15 @@
  */
 import { spawn } from 'node:child_process';
 import type { Readable } from 'node:stream';
-import { InvalidInputError } from '../errors.js';
 import { mark } from '../util/timing.js';
-import { DEFAULT_CAPS, HOST_PATH, RUN_STATUS_FD, runCommand } from './commands.js';
-import { probeHost } from './host.js';
+import { HOST_PATH, RUN_STATUS_FD, runCommand } from './commands.js';
 import { releaseFrozenLowers, retainFrozenLowers } from './frozen.js';
 import { CappedBuffer, type CommandOutcome } from './outcome.js';
-import { endSandbox, prepareSandbox } from './prepare.js';
+import { oneShotCommand, prepareOneShot } from './one-shot.js';
+import { endSandbox } from './prepare.js';
 import { processStartTime } from './proc.js';
 import { awaitLauncher, childPid, classifyEnding } from './runner.js';
-import { type CreateHooks, type SandboxOptions, SandboxOptionsSchema } from './sandbox.js';
+import type { CreateHooks, SandboxOptions } from './sandbox.js';
 import { writeState } from './state.js';
 
 export interface RunOnceOptions {
@@ -46,13 +45,7 @@ export interface RunOnceOptions {
  * onCreated runs before the launcher does (to lease the layers), onDestroyed after the teardown.
  */
 export async function runOnce(input: SandboxOptions, argv: string[], run: RunOnceOptions = {}, hooks: CreateHooks = {}): Promise<CommandOutcome> {
-  if (argv.length === 0) throw new InvalidInputError('runOnce needs a command', 'pass an argv array with at least the program');
-  const opts = SandboxOptionsSchema.parse(input);
-  if (opts.prewarmReset || opts.timeoutMs !== undefined)
-    throw new InvalidInputError('runOnce takes no prewarmReset or sandbox timeoutMs', 'its sandbox lives as long as the command: pass the run timeoutMs');
-  const host = hooks.host ?? (await probeHost());
-  const warn = hooks.warn ?? ((m: string) => process.emitWarning(m, 'MinisandboxWarning'));
-  const p = await prepareSandbox(opts, host, warn);
+  const { opts, prepared: p } = await prepareOneShot('runOnce', input, argv, hooks);
   const { state } = p;
   retainFrozenLowers(opts.lowerDirs);
   try {
@@ -60,14 +53,7 @@ export async function runOnce(input: SandboxOptions, argv: string[], run: RunOnc
     await hooks.onCreated?.(state);
     mark('run-once: lease taken');
     const capture = run.stdio !== 'inherit';
-    const argvFull = runCommand(p.spec, {
-      caps: opts.capabilities === 'default' ? DEFAULT_CAPS : [],
-      user: run.user ?? opts.config.user,
-      env: { ...opts.config.env, ...(run.env ?? {}) },
-      workdir: run.workdir ?? opts.config.workdir,
-      rlimits: p.rlimits,
-      argv,
-    });
+    const argvFull = runCommand(p.spec, oneShotCommand(opts, p, run, argv));
     const stdin = !capture || run.stdin === 'inherit' ? 'inherit' : run.stdin === undefined ? 'ignore' : 'pipe';
     const out = capture ? 'pipe' : 'inherit';
     // A session of its own: a Ctrl-C at our terminal reaches us (we kill the command) and not the
