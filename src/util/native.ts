@@ -78,8 +78,7 @@ export async function nativeHelperWith(name: string, feature: NativeFeature): Pr
  * undefined where this host cannot build one (no headers beside node, no compiler): callers then
  * do without it. A failed build is not retried for FEATURE_RETRY_MS.
  */
-export async function nativeAddon(name: string): Promise<string | undefined> {
-  const headers = join(dirname(process.execPath), '..', 'include', 'node');
+export async function nativeAddon(name: string, headers = join(dirname(process.execPath), '..', 'include', 'node')): Promise<string | undefined> {
   const napi: NativeFeature = { name: 'napi', cflags: ['-shared', '-fPIC', '-I', headers], libs: [], needs: `node's headers (${headers})` };
   try {
     return await build(name, napi);
