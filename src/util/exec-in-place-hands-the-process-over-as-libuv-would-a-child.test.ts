@@ -28,7 +28,8 @@ function node(
 }
 
 const execIn = (addon: string, argv: string[]): string =>
-  `const m = { exports: {} }; process.dlopen(m, ${JSON.stringify(addon)}); m.exports.execve(${JSON.stringify(argv[0])}, ${JSON.stringify(argv)}, ['PATH=/usr/bin:/bin']);`;
+  `const m = { exports: {} }; process.dlopen(m, ${JSON.stringify(addon)}); ` +
+  `m.exports.execve(${JSON.stringify(argv[0])}, ${JSON.stringify(argv)}, ['PATH=/usr/bin:/bin']);`;
 
 describe('exec in place', () => {
   it('runs the program in the same process, on the caller stdio, with signals and timers as a spawned child has them', async () => {
