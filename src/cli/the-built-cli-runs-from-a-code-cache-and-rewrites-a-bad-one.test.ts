@@ -9,6 +9,7 @@ import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { publishedBusybox } from '../../test/helpers/published-busybox.js';
 
 let work: string;
 let dist: string;
@@ -18,8 +19,9 @@ beforeAll(() => {
   dist = join(work, 'dist');
   execFileSync(process.execPath, [resolve('bin/build-cli.mjs'), dist], { stdio: 'pipe' });
   mkdirSync(join(work, 'registry'));
-  // laid out like the package: its npm dependencies and package.json one level above dist/
+  // laid out like the package: its npm dependencies, native helpers and package.json one level above dist/
   symlinkSync(resolve('node_modules'), join(work, 'node_modules'));
+  symlinkSync(resolve('native'), join(work, 'native'));
   copyFileSync('package.json', join(work, 'package.json'));
 }, 120_000);
 
@@ -42,7 +44,20 @@ function cacheFiles(dir: string): string[] {
   }
 }
 
+const busybox = publishedBusybox('ms-cli-cache-run-', 'cache/busybox');
+
 describe('the built CLI', () => {
+  it('saves the cache of a run that became the launcher, which never exits (before the exec)', () => {
+    const r = spawnSync(
+      process.execPath,
+      [join(dist, 'cli.cjs'), '--registry', join(busybox.work, 'registry'), '--store', join(busybox.work, 'store'), 'run', 'cache/busybox', '--', 'true'],
+      { encoding: 'utf8', env: { ...process.env, XDG_CACHE_HOME: join(work, 'xdg') } },
+    );
+    expect(r.status, r.stderr).toBe(0);
+    expect(cacheFiles(join(dist, 'v8-cache'))).toEqual([expect.stringMatching(/^cli-[0-9a-f]{16}-run-v\d+\.\d+\.\d+-\w+\.v8cache$/)]);
+    rmSync(join(dist, 'v8-cache'), { recursive: true, force: true });
+  });
+
   it("keeps a failed or help run's cache as partial until a run of the command itself replaces it", () => {
     const dir = join(dist, 'v8-cache');
     expect(ls({}, '--no-such-option').status).toBe(2);
