@@ -35,10 +35,16 @@ export class ServerKit extends ServerFixture {
     return super.create('snapshot' in body || 'ref' in body ? body : { ref: 'kit/busybox', ...body }, server);
   }
 
-  /** Runs a shell command with exec and returns its stdout (throws on a failed request). */
+  /**
+   * Runs a shell command with exec and returns its stdout. Throws on a failed request and on a
+   * command that did not end by itself (not started, killed, timed out): its stdout would be empty
+   * and the assertion on it would not say why.
+   */
   async sh(id: string, command: string): Promise<string> {
     const r = await this.call('POST', `/v1/sandboxes/${id}/exec`, { command });
     if (r.status !== 200) throw new Error(`exec: ${r.status} ${r.text}`);
-    return r.json().stdout as string;
+    const body = r.json();
+    if (body.outcome !== 'ok') throw new Error(`exec ${JSON.stringify(command)} ended ${body.outcome}: ${r.text}`);
+    return body.stdout as string;
   }
 }
