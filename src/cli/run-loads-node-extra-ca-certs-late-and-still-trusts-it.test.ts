@@ -94,6 +94,13 @@ describe('NODE_EXTRA_CA_CERTS, loaded late for the sandbox commands', () => {
     expect(overTls.code).not.toBe(0);
   });
 
+  it('a run whose node trusts the system store (NODE_OPTIONS --use-openssl-ca) gets node’s own load of it', async () => {
+    const env = envWith({ NODE_EXTRA_CA_CERTS: missingCa, NODE_OPTIONS: '--use-openssl-ca' });
+    const r = await runCli(['--registry', localRegistry, '--store', join(work, 'store-openssl'), 'run', TAG, '--', 'true'], env);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).toContain(`${NODE_WARNING} \`${missingCa}\``);
+  });
+
   it('every other command gets node’s own load of it', async () => {
     const r = await runCli(['--registry', localRegistry, '--store', join(work, 'store-ls'), 'ls'], envWith({ NODE_EXTRA_CA_CERTS: missingCa }));
     expect(r.code, r.stderr).toBe(0);
