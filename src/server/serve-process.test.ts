@@ -1,6 +1,7 @@
 /**
- * `minisandbox serve` as a process: it refuses a public address without a token file, and a SIGTERM
- * destroys every sandbox it holds (no state dir, no lease, no process left).
+ * `minisandbox serve` as a process: it refuses a public address without a token file, a SIGTERM
+ * destroys every sandbox it holds (no state dir, no lease, no process left), and its job limits
+ * come from its command line.
  */
 import { spawn } from 'node:child_process';
 import { chmodSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
@@ -13,6 +14,8 @@ import { LocalRegistry } from '../registry/local.js';
 import { StorePaths } from '../store/paths.js';
 import { pushTree } from '../publish/push.js';
 import { readState } from '../sandbox/state.js';
+import { eventually } from '../../test/helpers/eventually.js';
+import { sleepMarker, sleepRuns } from '../../test/helpers/sleep-marker.js';
 
 const BIN = resolve(import.meta.dirname, '../../bin/minisandbox');
 const work = mkdtempSync(join(tmpdir(), 'ms-serve-proc-'));
@@ -91,5 +94,49 @@ describe('minisandbox serve as a process', () => {
     expect(readdirSync(store.leasesDir)).toEqual([]);
     second.kill('SIGTERM');
     expect(await done).toBe(0);
+  });
+
+  it('takes --max-jobs-per-sandbox and --job-output-budget from its command line, and refuses bad values (exit 2)', async () => {
+    for (const bad of [
+      ['--max-jobs-per-sandbox', '0'],
+      ['--job-output-budget', 'lots'],
+    ]) {
+      const p = serve('--listen', '127.0.0.1:0', ...bad);
+      let err = '';
+      p.stderr.on('data', (c: Buffer) => (err += c.toString()));
+      expect(await exitOf(p)).toBe(2);
+      expect(err).toContain(bad[0]);
+    }
+    const p = serve('--listen', '127.0.0.1:0', '--max-jobs-per-sandbox', '1', '--job-output-budget', '1k');
+    const exited = exitOf(p);
+    const { listening, token_file } = JSON.parse(await new Promise<string>((r) => createInterface({ input: p.stdout }).once('line', r))) as {
+      listening: string;
+      token_file: string;
+    };
+    const headers = { authorization: `Bearer ${readFileSync(token_file, 'utf8').trim()}`, 'content-type': 'application/json' };
+    const post = (path: string, body: unknown) => fetch(`${listening}${path}`, { method: 'POST', headers, body: JSON.stringify(body) });
+    const { id } = (await (await post('/v1/sandboxes', { ref: 'proc/busybox' })).json()) as { id: string };
+    const exec = (command: string) => post(`/v1/sandboxes/${id}/exec?async=true`, { command });
+    const wait = async (job: string) => (await fetch(`${listening}/v1/sandboxes/${id}/jobs/${job}?wait=300`, { headers })).json();
+    // one job at most: a second is refused while the first runs
+    const marker = sleepMarker();
+    const first = (await (await exec(`sleep ${marker}`)).json()) as { job: string };
+    await eventually(() => sleepRuns(marker));
+    const refused = await exec('true');
+    expect(refused.status).toBe(429);
+    await fetch(`${listening}/v1/sandboxes/${id}/jobs/${first.job}`, { method: 'DELETE', headers });
+    // 1 KiB of finished output kept: a job of 800 bytes, then another, and the first is dropped
+    const jobs: string[] = [];
+    for (let i = 0; i < 2; i++) {
+      const r = await exec('head -c 800 /dev/zero | tr "\\0" x');
+      expect(r.status).toBe(202);
+      const { job } = (await r.json()) as { job: string };
+      expect(await wait(job)).toMatchObject({ status: 'done' });
+      jobs.push(job);
+    }
+    expect((await fetch(`${listening}/v1/sandboxes/${id}/jobs/${jobs[0]}`, { headers })).status).toBe(404);
+    expect((await fetch(`${listening}/v1/sandboxes/${id}/jobs/${jobs[1]}`, { headers })).status).toBe(200);
+    p.kill('SIGTERM');
+    expect(await exited).toBe(0);
   });
 });
