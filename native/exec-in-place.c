@@ -7,8 +7,8 @@
  * What exec keeps that a spawned child would not have, put as libuv puts it for a child: signals
  * node ignores (SIGPIPE) stay ignored and its signal mask stays, so both are reset; node marks
  * stdin, stdout and stderr close-on-exec and may have made them non-blocking, so they are
- * inherited and blocking; interval timers (a profiler's) are disarmed. node's other descriptors
- * are close-on-exec. Returns only on failure, by
+ * inherited and blocking; interval timers are disarmed; under node's CPU profiler, SIGPROF is
+ * left ignored (see there). node's other descriptors are close-on-exec. Returns only on failure, by
  * throwing an Error with the errno's code, with all of it as it was.
  */
 #include <errno.h>
@@ -67,7 +67,7 @@ static napi_value exec_in_place(napi_env env, napi_callback_info info) {
       signal(s, SIG_DFL);
     }
   }
-  /* interval timers outlive exec (node's --cpu-prof arms ITIMER_PROF): none for the new program */
+  /* interval timers outlive exec: none for the new program */
   struct itimerval timers[3], off = {{0, 0}, {0, 0}};
   const int which[3] = {ITIMER_REAL, ITIMER_VIRTUAL, ITIMER_PROF};
   for (int i = 0; i < 3; i++) setitimer(which[i], &off, &timers[i]);
@@ -78,8 +78,18 @@ static napi_value exec_in_place(napi_env env, napi_callback_info info) {
     if (fd_flags[fd] >= 0) fcntl(fd, F_SETFD, fd_flags[fd] & ~FD_CLOEXEC);
     if (fl_flags[fd] >= 0) fcntl(fd, F_SETFL, fl_flags[fd] & ~O_NONBLOCK);
   }
+  /*
+   * node's CPU profiler (--cpu-prof) samples this thread with SIGPROF from a thread of its own; one
+   * still pending at the exec would kill the new program (pending signals outlive exec, handlers
+   * do not). Ignored from here, pending ones are dropped; the program starts with SIGPROF ignored
+   * (sandbox-launch puts it back to the default first thing).
+   */
+  struct sigaction prof;
+  int profiled = sigaction(SIGPROF, NULL, &prof) == 0 && prof.sa_handler != SIG_DFL && prof.sa_handler != SIG_IGN;
+  if (profiled) signal(SIGPROF, SIG_IGN);
   execve(file, argv, envp);
   int err = errno;
+  if (profiled) sigaction(SIGPROF, &prof, NULL);
   /* still node: as it was */
   for (int fd = 0; fd < 3; fd++) {
     if (fd_flags[fd] >= 0) fcntl(fd, F_SETFD, fd_flags[fd]);

@@ -1968,6 +1968,8 @@ static int idmap_probe_main(struct opts *o) {
 }
 
 int main(int argc, char **argv) {
+  /* exec'd by a profiled node (exec-in-place.c), SIGPROF comes ignored; nothing of ours inherits that */
+  signal(SIGPROF, SIG_DFL);
   main_argc = argc;
   main_argv = argv;
   struct opts o;
