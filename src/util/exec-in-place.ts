@@ -19,7 +19,12 @@ export async function loadExecInPlace(): Promise<ExecInPlace | undefined> {
   const path = await nativeAddon('exec-in-place');
   if (path === undefined) return undefined;
   const module: { exports: { execve?: unknown } } = { exports: {} };
-  process.dlopen(module, path);
+  try {
+    process.dlopen(module, path);
+  } catch {
+    // built but not loadable here (a noexec mount, say): the caller spawns instead, as without it
+    return undefined;
+  }
   const execve = module.exports.execve;
   if (!isRawExecve(execve)) throw new Error(`${path} is not the exec-in-place addon`);
   return (file, argv, env) => {
