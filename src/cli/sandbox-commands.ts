@@ -74,7 +74,7 @@ export function registerSandboxCommands(program: Command, globals: Globals, setE
       mark('run: options parsed');
       const ctx = await storeContext(globals(), { progressWhenNotTty: 'none' });
       mark('run: store context');
-      const { runOnce, reapStale } = await import('../runtime/open.js');
+      const { runOnce, runInPlace, reapStale } = await import('../runtime/open.js');
       mark('run: runtime loaded');
       const limits: Record<string, number> = { diskBytes: o.disk };
       if (o.memory !== undefined) limits.memoryBytes = o.memory;
@@ -95,42 +95,33 @@ export function registerSandboxCommands(program: Command, globals: Globals, setE
       const stop = (): void => abort.abort(new Error('interrupted'));
       process.once('SIGINT', stop);
       process.once('SIGTERM', stop);
+      const open = {
+        network: o.network,
+        limits,
+        config,
+        signal: abort.signal,
+        ...(o.timeout === undefined ? {} : { timeoutMs: o.timeout }),
+        onPull,
+        warn: (m: string) => ctx.out.warn(m),
+      };
       try {
         // Without --json nothing of ours runs after the command: this process becomes the launcher,
         // which ends and reports the run as below (sandbox/run-in-place.ts); else, where the addon
         // that execs cannot be built here, it waits for the launcher as a library caller does.
         const execve = ctx.out.json ? undefined : await (await import('../util/exec-in-place.js')).loadExecInPlace();
-        if (execve !== undefined) {
-          const { runInPlace } = await import('../runtime/open.js');
-          await runInPlace(ctx.registry, ctx.store, ref, cmd, execve, {
-            network: o.network,
-            limits,
-            config,
-            signal: abort.signal,
-            ...(o.timeout === undefined ? {} : { timeoutMs: o.timeout }),
-            onPull,
-            onStart: () => ctx.out.done(),
-            warn: (m) => ctx.out.warn(m),
-          });
-        }
+        // the progress line is gone before the command writes to the terminal
+        if (execve !== undefined) await runInPlace(ctx.registry, ctx.store, ref, cmd, execve, { ...open, onStart: () => ctx.out.done() });
         let sandbox = '';
         // The command's output streams straight to ours, its stdin is ours; --json keeps it for the record.
         const outcome = await runOnce(ctx.registry, ctx.store, ref, cmd, {
-          network: o.network,
-          limits,
-          config,
-          signal: abort.signal,
+          ...open,
           maxOutputBytes: o.maxOutput,
           stdio: ctx.out.json ? 'capture' : 'inherit',
           stdin: 'inherit',
-          ...(o.timeout === undefined ? {} : { timeoutMs: o.timeout }),
-          onPull,
           onStart: (id) => {
             sandbox = id;
-            // the progress line is gone before the command writes to the terminal
             ctx.out.done();
           },
-          warn: (m) => ctx.out.warn(m),
         });
         mark('run: command done, sandbox destroyed');
         if (ctx.out.json) ctx.out.result({ ref, sandbox, ...outcome }, () => '');

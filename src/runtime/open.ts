@@ -76,28 +76,40 @@ export interface RunOnceOptions extends Omit<OpenOptions, 'prewarmReset' | 'time
 export async function runOnce(reg: Registry, store: StorePaths, ref: string, argv: string[], opts: RunOnceOptions = {}): Promise<CommandOutcome> {
   const { timeoutMs, env, workdir, user, stdio, stdin, onStart, ...open } = opts;
   const { options, hooks } = await pulledSandbox(reg, store, ref, open);
-  const onCreated = hooks.onCreated;
   return runInFreshSandbox(
     options,
     argv,
     {
-      ...(timeoutMs === undefined ? {} : { timeoutMs }),
+      ...runOverrides({ timeoutMs, env, workdir, user }),
       ...(open.signal === undefined ? {} : { signal: open.signal }),
-      ...(env === undefined ? {} : { env }),
-      ...(workdir === undefined ? {} : { workdir }),
-      ...(user === undefined ? {} : { user }),
       ...(stdio === undefined ? {} : { stdio }),
       ...(stdin === undefined ? {} : { stdin }),
       ...(open.maxOutputBytes === undefined ? {} : { maxOutputBytes: open.maxOutputBytes }),
     },
-    {
-      ...hooks,
-      onCreated: async (state) => {
-        await onCreated?.(state);
-        onStart?.(state.id);
-      },
-    },
+    announcingStart(hooks, onStart),
   );
+}
+
+/** The run's own settings that were given (the sandbox's defaults stand for the rest). */
+function runOverrides(o: RunInPlaceOptions): RunInPlaceOptions {
+  return {
+    ...(o.timeoutMs === undefined ? {} : { timeoutMs: o.timeoutMs }),
+    ...(o.env === undefined ? {} : { env: o.env }),
+    ...(o.workdir === undefined ? {} : { workdir: o.workdir }),
+    ...(o.user === undefined ? {} : { user: o.user }),
+  };
+}
+
+/** The lease hooks, telling `onStart` the sandbox's id once it is made (before the command runs). */
+function announcingStart(hooks: CreateHooks, onStart: ((sandboxId: string) => void) | undefined): CreateHooks {
+  const onCreated = hooks.onCreated;
+  return {
+    ...hooks,
+    onCreated: async (state) => {
+      await onCreated?.(state);
+      onStart?.(state.id);
+    },
+  };
 }
 
 /**
@@ -115,26 +127,10 @@ export async function runInPlace(
 ): Promise<never> {
   const { timeoutMs, env, workdir, user, onStart, ...open } = opts;
   const { options, hooks } = await pulledSandbox(reg, store, ref, open);
-  const onCreated = hooks.onCreated;
-  return runInPlaceOf(
-    options,
-    argv,
-    {
-      ...(timeoutMs === undefined ? {} : { timeoutMs }),
-      ...(env === undefined ? {} : { env }),
-      ...(workdir === undefined ? {} : { workdir }),
-      ...(user === undefined ? {} : { user }),
-    },
-    execve,
-    {
-      ...hooks,
-      onCreated: async (state) => {
-        await onCreated?.(state);
-        onStart?.(state.id);
-      },
-      releasedFiles: (state) => [leaseFile(store, state.id)],
-    },
-  );
+  return runInPlaceOf(options, argv, runOverrides({ timeoutMs, env, workdir, user }), execve, {
+    ...announcingStart(hooks, onStart),
+    releasedFiles: (state) => [leaseFile(store, state.id)],
+  });
 }
 
 /** What openSandbox and runOnce start a sandbox of `ref` with: pulled, with lease hooks. */
