@@ -64,84 +64,32 @@ const zodNamespace = {
 };
 
 /**
- * In the run bundle, node:child_process and node:fs/promises are loaded on first use: requiring
- * them costs ~6 and ~2 ms (child_process loads net and dgram; fs/promises the stream machinery and
- * readline), and a run on an environment already pulled, handed to the launcher
- * (sandbox/run-in-place.ts), calls neither. Their importers get an object whose properties are the
- * real module's, read when used (esbuild's interop copies them as getters).
+ * In the run bundle, node:child_process, node:fs/promises and node:stream are loaded on first use:
+ * requiring them costs ~6, ~2 and ~2.5 ms (child_process loads net and dgram; fs/promises the
+ * stream machinery and readline), and a run on an environment already pulled, handed to the
+ * launcher (sandbox/run-in-place.ts), calls none of them. Their importers get an object whose
+ * properties are the real module's, read when used (esbuild's interop copies them as getters);
+ * the names are this node's own, read here (the bundle is built by the node that runs it: bin/setup).
  */
-const LAZY_BUILTINS = {
-  child_process: ['_forkChild', 'ChildProcess', 'exec', 'execFile', 'execFileSync', 'execSync', 'fork', 'spawn', 'spawnSync'],
-  stream: [
-    'isDestroyed',
-    'isDisturbed',
-    'isErrored',
-    'isReadable',
-    'isWritable',
-    'Readable',
-    'Writable',
-    'Duplex',
-    'Transform',
-    'PassThrough',
-    'duplexPair',
-    'pipeline',
-    'addAbortSignal',
-    'finished',
-    'destroy',
-    'compose',
-    'setDefaultHighWaterMark',
-    'getDefaultHighWaterMark',
-    'promises',
-    'Stream',
-  ],
-  'fs/promises': [
-    'access',
-    'copyFile',
-    'cp',
-    'open',
-    'opendir',
-    'rename',
-    'truncate',
-    'rm',
-    'rmdir',
-    'mkdir',
-    'readdir',
-    'readlink',
-    'symlink',
-    'lstat',
-    'stat',
-    'statfs',
-    'link',
-    'unlink',
-    'chmod',
-    'lchmod',
-    'lchown',
-    'chown',
-    'utimes',
-    'lutimes',
-    'realpath',
-    'mkdtemp',
-    'writeFile',
-    'appendFile',
-    'readFile',
-    'watch',
-    'constants',
-  ],
-};
+const LAZY_BUILTINS = ['child_process', 'fs/promises', 'stream'];
+const requireHere = createRequire(import.meta.url);
 /** @type {import('esbuild').Plugin} */
 const lazyBuiltins = {
   name: 'lazy-builtins',
   setup(b) {
-    b.onResolve({ filter: /^(node:)?(child_process|fs\/promises|stream)$/ }, (args) => {
+    b.onResolve({ filter: new RegExp(`^(node:)?(${LAZY_BUILTINS.map((n) => n.replace('/', '\\/')).join('|')})$`) }, (args) => {
       const name = args.path.replace(/^node:/, '');
       return args.namespace === 'lazy-builtin' ? { path: `node:${name}`, external: true } : { path: name, namespace: 'lazy-builtin' };
     });
-    b.onLoad({ filter: /.*/, namespace: 'lazy-builtin' }, (args) => ({
-      contents: `let real;
+    b.onLoad({ filter: /.*/, namespace: 'lazy-builtin' }, (args) => {
+      const names = Object.keys(requireHere(`node:${args.path}`));
+      return {
+        contents: `let real;
 const load = () => (real ??= require(${JSON.stringify(`node:${args.path}`)}));
-for (const k of ${JSON.stringify(LAZY_BUILTINS[args.path])}) Object.defineProperty(module.exports, k, { enumerable: true, get: () => load()[k] });`,
-      loader: 'js',
-    }));
+for (const k of ${JSON.stringify(names)}) Object.defineProperty(module.exports, k, { enumerable: true, get: () => load()[k] });`,
+        loader: 'js',
+      };
+    });
   },
 };
 
