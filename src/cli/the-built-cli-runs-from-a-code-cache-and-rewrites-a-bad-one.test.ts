@@ -58,6 +58,33 @@ describe('the built CLI', () => {
     rmSync(join(dist, 'v8-cache'), { recursive: true, force: true });
   });
 
+  it('reaches the exec of a run on a pulled environment without loading the builtins it does not use', () => {
+    // what node had loaded when the process became the launcher (util/before-exec.ts)
+    const probe = join(work, 'loaded-at-exec.cjs');
+    writeFileSync(
+      probe,
+      `process.once('minisandbox:before-exec', () => require('fs').writeSync(2, 'LOADED ' + JSON.stringify(process.moduleLoadList) + '\\n'));`,
+    );
+    const args = [
+      join(dist, 'cli.cjs'),
+      '--registry',
+      join(busybox.work, 'registry'),
+      '--store',
+      join(busybox.work, 'store'),
+      'run',
+      'cache/busybox',
+      '--',
+      'true',
+    ];
+    const env = { ...process.env, XDG_CACHE_HOME: join(work, 'xdg') };
+    expect(spawnSync(process.execPath, args, { encoding: 'utf8', env }).status).toBe(0); // pulled by now
+    const r = spawnSync(process.execPath, ['-r', probe, ...args], { encoding: 'utf8', env });
+    expect(r.status, r.stderr).toBe(0);
+    const loaded: string[] = JSON.parse(/^LOADED (.*)$/m.exec(r.stderr)?.[1] ?? 'null');
+    for (const m of ['child_process', 'net', 'stream', 'fs/promises', 'crypto']) expect(loaded, m).not.toContain(`NativeModule ${m}`);
+    rmSync(join(dist, 'v8-cache'), { recursive: true, force: true });
+  });
+
   it("keeps a failed or help run's cache as partial until a run of the command itself replaces it", () => {
     const dir = join(dist, 'v8-cache');
     expect(ls({}, '--no-such-option').status).toBe(2);
