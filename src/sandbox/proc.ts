@@ -32,6 +32,14 @@ export function sameProcessAlive(pid: number, startTime: string | undefined): bo
   return startTime === undefined || rest[19] === startTime;
 }
 
+/** The parent's pid of a live process, undefined once it is gone. */
+export function parentPid(pid: number): number | undefined {
+  if (pid <= 0) return undefined;
+  const stat = procStat(pid);
+  // after the command name: state, then ppid
+  return stat === '' ? undefined : Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+}
+
 export async function childrenOf(pid: number): Promise<number[]> {
   const out: number[] = [];
   let tasks: string[];

@@ -83,6 +83,7 @@ export async function runOnce(input: SandboxOptions, argv: string[], run: RunOnc
       const init = childPid(status);
       if (init !== undefined && state.initPid === 0) {
         state.initPid = init;
+        state.initStartTime = processStartTime(init);
         mark('run-once: command started');
       }
     });

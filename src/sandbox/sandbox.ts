@@ -383,8 +383,9 @@ export class Sandbox {
         }
         this.state.standby = {
           holderPid: h.pid,
+          holderStartTime: processStartTime(h.pid),
           initPid: h.initPid,
-          ...(processStartTime(h.pid) === undefined ? {} : { holderStartTime: processStartTime(h.pid)! }),
+          initStartTime: processStartTime(h.initPid),
         };
         writeState(this.options.stateDir, this.state);
       },
@@ -446,6 +447,7 @@ export class Sandbox {
     this.state.holderPid = holder.pid;
     this.state.holderStartTime = processStartTime(holder.pid);
     this.state.initPid = holder.initPid;
+    this.state.initStartTime = processStartTime(holder.initPid);
     this.state.lowerDirs = [...lowerDirs];
     delete this.state.standby;
     writeState(this.options.stateDir, this.state);
@@ -604,6 +606,7 @@ async function startSandbox(opts: ParsedOptions, hooks: CreateHooks, forkFrom: S
     // Its start time tells the holder apart from a later process that reuses the pid.
     state.holderStartTime = processStartTime(holder.pid);
     state.initPid = holder.initPid;
+    state.initStartTime = processStartTime(holder.initPid);
     writeState(opts.stateDir, state);
     if (state.idSlot !== undefined) recordIdRangeHolder({ path: state.idSlot }, id, holder.pid, state.holderStartTime);
     const sb = new Sandbox(state, opts, host, holder, cgroup, rlimits, hooks, unenforced, spec);

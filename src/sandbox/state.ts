@@ -11,7 +11,7 @@ import { InvalidInputError } from '../errors.js';
 import { isErrno } from '../util/fs.js';
 import { removeCgroup, unthrottle } from './cgroup.js';
 import { reapStaleIdRanges, releaseIdRange } from './idpool.js';
-import { sameProcessAlive, trySignal } from './proc.js';
+import { parentPid, processStartTime, sameProcessAlive, trySignal } from './proc.js';
 import { IdMapSchema, type IdMap } from '../host/subid.js';
 import { removeTreeAs } from '../host/userns.js';
 
@@ -28,6 +28,8 @@ export const SandboxStateSchema = z.strictObject({
   holderStartTime: z.string().optional(),
   /** Host pid of the sandbox's pid-1 (inside its pid, net, ipc and uts namespaces). */
   initPid: z.number().int().min(0),
+  /** Its start time: a pid 1 can outlive its holder, and its pid be anyone's by the time a reap comes. */
+  initStartTime: z.string().optional(),
   lowerDirs: z.array(z.string()),
   upperDir: z.string(),
   upperKind: z.enum(['tmpfs', 'disk']),
@@ -42,7 +44,14 @@ export const SandboxStateSchema = z.strictObject({
   createdAt: z.string(),
   forkedFrom: z.string().optional(),
   /** A second holder started ahead over the creation layers, which the next reset() swaps in (sandbox.ts). */
-  standby: z.strictObject({ holderPid: z.number().int().positive(), holderStartTime: z.string().optional(), initPid: z.number().int().min(0) }).optional(),
+  standby: z
+    .strictObject({
+      holderPid: z.number().int().positive(),
+      holderStartTime: z.string().optional(),
+      initPid: z.number().int().min(0),
+      initStartTime: z.string().optional(),
+    })
+    .optional(),
 });
 export type SandboxState = z.infer<typeof SandboxStateSchema>;
 
@@ -151,11 +160,8 @@ export async function teardown(stateDir: string, id: string, state: SandboxState
     await unthrottle(state.cgroupDirs);
     // The holder is pid 1's parent; pid 1 dying ends every process in the sandbox's pid namespace,
     // and the last process leaving the mount namespace unmounts the overlay and the tmpfs.
-    const procs: Array<readonly [number, string | undefined]> = [
-      [state.initPid, undefined],
-      [state.holderPid, state.holderStartTime],
-    ];
-    if (state.standby !== undefined) procs.push([state.standby.initPid, undefined], [state.standby.holderPid, state.standby.holderStartTime]);
+    const procs = [...chainOf(state)];
+    if (state.standby !== undefined) procs.push(...chainOf(state.standby));
     for (const [pid, start] of procs) {
       if (sameProcessAlive(pid, start)) trySignal(pid, 'SIGKILL');
     }
@@ -171,6 +177,20 @@ export async function teardown(stateDir: string, id: string, state: SandboxState
     // Only now, with every process and file of the range gone, may another sandbox take its ids.
     if (state?.idSlot !== undefined) releaseIdRange(state.idSlot, id);
   }
+}
+
+/**
+ * A holder and its pid 1 as [pid, start time], init first: only a process that is still the
+ * sandbox's is killed. pid 1 can outlive its holder, and pids come round fast (pid_max 32768
+ * here): a state file without init's start time (written before it was recorded) counts its init
+ * only while it is the live holder's child.
+ */
+function chainOf(s: { holderPid: number; holderStartTime?: string | undefined; initPid: number; initStartTime?: string | undefined }) {
+  const holder = [s.holderPid, s.holderStartTime] as const;
+  if (s.initPid <= 0) return [holder];
+  if (s.initStartTime !== undefined) return [[s.initPid, s.initStartTime] as const, holder];
+  const ownInit = sameProcessAlive(s.holderPid, s.holderStartTime) && parentPid(s.initPid) === s.holderPid;
+  return ownInit ? [[s.initPid, processStartTime(s.initPid)] as const, holder] : [holder];
 }
 
 /** Up to ~2 s; polled every millisecond at first, since a killed process is usually gone in one or two. */
