@@ -1381,7 +1381,8 @@ static long elapsed_ms(const struct timespec *since) {
 /*
  * own-run: the CLI's one-shot run, exec'd by the runtime in place of itself once the sandbox is
  * prepared (state file, lease, cgroup, dirs): a run's chain as its child, the caller's Ctrl-C,
- * TERM or HUP and the --timeout-ms deadline kill it, and the end is reported as the CLI reports a
+ * Ctrl-\ (QUIT: its default, a core dump of this process, would skip the teardown), TERM or HUP
+ * and the --timeout-ms deadline kill it, and the end is reported as the CLI reports a
  * runOnce outcome (runner.ts classifyEnding, sandbox-commands.ts): exit status 124 timeout, 137
  * killed by us or OOM, 127/126/125 a command that could not start, else the command's own, with
  * "warning: command ended: STATUS" on stderr where it did not end by itself. Then the cleanup
@@ -1394,6 +1395,7 @@ static int own_run_main(struct opts *o) {
   sigaddset(&stop, SIGINT);
   sigaddset(&stop, SIGTERM);
   sigaddset(&stop, SIGHUP);
+  sigaddset(&stop, SIGQUIT);
   if (sigprocmask(SIG_BLOCK, &stop, &saved) < 0) die("sigprocmask");
   int sfd = signalfd(-1, &stop, SFD_CLOEXEC);
   if (sfd < 0) die("signalfd");

@@ -124,18 +124,21 @@ describe('minisandbox run, in place', () => {
     expect(r.stderr).toContain('warning: command ended: oom');
   });
 
-  it('kills the command on a TERM (137); killed itself, it takes the command along and the next run reaps the rest', async () => {
+  it('kills the command on a TERM or QUIT (137); killed itself, it takes the command along and the next run reaps the rest', async () => {
     const store = storeOf('store-killed');
     const marker = sleepMarker();
-    const termed = start(store, [TAG, '--', 'sleep', marker]);
-    await eventually(() => sleepRuns(marker));
-    const f = footprintOf(store);
-    termed.child.kill('SIGTERM');
-    const end = await termed.ended;
-    expect(end.code).toBe(137);
-    expect(end.stderr).toContain('warning: command ended: killed');
-    expect(sleepRuns(marker)).toBe(false);
-    expectGone(store, f);
+    // QUIT (Ctrl-\) by default ends a process without its teardown
+    for (const signal of ['SIGTERM', 'SIGQUIT'] as const) {
+      const stopped = start(store, [TAG, '--', 'sleep', marker]);
+      await eventually(() => sleepRuns(marker));
+      const f = footprintOf(store);
+      stopped.child.kill(signal);
+      const end = await stopped.ended;
+      expect(end.code, signal).toBe(137);
+      expect(end.stderr).toContain('warning: command ended: killed');
+      expect(sleepRuns(marker)).toBe(false);
+      expectGone(store, f);
+    }
 
     const killed = start(store, [TAG, '--', 'sleep', marker]);
     await eventually(() => sleepRuns(marker));
