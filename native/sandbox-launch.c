@@ -72,6 +72,7 @@
  * while the store's own directories, owned by the caller, stay writable.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -1379,10 +1380,110 @@ static long elapsed_ms(const struct timespec *since) {
 }
 
 /*
+ * Ctrl-Z on a one-shot run (own-run): the command is in a session of its own, out of the
+ * terminal's reach, so the terminal's stop reaches only us; stopping just ourselves would leave
+ * the command running, and reading the terminal against the shell. So the sandbox stops with us.
+ * Its processes are found by host uid: each runs as an id of the sandbox's own range, which no
+ * other sandbox shares (sandbox/idpool.ts), in whichever pid namespace, nested ones included.
+ * Each is signalled through a pidfd opened before its uid is read, so a pid that ended and was
+ * reused meanwhile is never stopped, nor later continued.
+ */
+struct stopped_set {
+  int *fds;
+  pid_t *pids;
+  size_t n, cap;
+};
+
+static int stopped_has(const struct stopped_set *s, pid_t pid) {
+  for (size_t i = 0; i < s->n; i++)
+    if (s->pids[i] == pid) return 1;
+  return 0;
+}
+
+/* Keeps pfd (ours from now) to continue that process; 0 where there is no room. */
+static int stopped_add(struct stopped_set *s, pid_t pid, int pfd) {
+  if (s->n == s->cap) {
+    size_t cap = s->cap == 0 ? 64 : s->cap * 2;
+    int *fds = realloc(s->fds, cap * sizeof *fds);
+    if (fds == NULL) return 0;
+    s->fds = fds;
+    pid_t *pids = realloc(s->pids, cap * sizeof *pids);
+    if (pids == NULL) return 0;
+    s->pids = pids;
+    s->cap = cap;
+  }
+  s->fds[s->n] = pfd;
+  s->pids[s->n] = pid;
+  s->n++;
+  return 1;
+}
+
+/* The real uid and the state letter in /proc/PID/status; 0 when read. */
+static int proc_uid_state(pid_t pid, unsigned long *uid, char *state) {
+  char path[64], buf[2048];
+  xsnprintf(path, sizeof path, "/proc/%d/status", pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return -1;
+  buf[n] = '\0';
+  const char *st = strstr(buf, "\nState:\t"), *u = strstr(buf, "\nUid:\t");
+  if (st == NULL || u == NULL) return -1;
+  *state = st[8];
+  *uid = strtoul(u + 6, NULL, 10);
+  return 0;
+}
+
+/*
+ * Stops every process of the sandbox that is not stopped yet, pass after pass until one finds
+ * none (a process forking meanwhile shows its child in the next pass; a stop lands
+ * asynchronously), at most for about a second. Those it stopped are recorded: a process the
+ * sandbox had stopped itself stays stopped when the sandbox continues.
+ */
+static void stop_sandbox(const struct opts *o, struct stopped_set *s) {
+  for (int pass = 0; pass < 1000; pass++) {
+    int running = 0;
+    DIR *d = opendir("/proc");
+    if (d == NULL) return;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+      char *end;
+      long pid = strtol(e->d_name, &end, 10);
+      if (*end != '\0' || pid <= 0) continue;
+      int pfd = (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);
+      if (pfd < 0) continue;
+      unsigned long uid;
+      char state;
+      int ours = proc_uid_state((pid_t)pid, &uid, &state) == 0 && uid >= o->uid_start && uid - o->uid_start < o->uid_count;
+      if (ours && state != 'T' && state != 't' && state != 'Z' && state != 'X' &&
+          syscall(SYS_pidfd_send_signal, pfd, SIGSTOP, NULL, 0) == 0) {
+        running = 1;
+        if (!stopped_has(s, (pid_t)pid) && stopped_add(s, (pid_t)pid, pfd)) continue;
+      }
+      close(pfd);
+    }
+    closedir(d);
+    if (!running) return;
+    struct timespec pause = {0, 1000000};
+    nanosleep(&pause, NULL);
+  }
+}
+
+static void continue_sandbox(struct stopped_set *s) {
+  for (size_t i = 0; i < s->n; i++) {
+    syscall(SYS_pidfd_send_signal, s->fds[i], SIGCONT, NULL, 0);
+    close(s->fds[i]);
+  }
+  s->n = 0;
+}
+
+/*
  * own-run: the CLI's one-shot run, exec'd by the runtime in place of itself once the sandbox is
  * prepared (state file, lease, cgroup, dirs): a run's chain as its child, the caller's Ctrl-C,
  * Ctrl-\ (QUIT: its default, a core dump of this process, would skip the teardown), TERM or HUP
- * and the --timeout-ms deadline kill it, and the end is reported as the CLI reports a
+ * and the --timeout-ms deadline kill it (stopped time counts), Ctrl-Z (TSTP) stops it with us
+ * until we are continued (stop_sandbox), and the end is reported as the CLI reports a
  * runOnce outcome (runner.ts classifyEnding, sandbox-commands.ts): exit status 124 timeout, 137
  * killed by us or OOM, 127/126/125 a command that could not start, else the command's own, with
  * "warning: command ended: STATUS" on stderr where it did not end by itself. Then the cleanup
@@ -1396,6 +1497,7 @@ static int own_run_main(struct opts *o) {
   sigaddset(&stop, SIGTERM);
   sigaddset(&stop, SIGHUP);
   sigaddset(&stop, SIGQUIT);
+  sigaddset(&stop, SIGTSTP);
   if (sigprocmask(SIG_BLOCK, &stop, &saved) < 0) die("sigprocmask");
   int sfd = signalfd(-1, &stop, SFD_CLOEXEC);
   if (sfd < 0) die("signalfd");
@@ -1422,6 +1524,7 @@ static int own_run_main(struct opts *o) {
   status[0] = '\0';
   pid_t init = 0;
   int timed_out = 0, stopped = 0, open_ = 1;
+  struct stopped_set held = {NULL, NULL, 0, 0};
   while (open_) {
     int wait = -1;
     if (o->timeout_ms > 0 && !timed_out) {
@@ -1437,7 +1540,16 @@ static int own_run_main(struct opts *o) {
     if (n == 0 && wait >= 0 && (long)o->timeout_ms <= elapsed_ms(&started)) timed_out = 1;
     if (p[1].revents & POLLIN) {
       struct signalfd_siginfo si;
-      if (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) stopped = 1;
+      if (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
+        if (si.ssi_signo == SIGTSTP) {
+          stop_sandbox(o, &held);
+          kill(getpid(), SIGSTOP);
+          /* continued: fg, bg or any SIGCONT */
+          continue_sandbox(&held);
+        } else {
+          stopped = 1;
+        }
+      }
     }
     if ((timed_out || stopped) && chain > 0) {
       /* pid 1 of the sandbox takes every process in it along; the chain dies with its init */

@@ -65,6 +65,32 @@ function expectGone(store: string, f: Footprint): void {
   if (f.idSlot !== undefined && existsSync(f.idSlot)) expect(readFileSync(f.idSlot, 'utf8')).not.toContain(f.id);
 }
 
+/** The state letter of a host pid (R, S, T, ...), or '' once it is gone. */
+function stateOf(pid: number | string): string {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
+  } catch {
+    return '';
+  }
+}
+
+/** The states of every host process whose command line (NUL-separated, as in /proc) is `cmdline`. */
+function statesOf(cmdline: string): string[] {
+  return readdirSync('/proc')
+    .filter((p) => /^\d+$/.test(p) && readOr(`/proc/${p}/cmdline`) === cmdline)
+    .map(stateOf)
+    .filter((s) => s !== '');
+}
+
+function readOr(file: string): string {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch {
+    return '';
+  }
+}
+
 describe('minisandbox run, in place', () => {
   it('is the launcher while the command runs, holding a few MB instead of a node runtime, and leaves nothing behind', async () => {
     const store = storeOf('store-run');
@@ -122,6 +148,25 @@ describe('minisandbox run, in place', () => {
     const r = await run(storeOf('store-oom'), ['run', '--memory', '64m', TAG, '--', 'sh', '-c', 'x=$(head -c 400000000 /dev/zero | tr "\\0" a); echo ${#x}']);
     expect(r.code, r.stderr).toBe(137);
     expect(r.stderr).toContain('warning: command ended: oom');
+  });
+
+  it('stops its sandbox with it on Ctrl-Z (TSTP) and continues it with it, leaving a process the sandbox stopped itself stopped', async () => {
+    const store = storeOf('store-tstp');
+    const [running, selfStopped] = [sleepMarker(), sleepMarker()];
+    const stopsItself = `kill -STOP $$; exec sleep ${selfStopped}`;
+    const job = start(store, [TAG, '--', 'sh', '-c', `sh -c '${stopsItself}' & exec sleep ${running}`]);
+    const sleeping = (): string[] => statesOf(`sleep\0${running}\0`);
+    const stoppedItself = (): string[] => statesOf(`sh\0-c\0${stopsItself}\0`);
+    const launcher = job.child.pid ?? 0;
+    await eventually(() => sleeping().length > 0 && stoppedItself().includes('T'));
+    job.child.kill('SIGTSTP');
+    await eventually(() => stateOf(launcher) === 'T' && sleeping().every((s) => s === 'T'));
+    job.child.kill('SIGCONT');
+    await eventually(() => stateOf(launcher) !== 'T' && sleeping().every((s) => s !== 'T'));
+    expect(stoppedItself()).toEqual(['T']);
+    job.child.kill('SIGTERM');
+    expect((await job.ended).code).toBe(137);
+    expect([...sleeping(), ...stoppedItself()]).toEqual([]);
   });
 
   it('kills the command on a TERM or QUIT (137); killed itself, it takes the command along and the next run reaps the rest', async () => {
