@@ -1383,10 +1383,10 @@ static long elapsed_ms(const struct timespec *since) {
  * Ctrl-Z on a one-shot run (own-run): the command is in a session of its own, out of the
  * terminal's reach, so the terminal's stop reaches only us; stopping just ourselves would leave
  * the command running, and reading the terminal against the shell. So the sandbox stops with us.
- * Its processes are found by host uid: each runs as an id of the sandbox's own range, which no
- * other sandbox shares (sandbox/idpool.ts), in whichever pid namespace, nested ones included.
- * Each is signalled through a pidfd opened before its uid is read, so a pid that ended and was
- * reused meanwhile is never stopped, nor later continued.
+ * Its processes are those in its user namespace (it cannot make nested ones: init_setup sets
+ * max_user_namespaces to 0), in whichever pid namespace; a host uid of the sandbox's range is
+ * checked first, which is cheaper to read. Each is signalled through a pidfd opened before it is
+ * checked, so a pid that ended and was reused meanwhile is never stopped, nor later continued.
  */
 struct stopped_set {
   int *fds;
@@ -1435,13 +1435,25 @@ static int proc_uid_state(pid_t pid, unsigned long *uid, char *state) {
   return 0;
 }
 
+/* Whether /proc/PID/ns/user is the namespace `ns` (from a stat of another process's). */
+static int in_userns(pid_t pid, const struct stat *ns) {
+  char path[64];
+  struct stat st;
+  xsnprintf(path, sizeof path, "/proc/%d/ns/user", pid);
+  return stat(path, &st) == 0 && st.st_dev == ns->st_dev && st.st_ino == ns->st_ino;
+}
+
 /*
  * Stops every process of the sandbox that is not stopped yet, pass after pass until one finds
  * none (a process forking meanwhile shows its child in the next pass; a stop lands
  * asynchronously), at most for about a second. Those it stopped are recorded: a process the
  * sandbox had stopped itself stays stopped when the sandbox continues.
  */
-static void stop_sandbox(const struct opts *o, struct stopped_set *s) {
+static void stop_sandbox(const struct opts *o, pid_t member, struct stopped_set *s) {
+  char path[64];
+  struct stat ns;
+  xsnprintf(path, sizeof path, "/proc/%d/ns/user", member);
+  if (stat(path, &ns) < 0) return; /* the sandbox is gone */
   for (int pass = 0; pass < 1000; pass++) {
     int running = 0;
     DIR *d = opendir("/proc");
@@ -1455,7 +1467,8 @@ static void stop_sandbox(const struct opts *o, struct stopped_set *s) {
       if (pfd < 0) continue;
       unsigned long uid;
       char state;
-      int ours = proc_uid_state((pid_t)pid, &uid, &state) == 0 && uid >= o->uid_start && uid - o->uid_start < o->uid_count;
+      int ours = proc_uid_state((pid_t)pid, &uid, &state) == 0 && uid >= o->uid_start && uid - o->uid_start < o->uid_count &&
+                 in_userns((pid_t)pid, &ns);
       if (ours && state != 'T' && state != 't' && state != 'Z' && state != 'X' &&
           syscall(SYS_pidfd_send_signal, pfd, SIGSTOP, NULL, 0) == 0) {
         running = 1;
@@ -1542,7 +1555,8 @@ static int own_run_main(struct opts *o) {
       struct signalfd_siginfo si;
       if (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
         if (si.ssi_signo == SIGTSTP) {
-          stop_sandbox(o, &held);
+          /* the chain is in the sandbox's user namespace (run_main unshares it) */
+          stop_sandbox(o, chain, &held);
           kill(getpid(), SIGSTOP);
           /* continued: fg, bg or any SIGCONT */
           continue_sandbox(&held);
