@@ -35,7 +35,8 @@
  * (the server runs under node --cpu-prof, profiles written to DIR on its exit), --only LIST
  * (comma-separated of cycle,creates,session,liveness,memory), --levels LIST (the concurrency
  * levels of section 1, default 1,16,heavy), --server-log FILE (keep the server's
- * request log, whose `ms` is each request's time inside the server).
+ * request log, whose `ms` is each request's time inside the server), --sandbox-nice N (the server's,
+ * default its own 10: 0 is the baseline of the sandboxes' CPU share).
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { chmodSync, mkdtempSync, openSync, readFileSync, readdirSync, rmSync } from 'node:fs';
@@ -69,6 +70,7 @@ const { values: flags } = parseArgs({
     only: { type: 'string', default: 'cycle,creates,session,liveness,memory' },
     'server-log': { type: 'string' },
     levels: { type: 'string' },
+    'sandbox-nice': { type: 'string' },
   },
 });
 const CYCLES = Number(flags.cycles);
@@ -242,6 +244,7 @@ async function startServerProcess(): Promise<{ url: string; token: string; pid: 
     '1h',
     '--ttl',
     '2h',
+    ...(flags['sandbox-nice'] === undefined ? [] : ['--sandbox-nice', flags['sandbox-nice']]),
   ];
   const log = openSync(flags['server-log'] ?? join(work, 'serve.log'), 'a');
   const p = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', log] });

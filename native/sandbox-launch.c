@@ -19,7 +19,7 @@
  *       [--cleanup-cgroup DIR | --cleanup-rmdir DIR | --cleanup-unlink FILE]... -- ARGV...
  *   sandbox-launch userns --uid-map START:COUNT --gid-map START:COUNT -- ARGV...
  *   sandbox-launch idmap-probe --uid-map START:COUNT --gid-map START:COUNT -- DIR
- *   common: [--rlimit NAME=SOFT:HARD]... [--cgroup PROCS_FILE]...
+ *   common: [--rlimit NAME=SOFT:HARD]... [--nice 0-19] [--cgroup PROCS_FILE]...
  *
  * holder: joins the cgroups, sets rlimits, makes a user namespace mapping in-sandbox ids 0..COUNT-1
  * to the subordinate range (written from outside: directly as root, else by newuidmap/newgidmap),
@@ -115,6 +115,7 @@ struct opts {
   const char *mode;
   struct { int resource; rlim_t soft, hard; } rlimits[8];
   int n_rlimits;
+  int nice;
   const char *cgroups[MAX_LIST];
   int n_cgroups;
   /* holder */
@@ -227,6 +228,11 @@ static void parse_args(struct opts *o, int argc, char **argv) {
     if (i + 1 >= argc) usage(a);
     const char *v = argv[++i];
     if (strcmp(a, "--rlimit") == 0) parse_rlimit(o, v);
+    else if (strcmp(a, "--nice") == 0) {
+      unsigned long n = parse_ul(v, a);
+      if (n > 19) usage("--nice is 0 to 19");
+      o->nice = (int)n;
+    }
     else if (strcmp(a, "--cgroup") == 0) {
       if (o->n_cgroups >= MAX_LIST) usage(a);
       o->cgroups[o->n_cgroups++] = v;
@@ -304,8 +310,13 @@ static void write_file(const char *path, const char *text) {
   close(fd);
 }
 
-/* Sets the --rlimit values: all of them, or only RLIMIT_NPROC (`nproc` 1), or all but it (-1). */
+/*
+ * Sets the --rlimit values: all of them, or only RLIMIT_NPROC (`nproc` 1), or all but it (-1);
+ * with all but it, the --nice value too. Nothing in the sandbox can lower that niceness again
+ * (CAP_SYS_NICE of the host's namespace, or an RLIMIT_NICE above 0, which we never give).
+ */
 static void set_rlimits(const struct opts *o, int nproc) {
+  if (nproc <= 0 && o->nice > 0 && setpriority(PRIO_PROCESS, 0, o->nice) < 0) die("setpriority");
   for (int i = 0; i < o->n_rlimits; i++) {
     int is_nproc = o->rlimits[i].resource == RLIMIT_NPROC;
     if ((nproc > 0 && !is_nproc) || (nproc < 0 && is_nproc)) continue;

@@ -7,6 +7,7 @@ import { z } from 'zod';
 import { type GlobalOptions, checkDirOption, makeContext } from './context.js';
 import { fromSchema, opt, option } from './options.js';
 import { DEFAULT_JOB_LIMITS } from '../server/job-limits.js';
+import { DEFAULT_SANDBOX_NICE } from '../server/sandbox-nice.js';
 
 interface ServeOpts {
   listen: string;
@@ -14,6 +15,7 @@ interface ServeOpts {
   maxSandboxes: number;
   maxJobsPerSandbox: number;
   jobOutputBudget: number;
+  sandboxNice: number;
   idleTimeout: number;
   ttl: number;
   evalDataset: string[];
@@ -54,6 +56,12 @@ export function registerServeCommand(program: Command, globals: () => GlobalOpti
       }),
     )
     .option(
+      '--sandbox-nice <n>',
+      "niceness of the sandboxes' processes unless a create gives limits.nice (0 the host's default, 19 the lowest priority)",
+      opt.int({ min: 0, max: 19 }),
+      DEFAULT_SANDBOX_NICE,
+    )
+    .option(
       '--eval-dataset <spec>',
       '[NAME=]ROWS,SPECS: a dataset POST /v1/evaluate grades against, its rows and specs files (NAME: from the rows file, as build and score); repeatable',
       (v: string, prev: string[]) => [...prev, v],
@@ -83,6 +91,7 @@ export function registerServeCommand(program: Command, globals: () => GlobalOpti
         maxSandboxes: o.maxSandboxes,
         maxJobsPerSandbox: o.maxJobsPerSandbox,
         jobOutputBudgetBytes: o.jobOutputBudget,
+        sandboxNice: o.sandboxNice,
         idleTimeoutMs: o.idleTimeout,
         ttlMs: o.ttl,
         evalDatasets,

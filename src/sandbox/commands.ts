@@ -29,17 +29,20 @@ export interface Rlimits {
   /** RLIMIT_AS, only as a fallback when no memory cgroup is writable. */
   asBytes?: number | undefined;
   core: number;
+  /** Not an rlimit but set with them: the scheduling niceness (0-19) of every process. */
+  nice?: number | undefined;
 }
 
 /** The launcher sets these on itself first, so everything it starts inherits them. */
 export function rlimitArgs(r: Rlimits): string[] {
+  const nice = r.nice === undefined || r.nice === 0 ? [] : ['--nice', String(r.nice)];
   const limits: [string, number][] = [
     ['nofile', r.nofile],
     ['core', r.core],
   ];
   if (r.nproc !== undefined) limits.push(['nproc', r.nproc]);
   if (r.asBytes !== undefined) limits.push(['as', r.asBytes]);
-  return limits.flatMap(([name, v]) => ['--rlimit', `${name}=${v}:${v}`]);
+  return [...limits.flatMap(([name, v]) => ['--rlimit', `${name}=${v}:${v}`]), ...nice];
 }
 
 /** The launcher writes its own pid into these cgroup.procs / tasks files before anything else. */

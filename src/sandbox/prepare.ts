@@ -101,6 +101,7 @@ export async function prepareSandbox(
     const rlimits: Rlimits = {
       nofile: opts.limits.nofile,
       core: 0,
+      nice: opts.limits.nice,
       nproc: unenforced.includes('pids') ? opts.limits.pids : undefined,
       asBytes: unenforced.includes('memoryBytes') ? opts.limits.memoryBytes : undefined,
     };

@@ -30,6 +30,13 @@ export const SandboxLimitsSchema = z.strictObject({
   pids: z.number().int().positive().optional(),
   cpus: z.number().positive().optional(),
   nofile: z.number().int().positive().default(4096),
+  /**
+   * Scheduling niceness of every process of the sandbox, 0 (the host's default) to 19; nothing in
+   * the sandbox can lower it. Under contention a runtime serving many sandboxes keeps its share:
+   * `serve` gives 10 (ARCHITECTURE.md: CPU share). Where the kernel groups processes by session
+   * (autogroup), it orders a sandbox's processes among themselves only.
+   */
+  nice: z.number().int().min(0).max(19).default(0),
   /** Size cap of the writable upper dir (the tmpfs size); ignored for a disk upper. */
   diskBytes: z
     .number()

@@ -49,6 +49,8 @@ export interface ManagerOptions {
   onReaped?: (id: string, why: 'ttl' | 'idle') => void;
   /** Default: DEFAULT_JOB_LIMITS. */
   jobs?: Partial<JobLimits>;
+  /** Niceness of sandboxes whose options give none (limits.nice); default 0. */
+  sandboxNice?: number;
 }
 
 /** Full for now: answered 429 with a Retry-After of `retryAfterS` seconds. */
@@ -173,11 +175,16 @@ export class SandboxManager {
     return e;
   }
 
+  private niced(opts: OpenOptions): OpenOptions {
+    const nice = opts.limits?.nice ?? this.opts.sandboxNice;
+    return nice === undefined ? opts : { ...opts, limits: { ...opts.limits, nice } };
+  }
+
   /** `reach.internal`: a sandbox of the server's own (see Entry.internal). */
   async create(ref: string, opts: OpenOptions, ttlMs: number | undefined, reach: Reach = {}): Promise<Entry> {
     this.reserve();
     try {
-      const sb = await this.provider.open(ref, opts);
+      const sb = await this.provider.open(ref, this.niced(opts));
       if (this.closed) {
         await sb.destroy();
         throw new MinisandboxError('SANDBOX_DESTROYED', 'the server shut down while the sandbox started', { hint: 'retry against a running server' });
@@ -376,7 +383,7 @@ export class SandboxManager {
     const record = await snaps.get(snapshot);
     this.reserve();
     try {
-      const sb = await snaps.open(snapshot, opts);
+      const sb = await snaps.open(snapshot, this.niced(opts));
       if (this.closed) {
         await sb.destroy();
         throw new MinisandboxError('SANDBOX_DESTROYED', 'the server shut down while the sandbox started', { hint: 'retry against a running server' });

@@ -15,6 +15,7 @@ export function sandboxRoutes(app: FastifyInstance, ctx: RouteContext): void {
     if (b.limits?.memory !== undefined) limits.memoryBytes = b.limits.memory;
     if (b.limits?.pids !== undefined) limits.pids = b.limits.pids;
     if (b.limits?.disk !== undefined) limits.diskBytes = b.limits.disk;
+    if (b.limits?.nice !== undefined) limits.nice = b.limits.nice;
     const config: NonNullable<OpenOptions['config']> = {};
     if (b.env !== undefined) config.env = b.env;
     if (b.workdir !== undefined) config.workdir = b.workdir;

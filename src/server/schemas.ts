@@ -66,6 +66,8 @@ export const CreateSandboxBodySchema = z
         memory: SizeSchema.optional(),
         pids: z.number().int().positive().optional(),
         disk: SizeSchema.optional(),
+        /** Niceness of the sandbox's processes, 0-19 (default: the server's --sandbox-nice). */
+        nice: z.number().int().min(0).max(19).optional(),
       })
       .optional(),
     network: z.enum(['none', 'host']).optional(),

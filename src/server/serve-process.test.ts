@@ -96,10 +96,11 @@ describe('minisandbox serve as a process', () => {
     expect(await done).toBe(0);
   });
 
-  it('takes --max-jobs-per-sandbox and --job-output-budget from its command line, and refuses bad values (exit 2)', async () => {
+  it('takes --max-jobs-per-sandbox, --job-output-budget and --sandbox-nice from its command line, and refuses bad values (exit 2)', async () => {
     for (const bad of [
       ['--max-jobs-per-sandbox', '0'],
       ['--job-output-budget', 'lots'],
+      ['--sandbox-nice', '20'],
     ]) {
       const p = serve('--listen', '127.0.0.1:0', ...bad);
       let err = '';
@@ -107,7 +108,7 @@ describe('minisandbox serve as a process', () => {
       expect(await exitOf(p)).toBe(2);
       expect(err).toContain(bad[0]);
     }
-    const p = serve('--listen', '127.0.0.1:0', '--max-jobs-per-sandbox', '1', '--job-output-budget', '1k');
+    const p = serve('--listen', '127.0.0.1:0', '--max-jobs-per-sandbox', '1', '--job-output-budget', '1k', '--sandbox-nice', '3');
     const exited = exitOf(p);
     const { listening, token_file } = JSON.parse(await new Promise<string>((r) => createInterface({ input: p.stdout }).once('line', r))) as {
       listening: string;
@@ -117,6 +118,9 @@ describe('minisandbox serve as a process', () => {
     const post = (path: string, body: unknown) => fetch(`${listening}${path}`, { method: 'POST', headers, body: JSON.stringify(body) });
     const { id } = (await (await post('/v1/sandboxes', { ref: 'proc/busybox' })).json()) as { id: string };
     const exec = (command: string) => post(`/v1/sandboxes/${id}/exec?async=true`, { command });
+    // field 19 of a process's stat is its niceness
+    const niceness = (await (await post(`/v1/sandboxes/${id}/exec`, { command: "cut -d' ' -f19 /proc/self/stat" })).json()) as { stdout: string };
+    expect(niceness.stdout).toBe('3\n');
     const wait = async (job: string) => (await fetch(`${listening}/v1/sandboxes/${id}/jobs/${job}?wait=300`, { headers })).json();
     // one job at most: a second is refused while the first runs
     const marker = sleepMarker();

@@ -17,6 +17,7 @@ import type { StorePaths } from '../store/paths.js';
 import { buildApp } from './app.js';
 import { type EvalDatasetSource, loadEvalDatasets } from './eval-datasets.js';
 import { batchedLines } from './log-sink.js';
+import { DEFAULT_SANDBOX_NICE } from './sandbox-nice.js';
 import { type SandboxProvider, SandboxManager } from './manager.js';
 
 export interface ServeOptions {
@@ -31,6 +32,8 @@ export interface ServeOptions {
   maxJobsPerSandbox?: number;
   /** Output bytes of finished jobs kept per sandbox (default DEFAULT_JOB_LIMITS). */
   jobOutputBudgetBytes?: number;
+  /** Niceness of sandboxes whose create gives none (default DEFAULT_SANDBOX_NICE). */
+  sandboxNice?: number;
   /** Where evaluate records runs (`score`'s --report-dir); default logs/run_evaluation under the cwd, as `score`. */
   reportsDir?: string;
 }
@@ -115,6 +118,7 @@ export async function startServer(reg: Registry, store: StorePaths, o: ServeOpti
     maxSandboxes: o.maxSandboxes,
     ttlMs: o.ttlMs,
     idleMs: o.idleTimeoutMs,
+    sandboxNice: o.sandboxNice ?? DEFAULT_SANDBOX_NICE,
     onReaped: (id, why) => write(JSON.stringify({ time: new Date().toISOString(), event: 'reaped', sandbox: id, why })),
     jobs: {
       ...(o.maxJobsPerSandbox === undefined ? {} : { maxRunning: o.maxJobsPerSandbox }),
