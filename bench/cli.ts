@@ -72,6 +72,7 @@ try {
   const runs = clis.map((): Sample[] => []);
   const viaBin: Sample[] = [];
   const nodeWithoutCa: Sample[] = [];
+  const runsWithoutCa: Sample[] = [];
   for (let i = 0; i < ITER; i++) {
     node.push(timed(['-e', '0']));
     if (extraCa !== undefined) nodeWithoutCa.push(timedWithoutCa(['-e', '0']));
@@ -80,6 +81,7 @@ try {
       runs[k]!.push(timed(runArgs(c)));
     });
     viaBin.push(timed(runArgs(cli).slice(1), binScript));
+    if (extraCa !== undefined) runsWithoutCa.push(timedWithoutCa(runArgs(cli)));
   }
   const n = { wall: median(node.map((x) => x.wall)), cpu: median(node.map((x) => x.cpu)) };
   const f = (x: number): string => `${x.toFixed(0).padStart(5)} ms`;
@@ -111,6 +113,12 @@ try {
     console.log(
       `  bin/minisandbox run, like for like (neither loads the CA at start): node + ${(b.wall - u.wall).toFixed(0)} ms wall, ` +
         `+ ${(b.cpu - u.cpu).toFixed(0)} ms cpu`,
+    );
+    // the bundle run without the shell script (an installed package's start, less the script's sh)
+    const d = { wall: median(runsWithoutCa.map((x) => x.wall)), cpu: median(runsWithoutCa.map((x) => x.cpu)) };
+    console.log(
+      `  node dist/cli.cjs run, like for like (neither loads the CA at start): node + ${(d.wall - u.wall).toFixed(0)} ms wall, ` +
+        `+ ${(d.cpu - u.cpu).toFixed(0)} ms cpu`,
     );
   }
 } finally {
