@@ -1411,21 +1411,17 @@ static int stopped_has(const struct stopped_set *s, pid_t pid) {
   return 0;
 }
 
-/* Keeps pfd (ours from now) to continue that process; 0 where there is no room. */
-static int stopped_add(struct stopped_set *s, pid_t pid, int pfd) {
-  if (s->n == s->cap) {
-    size_t cap = s->cap == 0 ? 64 : s->cap * 2;
-    int *fds = realloc(s->fds, cap * sizeof *fds);
-    if (fds == NULL) return 0;
-    s->fds = fds;
-    pid_t *pids = realloc(s->pids, cap * sizeof *pids);
-    if (pids == NULL) return 0;
-    s->pids = pids;
-    s->cap = cap;
-  }
-  s->fds[s->n] = pfd;
-  s->pids[s->n] = pid;
-  s->n++;
+/* Room for one more; 0 where there is none (a process it cannot record is not stopped). */
+static int stopped_reserve(struct stopped_set *s) {
+  if (s->n < s->cap) return 1;
+  size_t cap = s->cap == 0 ? 64 : s->cap * 2;
+  int *fds = realloc(s->fds, cap * sizeof *fds);
+  if (fds == NULL) return 0;
+  s->fds = fds;
+  pid_t *pids = realloc(s->pids, cap * sizeof *pids);
+  if (pids == NULL) return 0;
+  s->pids = pids;
+  s->cap = cap;
   return 1;
 }
 
@@ -1480,10 +1476,17 @@ static void stop_sandbox(const struct opts *o, pid_t member, struct stopped_set 
       char state;
       int ours = proc_uid_state((pid_t)pid, &uid, &state) == 0 && uid >= o->uid_start && uid - o->uid_start < o->uid_count &&
                  in_userns((pid_t)pid, &ns);
-      if (ours && state != 'T' && state != 't' && state != 'Z' && state != 'X' &&
-          syscall(SYS_pidfd_send_signal, pfd, SIGSTOP, NULL, 0) == 0) {
-        running = 1;
-        if (!stopped_has(s, (pid_t)pid) && stopped_add(s, (pid_t)pid, pfd)) continue;
+      if (ours && state != 'T' && state != 't' && state != 'Z' && state != 'X') {
+        /* one already recorded whose stop has not landed yet is signalled again, not recorded twice */
+        int known = stopped_has(s, (pid_t)pid);
+        if ((known || stopped_reserve(s)) && syscall(SYS_pidfd_send_signal, pfd, SIGSTOP, NULL, 0) == 0) {
+          running = 1;
+          if (!known) {
+            s->fds[s->n] = pfd; /* ours now: continue_sandbox closes it */
+            s->pids[s->n++] = (pid_t)pid;
+            continue;
+          }
+        }
       }
       close(pfd);
     }
@@ -1547,7 +1550,7 @@ static int own_run_main(struct opts *o) {
   size_t len = 0;
   status[0] = '\0';
   pid_t init = 0;
-  int timed_out = 0, stopped = 0, open_ = 1;
+  int timed_out = 0, killed = 0, open_ = 1;
   struct stopped_set held = {NULL, NULL, 0, 0};
   while (open_) {
     int wait = -1;
@@ -1572,11 +1575,11 @@ static int own_run_main(struct opts *o) {
           /* continued: fg, bg or any SIGCONT */
           continue_sandbox(&held);
         } else {
-          stopped = 1;
+          killed = 1;
         }
       }
     }
-    if ((timed_out || stopped) && chain > 0) {
+    if ((timed_out || killed) && chain > 0) {
       /* pid 1 of the sandbox takes every process in it along; the chain dies with its init */
       if (init > 0) kill(init, SIGKILL);
       kill(chain, SIGKILL);
@@ -1604,7 +1607,7 @@ static int own_run_main(struct opts *o) {
   if (timed_out) {
     code = 124;
     ended = "timeout";
-  } else if (stopped) {
+  } else if (killed) {
     code = 137;
     ended = "killed";
   } else if (code_at == NULL) {
