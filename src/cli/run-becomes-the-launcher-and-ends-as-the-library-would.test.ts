@@ -174,11 +174,11 @@ describe('minisandbox run, in place', () => {
     const marker = sleepMarker();
     // QUIT (Ctrl-\) by default ends a process without its teardown
     for (const signal of ['SIGTERM', 'SIGQUIT'] as const) {
-      const stopped = start(store, [TAG, '--', 'sleep', marker]);
+      const job = start(store, [TAG, '--', 'sleep', marker]);
       await eventually(() => sleepRuns(marker));
       const f = footprintOf(store);
-      stopped.child.kill(signal);
-      const end = await stopped.ended;
+      job.child.kill(signal);
+      const end = await job.ended;
       expect(end.code, signal).toBe(137);
       expect(end.stderr).toContain('warning: command ended: killed');
       expect(sleepRuns(marker)).toBe(false);

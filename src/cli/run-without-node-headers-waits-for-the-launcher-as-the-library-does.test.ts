@@ -24,8 +24,7 @@ function headerlessEnv(): NodeJS.ProcessEnv {
   try {
     linkSync(process.execPath, node); // process.execPath is then this path, not the original's
   } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === 'EEXIST') return { ...process.env, PATH: `${bin}:${process.env.PATH ?? ''}` };
-    copyFileSync(process.execPath, node); // another file system
+    if ((e as NodeJS.ErrnoException).code !== 'EEXIST') copyFileSync(process.execPath, node); // another file system
   }
   return { ...process.env, PATH: `${bin}:${process.env.PATH ?? ''}` };
 }
