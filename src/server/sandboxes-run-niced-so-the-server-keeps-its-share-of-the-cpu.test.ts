@@ -22,9 +22,14 @@ describe('sandbox niceness', () => {
     expect(await kit.sh(id, `renice -n -1 -p $$ 2>/dev/null || echo refused; renice -n 5 -p $$ >/dev/null && ${NICENESS}`)).toBe('refused\n15\n');
   });
 
-  it('is what a create gives in limits.nice, 0 to 19, and 422 names the field outside that', async () => {
+  it("is what a create gives in limits.nice, 0 to 19, a fork child's and a reset's too, and 422 names the field outside that", async () => {
     for (const nice of [0, 19]) {
       const id = await kit.create({ limits: { nice } });
+      expect(await kit.sh(id, NICENESS)).toBe(`${nice}\n`);
+      const fork = await kit.call('POST', `/v1/sandboxes/${id}/fork`, { count: 1 });
+      const [child] = (fork.json() as { children: Array<{ id: string }> }).children;
+      expect(await kit.sh(child?.id ?? 'missing', NICENESS)).toBe(`${nice}\n`);
+      expect((await kit.call('POST', `/v1/sandboxes/${id}/reset`, {})).status).toBe(200);
       expect(await kit.sh(id, NICENESS)).toBe(`${nice}\n`);
     }
     for (const nice of [-1, 20, 1.5]) {
