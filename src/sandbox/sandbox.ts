@@ -388,12 +388,7 @@ export class Sandbox {
           if (this.standby !== p) h.kill();
           return;
         }
-        this.state.standby = {
-          holderPid: h.pid,
-          holderStartTime: processStartTime(h.pid),
-          initPid: h.initPid,
-          initStartTime: processStartTime(h.initPid),
-        };
+        this.state.standby = recordedChain(h);
         writeState(this.options.stateDir, this.state);
       },
       () => {
@@ -451,10 +446,7 @@ export class Sandbox {
     }
     this.holder = holder;
     this.watchHolder(holder);
-    this.state.holderPid = holder.pid;
-    this.state.holderStartTime = processStartTime(holder.pid);
-    this.state.initPid = holder.initPid;
-    this.state.initStartTime = processStartTime(holder.initPid);
+    Object.assign(this.state, recordedChain(holder));
     this.state.lowerDirs = [...lowerDirs];
     delete this.state.standby;
     writeState(this.options.stateDir, this.state);
@@ -598,6 +590,14 @@ export async function createSandbox(input: SandboxOptions, hooks: CreateHooks = 
   return startSandbox(SandboxOptionsSchema.parse(input), hooks, undefined);
 }
 
+/**
+ * A holder and its pid 1 as the state file records them: their start times tell each apart from a
+ * later process that reuses its pid (pid 1 can outlive its holder), so a reap kills only them.
+ */
+function recordedChain(h: HolderHandle): Pick<SandboxState, 'holderPid' | 'holderStartTime' | 'initPid' | 'initStartTime'> {
+  return { holderPid: h.pid, holderStartTime: processStartTime(h.pid), initPid: h.initPid, initStartTime: processStartTime(h.initPid) };
+}
+
 async function startSandbox(opts: ParsedOptions, hooks: CreateHooks, forkFrom: Sandbox | undefined, forkedFrom = forkFrom?.id): Promise<Sandbox> {
   const host = hooks.host ?? (await probeHost());
   const warn = hooks.warn ?? ((m: string) => process.emitWarning(m, 'MinisandboxWarning'));
@@ -609,11 +609,7 @@ async function startSandbox(opts: ParsedOptions, hooks: CreateHooks, forkFrom: S
       sp.c = c;
     });
     mark('start: holder ready');
-    state.holderPid = holder.pid;
-    // Its start time tells the holder apart from a later process that reuses the pid.
-    state.holderStartTime = processStartTime(holder.pid);
-    state.initPid = holder.initPid;
-    state.initStartTime = processStartTime(holder.initPid);
+    Object.assign(state, recordedChain(holder));
     writeState(opts.stateDir, state);
     if (state.idSlot !== undefined) recordIdRangeHolder({ path: state.idSlot }, id, holder.pid, state.holderStartTime);
     const sb = new Sandbox(state, opts, host, holder, cgroup, rlimits, hooks, unenforced, spec);
