@@ -11,7 +11,7 @@ import { describe, expect, it } from 'vitest';
 import { eventually } from '../../test/helpers/eventually.js';
 import { publishedBusybox } from '../../test/helpers/published-busybox.js';
 import { CLI, type Ran, runCli } from '../../test/helpers/run-cli.js';
-import { sleepMarker, sleepRuns } from '../../test/helpers/sleep-marker.js';
+import { sleepMarker, sleepRuns, stateOf, statesOf } from '../../test/helpers/sleep-marker.js';
 
 const TAG = 'inplace/busybox';
 const { work } = publishedBusybox('ms-run-in-place-', TAG);
@@ -63,32 +63,6 @@ function expectGone(store: string, f: Footprint): void {
   for (const d of f.cgroupDirs) expect(existsSync(d), d).toBe(false);
   // the range may be another sandbox's by now (test files run at once): only not this one's
   if (f.idSlot !== undefined && existsSync(f.idSlot)) expect(readFileSync(f.idSlot, 'utf8')).not.toContain(f.id);
-}
-
-/** The state letter of a host pid (R, S, T, ...), or '' once it is gone. */
-function stateOf(pid: number | string): string {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
-  } catch {
-    return '';
-  }
-}
-
-/** The states of every host process whose command line (NUL-separated, as in /proc) is `cmdline`. */
-function statesOf(cmdline: string): string[] {
-  return readdirSync('/proc')
-    .filter((p) => /^\d+$/.test(p) && readOr(`/proc/${p}/cmdline`) === cmdline)
-    .map(stateOf)
-    .filter((s) => s !== '');
-}
-
-function readOr(file: string): string {
-  try {
-    return readFileSync(file, 'utf8');
-  } catch {
-    return '';
-  }
 }
 
 describe('minisandbox run, in place', () => {

@@ -5,13 +5,14 @@
  * `check` says why. The node here is this one's binary in a directory with no include/ beside it.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { copyFileSync, linkSync, mkdirSync, readdirSync, readlinkSync } from 'node:fs';
+import { copyFileSync, linkSync, mkdirSync, readlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { eventually } from '../../test/helpers/eventually.js';
 import { publishedBusybox } from '../../test/helpers/published-busybox.js';
 import { CLI, runCli } from '../../test/helpers/run-cli.js';
 import { sleepMarker, sleepRuns } from '../../test/helpers/sleep-marker.js';
+import { readdirOrEmpty } from '../util/fs.js';
 
 const TAG = 'noheaders/busybox';
 const { work } = publishedBusybox('ms-run-no-headers-', TAG);
@@ -27,14 +28,6 @@ function headerlessEnv(): NodeJS.ProcessEnv {
     if ((e as NodeJS.ErrnoException).code !== 'EEXIST') copyFileSync(process.execPath, node); // another file system
   }
   return { ...process.env, PATH: `${bin}:${process.env.PATH ?? ''}` };
-}
-
-function entries(dir: string): string[] {
-  try {
-    return readdirSync(dir);
-  } catch {
-    return [];
-  }
 }
 
 describe('minisandbox run where node has no headers', () => {
@@ -64,7 +57,7 @@ describe('minisandbox run where node has no headers', () => {
     child.kill('SIGTERM');
     expect(await ended).toBe(137);
     expect(sleepRuns(marker)).toBe(false);
-    expect(entries(join(store, 'sandboxes'))).toEqual([]);
-    expect(entries(join(store, 'leases'))).toEqual([]);
+    expect(await readdirOrEmpty(join(store, 'sandboxes'))).toEqual([]);
+    expect(await readdirOrEmpty(join(store, 'leases'))).toEqual([]);
   });
 });

@@ -45,14 +45,23 @@ function cacheFiles(dir: string): string[] {
 }
 
 const busybox = publishedBusybox('ms-cli-cache-run-', 'cache/busybox');
+/** The built CLI's `run true` on the published environment, and its environment (a cache dir of its own). */
+const runTrue = (): string[] => [
+  join(dist, 'cli.cjs'),
+  '--registry',
+  join(busybox.work, 'registry'),
+  '--store',
+  join(busybox.work, 'store'),
+  'run',
+  'cache/busybox',
+  '--',
+  'true',
+];
+const runEnv = (): NodeJS.ProcessEnv => ({ ...process.env, XDG_CACHE_HOME: join(work, 'xdg') });
 
 describe('the built CLI', () => {
   it('saves the cache of a run that became the launcher, which never exits (before the exec)', () => {
-    const r = spawnSync(
-      process.execPath,
-      [join(dist, 'cli.cjs'), '--registry', join(busybox.work, 'registry'), '--store', join(busybox.work, 'store'), 'run', 'cache/busybox', '--', 'true'],
-      { encoding: 'utf8', env: { ...process.env, XDG_CACHE_HOME: join(work, 'xdg') } },
-    );
+    const r = spawnSync(process.execPath, runTrue(), { encoding: 'utf8', env: runEnv() });
     expect(r.status, r.stderr).toBe(0);
     expect(cacheFiles(join(dist, 'v8-cache'))).toEqual([expect.stringMatching(/^cli-[0-9a-f]{16}-run-v\d+\.\d+\.\d+-\w+\.v8cache$/)]);
     rmSync(join(dist, 'v8-cache'), { recursive: true, force: true });
@@ -65,20 +74,9 @@ describe('the built CLI', () => {
       probe,
       `process.once('minisandbox:before-exec', () => require('fs').writeSync(2, 'LOADED ' + JSON.stringify(process.moduleLoadList) + '\\n'));`,
     );
-    const args = [
-      join(dist, 'cli.cjs'),
-      '--registry',
-      join(busybox.work, 'registry'),
-      '--store',
-      join(busybox.work, 'store'),
-      'run',
-      'cache/busybox',
-      '--',
-      'true',
-    ];
-    const env = { ...process.env, XDG_CACHE_HOME: join(work, 'xdg') };
-    expect(spawnSync(process.execPath, args, { encoding: 'utf8', env }).status).toBe(0); // pulled by now
-    const r = spawnSync(process.execPath, ['-r', probe, ...args], { encoding: 'utf8', env });
+    const env = runEnv();
+    expect(spawnSync(process.execPath, runTrue(), { encoding: 'utf8', env }).status).toBe(0); // pulled by now
+    const r = spawnSync(process.execPath, ['-r', probe, ...runTrue()], { encoding: 'utf8', env });
     expect(r.status, r.stderr).toBe(0);
     const loaded: string[] = JSON.parse(/^LOADED (.*)$/m.exec(r.stderr)?.[1] ?? 'null');
     for (const m of ['child_process', 'net', 'stream', 'fs/promises', 'crypto']) expect(loaded, m).not.toContain(`NativeModule ${m}`);

@@ -10,16 +10,38 @@ export function sleepMarker(): string {
   return String(600_000 + Math.floor(Math.random() * 300_000));
 }
 
-/** The host pids of every `sleep <marker>` (in any sandbox). */
-function sleepPids(marker: string): string[] {
+/** The host pids of every process whose command line (NUL-separated, as in /proc) is `cmdline`. */
+function pidsOf(cmdline: string): string[] {
   return readdirSync('/proc').filter((p) => {
     if (!/^\d+$/.test(p)) return false;
     try {
-      return readFileSync(`/proc/${p}/cmdline`, 'utf8') === `sleep\0${marker}\0`;
+      return readFileSync(`/proc/${p}/cmdline`, 'utf8') === cmdline;
     } catch {
       return false;
     }
   });
+}
+
+/** The host pids of every `sleep <marker>` (in any sandbox). */
+function sleepPids(marker: string): string[] {
+  return pidsOf(`sleep\0${marker}\0`);
+}
+
+/** The state letter (R, S, T, ...) of a host pid, '' once it is gone. */
+export function stateOf(pid: number | string): string {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.charAt(stat.lastIndexOf(')') + 2);
+  } catch {
+    return '';
+  }
+}
+
+/** The states of every host process whose command line (NUL-separated) is `cmdline`. */
+export function statesOf(cmdline: string): string[] {
+  return pidsOf(cmdline)
+    .map(stateOf)
+    .filter((s) => s !== '');
 }
 
 /** Whether a `sleep <marker>` runs anywhere on the host (in any sandbox). */
