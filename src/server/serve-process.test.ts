@@ -1,7 +1,7 @@
 /**
  * `minisandbox serve` as a process: it refuses a public address without a token file, a SIGTERM
  * destroys every sandbox it holds (no state dir, no lease, no process left), and its job limits
- * come from its command line.
+ * and its sandboxes' niceness come from its command line.
  */
 import { spawn } from 'node:child_process';
 import { chmodSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
