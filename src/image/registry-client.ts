@@ -2,13 +2,16 @@
  * A pull-only client of the OCI distribution API (Docker Registry v2): manifests by tag or
  * digest, blobs as resumable streams. Anonymous, Basic and bearer-token auth (the
  * `WWW-Authenticate` realm/service/scope flow); transient failures (connection errors, 5xx, 429,
- * a body cut short) are retried with backoff, a blob resuming with a Range request from the
- * byte it reached. Every manifest and blob is verified by the caller against its digest.
+ * a body cut short, a registry gone silent or too slow) are retried with backoff, a blob resuming
+ * with a Range request from the byte it reached. Every body is read through one bounded reader
+ * (bounded-read.ts): a size cap on the bytes received, a silence limit, a deadline for documents
+ * and a least rate for blobs. Every manifest and blob is verified by the caller against its digest.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type Digest, sha256 } from '../cas/digest.js';
 import { DigestMismatchError, InvalidInputError, MinisandboxError, NotFoundError } from '../errors.js';
 import { basicHeader, type Credentials, findCredentials, parseChallenge } from './auth.js';
+import { Exchange, type ReadBounds, ReadStalled, type TooLarge } from './bounded-read.js';
 import { type Descriptor, MEDIA, type Platform } from './oci-schema.js';
 import { DOCKER_HUB, type SourceRef } from './reference.js';
 import { type BlobReader, type ImageSource, type ResolvedImage, resolveFrom, verified } from './source.js';
@@ -24,6 +27,12 @@ export interface RegistryClientOptions {
   attempts?: number;
   /** Backoff before the first retry, doubled each time (default 200 ms). */
   retryDelayMs?: number;
+  /** Milliseconds without a byte, while one is awaited, before a request is abandoned and retried (default 20 s). */
+  silenceMs?: number;
+  /** Milliseconds a manifest, config or token may take, request to last byte (default 60 s). */
+  deadlineMs?: number;
+  /** Least average rate of a layer blob over each `silenceMs` of waiting (default 1 KiB/s). */
+  minBytesPerSecond?: number;
 }
 
 export class RegistryAuthError extends MinisandboxError {
@@ -43,7 +52,18 @@ export class RegistryAuthError extends MinisandboxError {
 class RetryableError extends Error {}
 
 const MANIFEST_ACCEPT = [MEDIA.ociManifest, MEDIA.ociIndex, MEDIA.dockerManifest, MEDIA.dockerList].join(', ');
+/** The most a manifest, an index or a config may be (real ones are a few KiB; a large index some 100 KiB). */
 const MAX_MANIFEST = 4 << 20;
+/** The most a token server's answer may be (a JWT of a few KiB in JSON). */
+const MAX_TOKEN = 1 << 20;
+/** The first bytes of an error answer kept for its message. */
+const MAX_ERROR_TEXT = 300;
+/**
+ * Attempts in a row that met silence after which a request fails at once, as the S3 client does
+ * (retry.ts): a stopped server keeps connections open and answers nothing, and every attempt
+ * would wait out the whole silence limit.
+ */
+const SILENT_IN_A_ROW = 3;
 
 export class RegistryClient {
   private token: string | undefined;
@@ -51,6 +71,10 @@ export class RegistryClient {
   private readonly creds: Credentials | undefined;
   private readonly attempts: number;
   private readonly delay: number;
+  /** Manifests, configs, tokens: read whole, so bounded in total time. */
+  private readonly documentBounds: ReadBounds;
+  /** Layer blobs: any size, so bounded in rate. */
+  private readonly streamBounds: ReadBounds;
 
   constructor(
     readonly host: string,
@@ -62,59 +86,77 @@ export class RegistryClient {
     this.creds = opts.credentials ?? findCredentials(host, opts.authFile);
     this.attempts = Math.max(1, opts.attempts ?? 5);
     this.delay = opts.retryDelayMs ?? 200;
+    const silenceMs = opts.silenceMs ?? 20_000;
+    this.documentBounds = { silenceMs, deadlineMs: opts.deadlineMs ?? 60_000 };
+    this.streamBounds = { silenceMs, minBytesPerSecond: opts.minBytesPerSecond ?? 1024 };
   }
 
-  /** One request with auth (a 401 answered once per challenge) and retries of transient failures. */
-  private async fetch(path: string, headers: Record<string, string>, what: string): Promise<Response> {
+  /** `op` retried on transient failures; typed errors (an answer, not a failure) pass at once. */
+  private async retried<T>(what: string, op: () => Promise<T>): Promise<T> {
     let lastErr: unknown;
-    for (let attempt = 1; attempt <= this.attempts; attempt++) {
+    let tried = 0;
+    let silent = 0;
+    while (tried < this.attempts) {
       try {
-        let res = await this.send(path, headers);
-        if (res.status === 401) {
-          const challenge = res.headers.get('www-authenticate');
-          await res.body?.cancel();
-          if (challenge === null) throw new RegistryAuthError(what, this.creds !== undefined);
-          await this.authenticate(challenge, what);
-          res = await this.send(path, headers);
-          if (res.status === 401 || res.status === 403) {
-            await res.body?.cancel();
-            throw new RegistryAuthError(what, this.creds !== undefined);
-          }
-        }
-        if (res.status === 403) {
-          await res.body?.cancel();
-          throw new RegistryAuthError(what, this.creds !== undefined);
-        }
-        if (res.status === 404) {
-          await res.body?.cancel();
-          throw new NotFoundError(`${what} at ${this.base}`, 'check the repository, tag or digest (skopeo inspect docker://...)');
-        }
-        if (res.status === 429 || res.status >= 500) {
-          await res.body?.cancel();
-          throw new RetryableError(`${what}: HTTP ${res.status}`);
-        }
-        if (res.status >= 400) {
-          const body = (await res.text()).slice(0, 300);
-          throw new MinisandboxError('REGISTRY_ERROR', `${what}: HTTP ${res.status} ${body}`, { hint: "see the registry's message above" });
-        }
-        return res;
+        tried++;
+        return await op();
       } catch (e) {
         if (e instanceof MinisandboxError) throw e;
         lastErr = e;
-        if (attempt < this.attempts) await sleep(this.delay * 2 ** (attempt - 1));
+        silent = e instanceof ReadStalled && e.kind === 'silent' ? silent + 1 : 0;
+        if (silent >= SILENT_IN_A_ROW) break;
+        if (tried < this.attempts) await sleep(this.delay * 2 ** (tried - 1));
       }
     }
-    throw new MinisandboxError('REGISTRY_UNREACHABLE', `${what}: failed after ${this.attempts} attempts: ${describe(lastErr)}`, {
-      hint:
-        `check that ${this.host} is reachable (plain HTTP needs --tls-verify=false); transient ` +
-        `failures were retried, and a rerun resumes with the layers already converted`,
+    throw new MinisandboxError('REGISTRY_UNREACHABLE', `${what} from ${this.host}: failed after ${tried} attempts: ${describe(lastErr)}`, {
+      hint: this.hint(lastErr, `check that ${this.host} is reachable (plain HTTP needs --tls-verify=false); transient failures were retried`),
     });
   }
 
-  private async send(path: string, headers: Record<string, string>): Promise<Response> {
+  private hint(e: unknown, otherwise: string): string {
+    const rerun = 'a rerun resumes with the layers already converted';
+    return e instanceof ReadStalled
+      ? `${this.host} accepted the connection but stopped sending, or sends too slowly: check that it is up and not overloaded; ${rerun}`
+      : `${otherwise}; ${rerun}`;
+  }
+
+  /** One request with auth (a 401 answered once per challenge); the answer's status checked. */
+  private async open(path: string, headers: Record<string, string>, what: string, bounds: ReadBounds): Promise<Exchange> {
+    let ex = await this.send(path, headers, bounds);
+    if (ex.status === 401) {
+      const challenge = ex.header('www-authenticate');
+      ex.close();
+      if (challenge === null) throw new RegistryAuthError(what, this.creds !== undefined);
+      await this.authenticate(challenge, what);
+      ex = await this.send(path, headers, bounds);
+      if (ex.status === 401 || ex.status === 403) {
+        ex.close();
+        throw new RegistryAuthError(what, this.creds !== undefined);
+      }
+    }
+    if (ex.status === 403) {
+      ex.close();
+      throw new RegistryAuthError(what, this.creds !== undefined);
+    }
+    if (ex.status === 404) {
+      ex.close();
+      throw new NotFoundError(`${what} at ${this.base}`, 'check the repository, tag or digest (skopeo inspect docker://...)');
+    }
+    if (ex.status === 429 || ex.status >= 500) {
+      ex.close();
+      throw new RetryableError(`HTTP ${ex.status}`);
+    }
+    if (ex.status >= 400) {
+      const body = (await ex.readSome(MAX_ERROR_TEXT)).toString();
+      throw new MinisandboxError('REGISTRY_ERROR', `${what} from ${this.host}: HTTP ${ex.status} ${body}`, { hint: "see the registry's message above" });
+    }
+    return ex;
+  }
+
+  private async send(path: string, headers: Record<string, string>, bounds: ReadBounds): Promise<Exchange> {
     const h: Record<string, string> = { ...headers };
     if (this.token !== undefined) h['authorization'] = this.token;
-    return fetch(`${this.base}/${path}`, { headers: h, redirect: 'follow' });
+    return Exchange.open(`${this.base}/${path}`, { headers: h, redirect: 'follow' }, bounds);
   }
 
   private async authenticate(header: string, what: string): Promise<void> {
@@ -129,56 +171,102 @@ export class RegistryClient {
     const url = new URL(c.params['realm']);
     if (c.params['service'] !== undefined) url.searchParams.set('service', c.params['service']);
     url.searchParams.set('scope', c.params['scope'] ?? `repository:${this.repository}:pull`);
-    const res = await fetch(url, { headers: this.creds === undefined ? {} : { authorization: basicHeader(this.creds) } }).catch((e: unknown) => {
-      throw new MinisandboxError('REGISTRY_UNREACHABLE', `${what}: token server ${url.origin} unreachable: ${describe(e)}`, { hint: 'check the network' });
-    });
-    if (res.status === 401 || res.status === 403) {
-      await res.body?.cancel();
-      throw new RegistryAuthError(what, this.creds !== undefined);
+    const where = `token server ${url.origin}`;
+    // a stall is retried with the request it authenticates; a server not there at all is not
+    const ex = await Exchange.open(url, { headers: this.creds === undefined ? {} : { authorization: basicHeader(this.creds) } }, this.documentBounds).catch(
+      (e: unknown) => {
+        if (e instanceof ReadStalled) throw e.of(where);
+        throw new MinisandboxError('REGISTRY_UNREACHABLE', `${what}: ${where} unreachable: ${describe(e)}`, { hint: 'check the network' });
+      },
+    );
+    let bytes: Buffer;
+    try {
+      if (ex.status === 401 || ex.status === 403) throw new RegistryAuthError(what, this.creds !== undefined);
+      if (ex.status < 200 || ex.status >= 300) throw new MinisandboxError('REGISTRY_ERROR', `${what}: ${where} answered HTTP ${ex.status}`);
+      bytes = await ex
+        .readAll(
+          MAX_TOKEN,
+          () => new InvalidInputError(`${what}: ${where} sent more than ${MAX_TOKEN} bytes`, 'a token is a few KiB: the token server is broken or hostile'),
+        )
+        .catch((e: unknown) => {
+          throw e instanceof ReadStalled ? e.of(where) : e;
+        });
+    } finally {
+      ex.close();
     }
-    if (!res.ok) throw new MinisandboxError('REGISTRY_ERROR', `${what}: token server answered HTTP ${res.status}`);
-    const body = (await res.json()) as { token?: unknown; access_token?: unknown };
-    const tok = typeof body.token === 'string' ? body.token : typeof body.access_token === 'string' ? body.access_token : undefined;
+    let body: { token?: unknown; access_token?: unknown } | undefined;
+    try {
+      body = JSON.parse(bytes.toString()) as typeof body;
+    } catch {
+      throw new MinisandboxError('REGISTRY_ERROR', `${what}: ${where} answered with no JSON`);
+    }
+    const tok = typeof body?.token === 'string' ? body.token : typeof body?.access_token === 'string' ? body.access_token : undefined;
     if (tok === undefined) throw new MinisandboxError('REGISTRY_ERROR', `${what}: the token server gave no token`);
     this.token = `Bearer ${tok}`;
+  }
+
+  /** One attempt at a document read whole, at most `max` bytes, within the document bounds. */
+  private async document(
+    path: string,
+    headers: Record<string, string>,
+    what: string,
+    max: number,
+    tooLarge: TooLarge,
+  ): Promise<{ bytes: Buffer; type: string | null }> {
+    const ex = await this.open(path, headers, what, this.documentBounds);
+    try {
+      const declared = Number(ex.header('content-length') ?? '0');
+      if (declared > max) throw tooLarge(declared);
+      return { bytes: await ex.readAll(max, tooLarge), type: ex.header('content-type') };
+    } finally {
+      ex.close();
+    }
   }
 
   /** A manifest (or index) by tag or digest, with its digest; verified when asked by digest. */
   async manifest(reference: string): Promise<{ bytes: Buffer; digest: Digest; mediaType: string | undefined }> {
     const what = `manifest ${this.repository}:${reference}`;
-    const res = await this.fetch(`manifests/${reference}`, { accept: MANIFEST_ACCEPT }, what);
-    const len = Number(res.headers.get('content-length') ?? '0');
-    if (len > MAX_MANIFEST) throw new InvalidInputError(`${what} is ${len} bytes`, 'not an image manifest');
-    const bytes = Buffer.from(await res.arrayBuffer());
-    if (bytes.length > MAX_MANIFEST) throw new InvalidInputError(`${what} is too large`);
+    const tooLarge: TooLarge = () =>
+      new InvalidInputError(`${what} from ${this.host} is larger than ${MAX_MANIFEST} bytes`, 'not an image manifest: the registry is broken or hostile');
+    const { bytes, type } = await this.retried(what, () => this.document(`manifests/${reference}`, { accept: MANIFEST_ACCEPT }, what, MAX_MANIFEST, tooLarge));
     const digest = sha256(bytes);
     if (reference.startsWith('sha256:') && digest !== reference) throw new DigestMismatchError(what, reference, digest);
-    const ct = res.headers.get('content-type')?.split(';')[0]?.trim();
+    const ct = type?.split(';')[0]?.trim();
     return { bytes, digest, mediaType: ct === '' || ct === 'application/json' ? undefined : ct };
   }
 
+  /** An image config, read whole: no more bytes than its descriptor declares. */
   async smallBlob(d: Descriptor): Promise<Buffer> {
-    if (d.size > MAX_MANIFEST) throw new InvalidInputError(`blob ${d.digest} is ${d.size} bytes, too large for a config`);
-    const res = await this.fetch(`blobs/${d.digest}`, {}, `blob ${d.digest}`);
-    return verified(`blob ${d.digest} of ${this.repository}`, d.digest, Buffer.from(await res.arrayBuffer()));
+    const what = `blob ${d.digest} (config)`;
+    if (d.size > MAX_MANIFEST) throw new InvalidInputError(`${what} is ${d.size} bytes, too large for a config`);
+    const tooLarge: TooLarge = () =>
+      new InvalidInputError(`${what} from ${this.host} sent more than the ${d.size} bytes its descriptor declares`, 'the registry is broken or hostile');
+    const bytes = await this.retried(what, async () => {
+      const { bytes: b } = await this.document(`blobs/${d.digest}`, {}, what, d.size, tooLarge);
+      if (b.length < d.size) throw new RetryableError(`body ended after ${b.length} of ${d.size} bytes`);
+      return b;
+    });
+    return verified(`${what} of ${this.repository}`, d.digest, bytes);
   }
 
   /**
-   * A blob's bytes as a stream that survives broken connections: a body cut short is resumed
-   * from the byte reached (Range), a bounded number of times. The caller verifies the digest.
+   * A blob's bytes as a stream that survives broken connections: a body cut short, gone silent or
+   * too slow is resumed from the byte reached (Range), a bounded number of times. The caller
+   * verifies the digest.
    */
   async *blob(d: Descriptor): AsyncGenerator<Buffer> {
+    const what = `blob ${d.digest}`;
     let offset = 0;
     let failures = 0;
+    let silent = 0;
     for (;;) {
       const headers: Record<string, string> = offset > 0 ? { range: `bytes=${offset}-` } : {};
-      const res = await this.fetch(`blobs/${d.digest}`, headers, `blob ${d.digest}`);
+      const ex = await this.retried(what, () => this.open(`blobs/${d.digest}`, headers, what, this.streamBounds));
       // a server that ignores Range sends the whole blob again: skip what we have
-      let skip = offset > 0 && res.status !== 206 ? offset : 0;
+      let skip = offset > 0 && ex.status !== 206 ? offset : 0;
       try {
-        if (res.body === null) throw new RetryableError('no body');
-        for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
-          let b = Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+        for await (const chunk of ex.chunks()) {
+          let b = chunk;
           if (skip > 0) {
             const n = Math.min(skip, b.length);
             skip -= n;
@@ -186,23 +274,25 @@ export class RegistryClient {
             if (b.length === 0) continue;
           }
           offset += b.length;
-          if (offset > d.size) throw new DigestMismatchError(`blob ${d.digest}`, `${d.size} bytes`, `more than ${d.size} bytes`);
+          silent = 0;
+          if (offset > d.size) throw new DigestMismatchError(`${what} from ${this.host}`, `${d.size} bytes`, `more than ${d.size} bytes`);
           yield b;
         }
         if (offset >= d.size) return;
         throw new RetryableError(`body ended after ${offset} of ${d.size} bytes`);
       } catch (e) {
         if (e instanceof MinisandboxError) throw e;
-        if (++failures >= this.attempts) {
+        silent = e instanceof ReadStalled && e.kind === 'silent' ? silent + 1 : 0;
+        if (++failures >= this.attempts || silent >= SILENT_IN_A_ROW) {
           throw new MinisandboxError(
             'REGISTRY_UNREACHABLE',
-            `blob ${d.digest}: the transfer broke ${failures} times, last after ${offset} of ${d.size} bytes: ${describe(e)}`,
-            {
-              hint: `check that ${this.host} is up and reachable; a rerun resumes with the layers already converted`,
-            },
+            `${what} from ${this.host}: the transfer broke ${failures} times, last after ${offset} of ${d.size} bytes: ${describe(e)}`,
+            { hint: this.hint(e, `check that ${this.host} is up and reachable`) },
           );
         }
         await sleep(this.delay * 2 ** (failures - 1));
+      } finally {
+        ex.close();
       }
     }
   }
