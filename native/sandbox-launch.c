@@ -262,6 +262,12 @@ static void parse_args(struct opts *o, int argc, char **argv) {
     } else if (strcmp(a, "--user") == 0) {
       unsigned long u, g;
       parse_pair(v, &u, &g, a);
+      /* (uid_t)-1 is "leave unchanged" to setresuid/setresgid, and a cast would wrap 2^32 to 0:
+       * either would run the command as the sandbox's root. Ids past the map fail at the switch. */
+      if (u >= (uid_t)-1 || g >= (gid_t)-1) {
+        errno = 0;
+        die("user %s: an in-sandbox id is below %lu", v, (unsigned long)(uid_t)-1);
+      }
       o->has_user = 1;
       o->user_uid = (uid_t)u;
       o->user_gid = (gid_t)g;
@@ -1023,6 +1029,14 @@ static void command_main(const struct opts *o, int errfd, int pty_slave, int gat
   if (o->has_user && (o->user_uid != 0 || o->user_gid != 0)) {
     restrict_bounding_set(0);
     if (setgroups(0, NULL) < 0 || setresgid(o->user_gid, o->user_gid, o->user_gid) < 0 || setresuid(o->user_uid, o->user_uid, o->user_uid) < 0) die("switch to user %u:%u", o->user_uid, o->user_gid);
+    uid_t ru, eu, su;
+    gid_t rg, eg, sg;
+    /* the switch is checked, not assumed: the command never runs as anyone but the user asked for */
+    if (getresuid(&ru, &eu, &su) < 0 || getresgid(&rg, &eg, &sg) < 0 || ru != o->user_uid || eu != o->user_uid || su != o->user_uid ||
+        rg != o->user_gid || eg != o->user_gid || sg != o->user_gid) {
+      errno = 0;
+      die("switch to user %u:%u left the ids %u:%u", o->user_uid, o->user_gid, eu, eg);
+    }
     set_caps_final(0);
   } else {
     uint64_t keep = 0;
