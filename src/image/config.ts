@@ -4,6 +4,7 @@
  * labels, as a container engine would apply them.
  */
 import { InvalidInputError } from '../errors.js';
+import { DEFAULT_ID_COUNT } from '../host/subid.js';
 import type { RuntimeConfig } from '../layer/env.js';
 import type { ImageConfig } from './oci-schema.js';
 
@@ -12,50 +13,62 @@ export interface IdFiles {
   group?: string;
 }
 
-function lookup(file: string | undefined, name: string, field: 2 | 3): { id: number; gid?: number } | undefined {
+/** The highest in-sandbox id: a sandbox maps 0..DEFAULT_ID_COUNT-1, and a command runs only as one of those. */
+export const MAX_IMAGE_ID = DEFAULT_ID_COUNT - 1;
+
+/** Fields of the line of an /etc/passwd or /etc/group whose field `by` (0: name, 2: id) is `key`. */
+function lookup(file: string | undefined, key: string, by: 0 | 2): string[] | undefined {
   for (const line of (file ?? '').split('\n')) {
     const f = line.split(':');
-    if (f[0] === name && f.length > field) {
-      const id = Number(f[2]);
-      const gid = Number(f[3]);
-      if (Number.isSafeInteger(id)) return Number.isSafeInteger(gid) ? { id, gid } : { id };
-    }
+    if (f[by] === key && f.length > 2) return f;
   }
   return undefined;
 }
 
-/** `USER` as podman reads it: `uid`, `uid:gid`, `name`, `name:group`; a user without a group gets its passwd group. */
-export function resolveUser(user: string, files: IdFiles): { uid: number; gid: number } {
+/**
+ * `USER` as podman reads it: `uid`, `uid:gid`, `name`, `name:group`; a user without a group gets
+ * its passwd group. Every id, given or looked up, must be one of the sandbox's (0..MAX_IMAGE_ID):
+ * past them a command could not switch to it, and (uid_t)-1 once ran it as root.
+ */
+export function resolveUser(user: string, files: IdFiles, what = 'image'): { uid: number; gid: number } {
   if (user === '') return { uid: 0, gid: 0 };
+  const bad = (message: string): InvalidInputError =>
+    new InvalidInputError(`${what} config: User ${JSON.stringify(user)}: ${message}`, 'fix the image or its USER');
+  const id = (kind: 'uid' | 'gid', text: string, from?: string): number => {
+    const n = /^\d+$/.test(text) ? Number(text) : Number.NaN;
+    if (Number.isSafeInteger(n) && n <= MAX_IMAGE_ID) return n;
+    throw new InvalidInputError(
+      `${what} config: User ${JSON.stringify(user)}: ${kind} ${text}${from === undefined ? '' : ` (from the image's ${from})`} ` +
+        `is outside the sandbox's ids 0..${MAX_IMAGE_ID}`,
+      `a sandbox maps in-sandbox ids 0..${MAX_IMAGE_ID} only: rebuild the image with a USER (and its /etc/passwd) in that range`,
+    );
+  };
   const [u, g] = user.split(':', 2) as [string, string | undefined];
   let uid: number;
   let gid: number | undefined;
   if (/^\d+$/.test(u)) {
-    uid = Number(u);
-    const byId = (files.passwd ?? '')
-      .split('\n')
-      .map((l) => l.split(':'))
-      .find((f) => f[2] === u);
-    if (byId !== undefined && /^\d+$/.test(byId[3] ?? '')) gid = Number(byId[3]);
+    uid = id('uid', u);
+    const byId = lookup(files.passwd, u, 2);
+    if (byId !== undefined && /^\d+$/.test(byId[3] ?? '')) gid = id('gid', byId[3]!, '/etc/passwd');
   } else {
-    const p = lookup(files.passwd, u, 2);
-    if (p === undefined) throw new InvalidInputError(`image config: user ${JSON.stringify(u)} is not in the image's /etc/passwd`, 'fix the image or its USER');
-    uid = p.id;
-    gid = p.gid;
+    const p = lookup(files.passwd, u, 0);
+    if (p === undefined) throw bad(`user ${JSON.stringify(u)} is not in the image's /etc/passwd`);
+    uid = id('uid', p[2] ?? '', '/etc/passwd');
+    if (/^\d+$/.test(p[3] ?? '')) gid = id('gid', p[3]!, '/etc/passwd');
   }
   if (g !== undefined && g !== '') {
-    if (/^\d+$/.test(g)) gid = Number(g);
+    if (/^\d+$/.test(g)) gid = id('gid', g);
     else {
-      const gr = lookup(files.group, g, 2);
-      if (gr === undefined)
-        throw new InvalidInputError(`image config: group ${JSON.stringify(g)} is not in the image's /etc/group`, 'fix the image or its USER');
-      gid = gr.id;
+      const gr = lookup(files.group, g, 0);
+      if (gr === undefined) throw bad(`group ${JSON.stringify(g)} is not in the image's /etc/group`);
+      gid = id('gid', gr[2] ?? '', '/etc/group');
     }
   }
   return { uid, gid: gid ?? 0 };
 }
 
-export function runtimeFromImage(cfg: ImageConfig, files: IdFiles): Partial<RuntimeConfig> {
+/** `what`: the image as the user named it, for messages. */
+export function runtimeFromImage(cfg: ImageConfig, files: IdFiles, what = 'image'): Partial<RuntimeConfig> {
   const c = cfg.config ?? {};
   const env: Record<string, string> = {};
   for (const kv of c.Env ?? []) {
@@ -67,7 +80,7 @@ export function runtimeFromImage(cfg: ImageConfig, files: IdFiles): Partial<Runt
     workdir: c.WorkingDir !== undefined && c.WorkingDir !== null && c.WorkingDir.startsWith('/') ? c.WorkingDir : '/',
     labels: c.Labels ?? {},
   };
-  out.user = resolveUser(c.User ?? '', files);
+  out.user = resolveUser(c.User ?? '', files, what);
   if (c.Entrypoint !== undefined && c.Entrypoint !== null) out.entrypoint = c.Entrypoint;
   if (c.Cmd !== undefined && c.Cmd !== null) out.cmd = c.Cmd;
   return out;

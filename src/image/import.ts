@@ -172,7 +172,9 @@ export async function importImage(reg: Registry, store: StorePaths, text: string
   const env: EnvConfig = {
     mediaType: ENV_MEDIA_TYPE,
     layers: done.map((d) => d.layer),
-    config: RuntimeConfigSchema.parse(runtimeFromImage(img.config, { ...(passwd === undefined ? {} : { passwd }), ...(group === undefined ? {} : { group }) })),
+    config: RuntimeConfigSchema.parse(
+      runtimeFromImage(img.config, { ...(passwd === undefined ? {} : { passwd }), ...(group === undefined ? {} : { group }) }, text),
+    ),
     image: { ...base, layers: done.map((d) => d.info) },
   };
   // reused layers were found earlier; a registry gc may have removed their packs since
