@@ -471,7 +471,7 @@ static void path_meta(const char *path, const struct meta *m, int is_symlink) {
   if (lchown(path, m->uid, m->gid) != 0) fail("chown", path);
   if (!is_symlink && chmod(path, m->mode) != 0) fail("chmod", path);
   for (long i = 0; i < m->nx; i++)
-    if (lsetxattr(path, m->names[i], m->vals[i], m->lens[i], 0) != 0) fail("setxattr", path);
+    if (lsetxattr(path, m->names[i], m->vals[i], m->lens[i], 0) != 0) fail_xattr(path, m->names[i], m->lens[i]);
   if (utimensat(AT_FDCWD, path, m->ts, AT_SYMLINK_NOFOLLOW) != 0) fail("utimensat", path);
 }
 
@@ -615,7 +615,7 @@ static void place_file(struct lay *l, const struct entry *e, const char *path) {
 static void set_xattr(const char *path, const char *ns, const char *what, const char *value) {
   char name[64];
   snprintf(name, sizeof name, "%s.overlay.%s", ns, what);
-  if (lsetxattr(path, name, value, strlen(value), 0) != 0) fail("setxattr", path);
+  if (lsetxattr(path, name, value, strlen(value), 0) != 0) fail_xattr(path, name, strlen(value));
 }
 
 static void read_digests(struct kmap *set, const char *hexes) {

@@ -107,6 +107,15 @@ static void fail(const char *op, const char *path) {
   quit();
 }
 
+/*
+ * An attribute the file system refused names itself and its size (tab-separated, for fsmeta.ts):
+ * ext4 answers one too large for its block with ENOSPC, which is not a full disk.
+ */
+static void fail_xattr(const char *path, const char *name, size_t len) {
+  fprintf(stderr, "fsmeta: setxattr %s\t%s\t%zu: %s\n", path, name, len, strerror(errno));
+  quit();
+}
+
 static void *xmalloc(size_t n) {
   void *p = malloc(n);
   if (!p) { fprintf(stderr, "fsmeta: out of memory\n"); quit(); }
@@ -278,7 +287,7 @@ static void set_meta(int fd, const struct meta *m, const char *path, int chmod_n
   if (!m->own && fchown(fd, m->uid, m->gid) != 0) fail("chown", path);
   if (chmod_needed && fchmod(fd, m->mode) != 0) fail("chmod", path);
   for (long i = 0; i < m->nx; i++)
-    if (fsetxattr(fd, m->names[i], m->vals[i], m->lens[i], 0) != 0) fail("setxattr", path);
+    if (fsetxattr(fd, m->names[i], m->vals[i], m->lens[i], 0) != 0) fail_xattr(path, m->names[i], m->lens[i]);
   if (futimens(fd, m->ts) != 0) fail("utimensat", path);
 }
 
@@ -1020,7 +1029,7 @@ int main(int argc, char **argv) {
       char *name_copy = strdup(name);
       size_t len;
       unsigned char *val = unhex(arg(in), &len);
-      if (lsetxattr(path, name_copy, val, len, 0) != 0) fail("setxattr", path);
+      if (lsetxattr(path, name_copy, val, len, 0) != 0) fail_xattr(path, name_copy, len);
       free(val);
       free(name_copy);
       break;

@@ -32,6 +32,7 @@ import type { LayerRef, PackRef } from '../layer/env.js';
 import { canonicalJson } from '../cas/canonical-json.js';
 import { MANIFEST_HEADER, type Entry, type FileEntry } from '../layer/manifest.js';
 import { checkRelativePath, encodePath } from '../layer/path.js';
+import { xattrsTooLarge } from '../layer/xattr-room.js';
 import { parsePackIndex } from '../pack/pack-index.js';
 import { publishPacks } from '../pack/publish.js';
 import { FRAME_TARGET_BYTES } from '../pack/settings.js';
@@ -265,6 +266,14 @@ export async function convertLayer(reg: Registry, chunks: AsyncIterable<Buffer>,
       if (h.uid > MAX_ID || h.gid > MAX_ID) throw new InvalidInputError(`${opts.what}: ${JSON.stringify(n.path)} has an owner beyond 2^32-1`);
       const common = { path: n.path, mode: h.mode, uid: h.uid, gid: h.gid, mtime: h.mtimeNs.toString() };
       const xattrs = xattrsOf(h);
+      if (xattrs !== undefined) {
+        const why = xattrsTooLarge(Object.entries(xattrs).map(([k, v]) => [k, Buffer.byteLength(v, 'base64')]));
+        if (why !== undefined)
+          throw new InvalidInputError(
+            `${opts.what}: ${JSON.stringify(n.path)}: ${why}`,
+            'a pull could not lay it out on ext4: rebuild the image without the attribute (setfattr -x NAME) or with a smaller one',
+          );
+      }
       const withX = xattrs === undefined ? common : { ...common, xattrs };
       if (h.type === 'hardlink') {
         for await (const _ of body()) void _;

@@ -6,11 +6,13 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { openSync } from 'node:fs';
 import { Socket } from 'node:net';
 import type { Writable } from 'node:stream';
+import { isAbsolute, join } from 'node:path';
 import { type Digest, digestHex } from '../cas/digest.js';
 import { DigestMismatchError, InvalidInputError, MinisandboxError, NotFoundError, UnsafePathError } from '../errors.js';
 import { CorruptPackError } from '../pack/errors.js';
 import { nameSome, type FrameRef } from '../pack/frame-extract.js';
 import type { PackIndexEntry } from '../pack/pack-index.js';
+import { XATTR_ROOM } from '../layer/xattr-room.js';
 import { type NativeFeature, nativeHelperWith } from '../util/native.js';
 import { DIRECT_OWNERS, type Owners, chownIds, commandAs, keepsXattr } from './owners.js';
 
@@ -119,6 +121,8 @@ export class FsmetaStream {
 
   private constructor(
     private readonly child: ChildProcess,
+    /** The directory relative paths are resolved against (named in errors). */
+    private readonly cwd: string,
     /** Where records go: a pipe of the helper's own (see native/fsmeta.c --pipe), or its stdin. */
     private readonly input: Writable,
     private readonly owners: Owners,
@@ -154,9 +158,9 @@ export class FsmetaStream {
       child.kill('SIGKILL');
       const [pcmd, ...pargs] = await commandAs(owners, [helper, cwd]);
       const plain = spawn(pcmd!, pargs, { stdio: ['pipe', 'ignore', 'pipe'] });
-      return new FsmetaStream(plain, plain.stdin!, owners, has);
+      return new FsmetaStream(plain, cwd, plain.stdin!, owners, has);
     }
-    const stream = new FsmetaStream(child, input, owners, has);
+    const stream = new FsmetaStream(child, cwd, input, owners, has);
     stream.field('H');
     stream.field('');
     // at once: the helper holds the write end of its pipe until it reads this (see native/fsmeta.c)
@@ -423,8 +427,26 @@ export class FsmetaStream {
     if (sent !== undefined) return frameFailure(sent, bad![2]!);
     const manifest = /^fsmeta: manifest: (invalid|unsafe|missing)\t(.*)$/m.exec(err);
     if (manifest !== null) return manifestFailure(this.manifestLabel ?? 'manifest', manifest[1]!, manifest[2]!);
+    const xattr = /^fsmeta: setxattr (.*)\t([^\t]*)\t(\d+): (.*)$/m.exec(err);
+    if (xattr !== null) return xattrFailure(this.cwd, xattr[1]!, xattr[2]!, Number(xattr[3]), xattr[4]!);
     return new MinisandboxError('FS_METADATA', err, { hint: 'check free space and permissions of the store directory' });
   }
+}
+
+/**
+ * An attribute the store's file system refused. ext4 answers one larger than its attribute block
+ * with ENOSPC (E2BIG or ERANGE elsewhere), which "check free space" misreported as a full disk.
+ */
+function xattrFailure(cwd: string, path: string, name: string, bytes: number, why: string): MinisandboxError {
+  const where = isAbsolute(path) ? path : join(cwd, path);
+  const size = /No space left|Argument list too long|out of range/i.test(why);
+  return new MinisandboxError('FS_METADATA', `the store's file system did not take extended attribute ${name} (${bytes} bytes) of ${where}: ${why}`, {
+    hint: size
+      ? `ext4 keeps all of a file's attributes in one block (4 KiB by default; imports refuse more than ${XATTR_ROOM} bytes of them): ` +
+        'keep the store on a file system that takes larger ones (xfs, btrfs, tmpfs) or rebuild the layer without the attribute; ' +
+        'if the disk is full, free space'
+      : "check that the store's file system supports extended attributes in this namespace",
+  });
 }
 
 /** The helper's report on a frame, as the error node's own decoding would have thrown. */
