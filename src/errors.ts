@@ -47,6 +47,8 @@ export const ErrorCode = {
   PACK_WRITER_CLOSED: 'PACK_WRITER_CLOSED',
   PACK_WRITER_BUSY: 'PACK_WRITER_BUSY',
   COMPRESS_FAILED: 'COMPRESS_FAILED',
+  /** A local write failed for its disk: full (ENOSPC), over quota (EDQUOT) or failing (EIO); the message names the path. */
+  LOCAL_DISK: 'LOCAL_DISK',
   /** A container registry wants credentials it was not given (or refused them). */
   AUTH_REQUIRED: 'AUTH_REQUIRED',
   /** A container registry answered with an error. */

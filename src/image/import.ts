@@ -8,6 +8,7 @@ import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Digest } from '../cas/digest.js';
 import { NotFoundError } from '../errors.js';
+import { asDiskError } from '../util/disk-error.js';
 import { ENV_MEDIA_TYPE, type EnvConfig, EnvConfigSchema, type ImageLayerInfo, type LayerRef, RuntimeConfigSchema } from '../layer/env.js';
 import { putJsonBlob, readJsonBlob } from '../registry/blobs.js';
 import type { Registry } from '../registry/registry.js';
@@ -130,6 +131,9 @@ export async function importImage(reg: Registry, store: StorePaths, text: string
       const files = { ...(r.passwd === undefined ? {} : { passwd: r.passwd }), ...(r.group === undefined ? {} : { group: r.group }) };
       await recordDiffId(reg, r.layer, info, files);
       return { layer: r.layer, info, converted: true, ...files };
+    } catch (e) {
+      // a full disk under the work dir is the store's (the registry names its own)
+      throw asDiskError(e, "the store's", work);
     } finally {
       await rm(work, { recursive: true, force: true });
     }

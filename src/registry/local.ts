@@ -10,6 +10,7 @@ import { join, resolve } from 'node:path';
 import type { Readable } from 'node:stream';
 import { type Digest, DigestSchema, digestHex, parseDigest } from '../cas/digest.js';
 import { NotFoundError } from '../errors.js';
+import { asDiskError, namingDisk } from '../util/disk-error.js';
 import { isErrno, readdirOrEmpty } from '../util/fs.js';
 import { randomHex } from '../util/lazy-crypto.js';
 import { BLOB_REFRESH_AFTER_MS, type BlobStat, type RefEntry, type Registry } from './registry.js';
@@ -40,14 +41,14 @@ export class LocalRegistry implements Registry {
 
   /** Writes via a temporary name and renames; the rename is the commit point. */
   private async writeAtomic(dest: string, data: Buffer | string, mode = 0o444): Promise<void> {
-    const tmp = await this.tmpPath();
+    const tmp = await namingDisk("the registry's", this.root, () => this.tmpPath());
     try {
       await writeFile(tmp, data, { mode });
       await mkdir(join(dest, '..'), { recursive: true });
       await rename(tmp, dest);
     } catch (e) {
       await rm(tmp, { force: true });
-      throw e;
+      throw asDiskError(e, "the registry's", tmp);
     }
   }
 
@@ -129,6 +130,11 @@ export class LocalRegistry implements Registry {
   }
 
   async putBlobFile(digest: Digest, path: string): Promise<void> {
+    // a full disk here is the registry's, named as such (a caller's own writes are the store's)
+    return namingDisk("the registry's", this.root, () => this.placeBlobFile(digest, path));
+  }
+
+  private async placeBlobFile(digest: Digest, path: string): Promise<void> {
     const dest = this.blobPath(digest);
     if (await this.present(digest)) return;
     await mkdir(join(dest, '..'), { recursive: true });
@@ -149,7 +155,7 @@ export class LocalRegistry implements Registry {
       await rename(tmp, dest);
     } catch (e) {
       await rm(tmp, { force: true });
-      throw e;
+      throw asDiskError(e, "the registry's", tmp);
     }
   }
 

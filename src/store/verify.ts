@@ -15,6 +15,7 @@ import { envClosure } from '../registry/closure.js';
 import type { Registry } from '../registry/registry.js';
 import type { LayerRef } from '../layer/env.js';
 import { decompressVerified, MAX_MANIFEST_BYTES } from './zstdfile.js';
+import { asDiskError, diskErrno, namingDisk } from '../util/disk-error.js';
 import { isErrno, readdirOrEmpty as list } from '../util/fs.js';
 import { DIRECT_OWNERS, type Owners, inUserNamespace, sha256FilesAs } from './owners.js';
 import type { StorePaths } from './paths.js';
@@ -75,13 +76,15 @@ export async function verifyRegistry(reg: Registry, scratchDir: string, onProgre
       continue;
     }
     onProgress?.(`pack ${p.pack}`);
-    const dir = await mkdtemp(join(scratchDir, 'verify-'));
+    const dir = await namingDisk("the store's", scratchDir, () => mkdtemp(join(scratchDir, 'verify-')));
     try {
       const index = parsePackIndex(await reg.getBlob(p.index), p.index);
       // Decompressing every object and checking its digest is the only way to trust a pack.
       await fetchObjects(reg, p.pack, index.entries, dir, { concurrency: 2 });
       objects += index.entries.length;
     } catch (e) {
+      const disk = scratchDiskFailure(e, dir);
+      if (disk !== undefined) throw disk;
       problems.push({ kind: 'bad-pack', subject: p.pack, detail: errorMessage(e) });
     } finally {
       await rm(dir, { recursive: true, force: true });
@@ -117,6 +120,20 @@ export async function verifyRegistry(reg: Registry, scratchDir: string, onProgre
 }
 
 /**
+ * A failure of the store's disk while verify decoded into its scratch dir (under the store): no
+ * fault of the registry's pack or manifest, and every later one would fail alike, so verify stops
+ * and says so. ENOSPC and EDQUOT come only from writes, which go to the scratch dir; an EIO only
+ * counts when node names a path there (one reading the registry is that pack's problem).
+ */
+function scratchDiskFailure(e: unknown, dir: string): unknown {
+  const errno = diskErrno(e);
+  if (errno === undefined) return undefined;
+  const path = (e as { path?: unknown }).path;
+  if (errno === 'EIO' && !(typeof path === 'string' && path.startsWith(dir))) return undefined;
+  return asDiskError(e, "the store's", dir);
+}
+
+/**
  * What a pull of the layer would refuse or misreport, found without laying it out: a manifest
  * that does not decode to its digest or does not parse, objects that none of the layer's packs
  * holds, objects whose size differs from the manifest's, and counts in the environment config
@@ -132,7 +149,7 @@ async function checkLayer(
   if (!present.has(layer.manifest)) return []; // reported as a dangling ref
   const problems: Problem[] = [];
   const subject = `layer ${layer.digest}`;
-  const dir = await mkdtemp(join(scratchDir, 'verify-'));
+  const dir = await namingDisk("the store's", scratchDir, () => mkdtemp(join(scratchDir, 'verify-')));
   const sizes = new Map<Digest, number>();
   const counted = { entries: 0, size: 0 };
   try {
@@ -152,6 +169,8 @@ async function checkLayer(
         });
     }
   } catch (e) {
+    const disk = scratchDiskFailure(e, dir);
+    if (disk !== undefined) throw disk;
     problems.push({ kind: 'bad-manifest', subject, detail: errorMessage(e) });
     return problems;
   } finally {
