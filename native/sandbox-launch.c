@@ -122,6 +122,8 @@ struct opts {
   unsigned long uid_start, uid_count, gid_start, gid_count;
   const char *upper, *merged, *lower, *tmpfs_size, *hostname, *workdir;
   int from_tar_fd, info_fd, net_none, volatile_upper, idmap_lowers;
+  /* How many of the top lower dirs are the sandbox's own earlier writes (a fork's frozen copies). */
+  unsigned long own_lowers;
   /* userns: also map the caller's own ids, at COUNT */
   int map_self;
   uid_t self_uid;
@@ -244,6 +246,7 @@ static void parse_args(struct opts *o, int argc, char **argv) {
     else if (strcmp(a, "--tmpfs-size") == 0) o->tmpfs_size = v;
     else if (strcmp(a, "--volatile") == 0) o->volatile_upper = strcmp(v, "1") == 0;
     else if (strcmp(a, "--idmap-lowers") == 0) o->idmap_lowers = strcmp(v, "1") == 0;
+    else if (strcmp(a, "--own-lowers") == 0) o->own_lowers = parse_ul(v, a);
     else if (strcmp(a, "--from-tar-fd") == 0) o->from_tar_fd = (int)parse_ul(v, a);
     else if (strcmp(a, "--info-fd") == 0) o->info_fd = (int)parse_ul(v, a);
     else if (strcmp(a, "--net") == 0) {
@@ -916,6 +919,74 @@ static void work_from_sandbox_dir(struct opts *o) {
 }
 
 /*
+ * What a container runtime gives every container (Docker's "init layer", podman's run dir):
+ * /etc/hosts naming localhost (v4 and v6) and the sandbox's hostname, /etc/hostname, and with the
+ * host's network the host's /etc/resolv.conf (its nameservers are reachable: the network is
+ * shared). A debootstrap base has no /etc/hosts, and without one `localhost` does not resolve:
+ * servers that tests start on it fail. The files live in a directory of the sandbox's own beside
+ * its upper (<upper>/e, in the upper's tmpfs when it has one), made by the sandbox's root, so they
+ * are its root's in every id mapping, and stacked as the top lower dir: a command sees them over
+ * whatever the layers hold, as in a container, and they are never part of the upper (diff,
+ * snapshot, fork), unless a command edits one, which then writes its own copy as with any file.
+ */
+static void put_file(const char *dir, const char *name, const char *text, size_t len) {
+  char p[4096];
+  xsnprintf(p, sizeof p, "%s/%s", dir, name);
+  int fd = open(p, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd < 0 || fchmod(fd, 0644) < 0) die("create %s", p);
+  write_all(fd, text, len);
+  close(fd);
+}
+
+/* Up to cap - 1 bytes of a host file (NUL-terminated); 0 when it cannot be read. */
+static size_t read_host_file(const char *path, char *buf, size_t cap) {
+  size_t len = 0;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    ssize_t n;
+    while (len < cap - 1 && ((n = read(fd, buf + len, cap - 1 - len)) > 0 || (n < 0 && errno == EINTR)))
+      if (n > 0) len += (size_t)n;
+    close(fd);
+  }
+  buf[len] = '\0';
+  return len;
+}
+
+static void make_etc_layer(const struct opts *o, const char *dir) {
+  char etc[4096];
+  xsnprintf(etc, sizeof etc, "%s/etc", dir);
+  if ((mkdir(dir, 0755) < 0 && errno != EEXIST) || chmod(dir, 0755) < 0) die("mkdir %s", dir);
+  if (mkdir(etc, 0755) < 0 || chmod(etc, 0755) < 0) die("mkdir %s", etc);
+  const char *name = o->hostname != NULL && o->hostname[0] != '\0' ? o->hostname : "localhost";
+  static char hosts[65536 + 1024], host[65536];
+  int n = snprintf(hosts, sizeof hosts,
+                   "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
+                   "fe00::0\tip6-localnet\nff00::0\tip6-mcastprefix\nff02::1\tip6-allnodes\n"
+                   "ff02::2\tip6-allrouters\n127.0.1.1\t%s\n",
+                   name);
+  if (n < 0 || (size_t)n >= 1024) usage("--hostname");
+  size_t len = (size_t)n;
+  if (!o->net_none) {
+    /* The host's names too, as with podman's host network: they resolve the same way there. */
+    size_t h = read_host_file("/etc/hosts", host, sizeof host);
+    if (h > 0) {
+      len += (size_t)snprintf(hosts + len, sizeof hosts - len, "# the host's /etc/hosts\n");
+      memcpy(hosts + len, host, h);
+      len += h;
+      if (host[h - 1] != '\n') hosts[len++] = '\n';
+    }
+  }
+  put_file(etc, "hosts", hosts, len);
+  char line[1024];
+  n = snprintf(line, sizeof line, "%s\n", name);
+  put_file(etc, "hostname", line, (size_t)n);
+  if (!o->net_none) {
+    size_t r = read_host_file("/etc/resolv.conf", host, sizeof host);
+    if (r > 0) put_file(etc, "resolv.conf", host, r);
+  }
+}
+
+/*
  * The holder's steps up to its init: cgroups and rlimits (all but RLIMIT_NPROC, see holderArgs in
  * commands.ts), the user namespace, a private mount namespace with the upper and the overlay root,
  * and a new pid namespace for the next child (the init).
@@ -952,7 +1023,19 @@ static void holder_setup(struct opts *o) {
     close(idmap[1]);
     lower = idmapped;
   }
-  xsnprintf(data, sizeof data, "lowerdir=%s,upperdir=%s,workdir=%s,userxattr%s", lower, u, w, o->volatile_upper ? ",volatile" : "");
+  char e[4096], lowers[16384];
+  xsnprintf(e, sizeof e, "%s/e", o->upper);
+  make_etc_layer(o, e);
+  /* Above the environment's layers, below what the sandbox itself wrote (a fork's copies). */
+  const char *rest = lower;
+  for (unsigned long i = 0; i < o->own_lowers && rest != NULL; i++) {
+    const char *c = strchr(rest, ':');
+    if (c == NULL && i + 1 < o->own_lowers) usage("--own-lowers is more than the lower dirs");
+    rest = c == NULL ? NULL : c + 1;
+  }
+  if (rest == NULL) xsnprintf(lowers, sizeof lowers, "%s:%s", lower, e);
+  else xsnprintf(lowers, sizeof lowers, "%.*s%s:%s", (int)(rest - lower), lower, e, rest);
+  xsnprintf(data, sizeof data, "lowerdir=%s,upperdir=%s,workdir=%s,userxattr%s", lowers, u, w, o->volatile_upper ? ",volatile" : "");
   mount_or_die("msb-root", o->merged, "overlay", 0, data);
   int rootfd = open(o->merged, O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
   if (rootfd < 0) die("open %s", o->merged);

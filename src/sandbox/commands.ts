@@ -14,6 +14,7 @@
  */
 import { basename } from 'node:path';
 import type { IdMap } from '../host/subid.js';
+import { ownLowerCount } from './frozen-name.js';
 
 /** PATH for the host-side tools of the chain (newuidmap, tar, nsenter). */
 export const HOST_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
@@ -113,6 +114,7 @@ export function holderArgs(s: HolderSpec): string[] {
 /** What `holder` and `run` take to make a sandbox: limits, ids, the overlay, network, hostname. */
 function sandboxArgs(s: Omit<HolderSpec, 'launcher' | 'fromTar'>): string[] {
   const { idMap } = s;
+  const own = ownLowerCount(s.lowerDirs);
   return [
     ...rlimitArgs(s.rlimits),
     ...cgroupArgs(s.cgroupProcs),
@@ -126,6 +128,9 @@ function sandboxArgs(s: Omit<HolderSpec, 'launcher' | 'fromTar'>): string[] {
     s.mergedDir,
     '--lower',
     overlayLowerOption(s.lowerDirs),
+    // the runtime's /etc files (hosts, hostname, resolv.conf) go below a fork's copies of its
+    // parent's writes, above the environment's layers (see make_etc_layer in the launcher)
+    ...(own > 0 ? ['--own-lowers', String(own)] : []),
     ...(s.tmpfsBytes === undefined ? [] : ['--tmpfs-size', String(s.tmpfsBytes)]),
     ...(s.volatileUpper ? ['--volatile', '1'] : []),
     ...(s.idmapLowers === true ? ['--idmap-lowers', '1'] : []),

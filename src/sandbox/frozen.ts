@@ -14,6 +14,7 @@ import { promisify } from 'node:util';
 import { asSubordinateRoot } from '../host/userns.js';
 import { chownSync, mkdirSync } from 'node:fs';
 import { basename, join } from 'node:path';
+import { FROZEN_PREFIX, isFrozenLower } from './frozen-name.js';
 import type { IdMap } from '../host/subid.js';
 import { forkSourceTarCommand, HOST_PATH } from './commands.js';
 import { freezeSandbox } from './freeze.js';
@@ -21,13 +22,7 @@ import { MinisandboxError } from '../errors.js';
 import { randomHex } from '../util/lazy-crypto.js';
 import { removeTree, type SandboxState } from './state.js';
 
-export const FROZEN_PREFIX = '.fork-';
-
 const holders = new Map<string, number>();
-
-export function isFrozenLower(dir: string): boolean {
-  return basename(dir).startsWith(FROZEN_PREFIX);
-}
 
 /** Counts one more sandbox over each frozen dir among `dirs`. */
 export function retainFrozenLowers(dirs: string[]): void {
