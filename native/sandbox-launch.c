@@ -1608,8 +1608,9 @@ static void continue_sandbox(struct stopped_set *s) {
  * Ctrl-\ (QUIT: its default, a core dump of this process, would skip the teardown), TERM or HUP
  * and the --timeout-ms deadline kill it (stopped time counts), Ctrl-Z (TSTP) stops it with us
  * until we are continued (stop_sandbox), and the end is reported as the CLI reports a
- * runOnce outcome (runner.ts classifyEnding, sandbox-commands.ts): exit status 124 timeout, 137
- * killed by us or OOM, 127/126/125 a command that could not start, else the command's own, with
+ * runOnce outcome (runner.ts classifyEnding, sandbox-commands.ts): exit status 124 timeout, 128 + N
+ * ended by our signal N (130 Ctrl-C, 143 TERM), 137 OOM, 127/126/125 a command that could not
+ * start, else the command's own, with
  * "warning: command ended: STATUS" on stderr where it did not end by itself. Then the cleanup
  * steps. The waiting process is this one, not a node runtime.
  */
@@ -1647,6 +1648,7 @@ static int own_run_main(struct opts *o) {
   size_t len = 0;
   status[0] = '\0';
   pid_t init = 0;
+  /* killed: the signal that ended the run (the exit status is 128 + it, as shells and docker give) */
   int timed_out = 0, killed = 0, open_ = 1;
   struct stopped_set held = {NULL, NULL, 0, 0};
   while (open_) {
@@ -1671,8 +1673,8 @@ static int own_run_main(struct opts *o) {
           kill(getpid(), SIGSTOP);
           /* continued: fg, bg or any SIGCONT */
           continue_sandbox(&held);
-        } else {
-          killed = 1;
+        } else if (killed == 0) {
+          killed = (int)si.ssi_signo;
         }
       }
     }
@@ -1705,8 +1707,9 @@ static int own_run_main(struct opts *o) {
     code = 124;
     ended = "timeout";
   } else if (killed) {
-    code = 137;
+    code = 128 + killed;
     ended = "killed";
+    snprintf(why, sizeof why, " (SIG%s)", sigabbrev_np(killed));
   } else if (code_at == NULL) {
     int failed = ws < 0 ? 125 : shell_status(ws);
     code = failed == 126 || failed == 127 ? failed : 125;

@@ -55,7 +55,7 @@ describe('minisandbox run where node has no headers', () => {
     // not exec'd away: the CLI's pid is still the node it started as
     expect(readlinkSync(`/proc/${child.pid}/exe`)).toBe(join(work, 'headerless', 'bin', 'node'));
     child.kill('SIGTERM');
-    expect(await ended).toBe(137);
+    expect(await ended).toBe(143);
     expect(sleepRuns(marker)).toBe(false);
     expect(await readdirOrEmpty(join(store, 'sandboxes'))).toEqual([]);
     expect(await readdirOrEmpty(join(store, 'leases'))).toEqual([]);

@@ -92,7 +92,12 @@ export function registerSandboxCommands(program: Command, globals: Globals, setE
       };
       // Ctrl-C or a TERM cancels a pull or start in progress, and kills a running command
       const abort = new AbortController();
-      const stop = (): void => abort.abort(new Error('interrupted'));
+      // the exit status of a run we ended is 128 + the signal that asked (130 for Ctrl-C), as shells give
+      let stoppedBy: NodeJS.Signals | undefined;
+      const stop = (sig: NodeJS.Signals): void => {
+        stoppedBy ??= sig;
+        abort.abort(new Error('interrupted'));
+      };
       process.once('SIGINT', stop);
       process.once('SIGTERM', stop);
       const open = {
@@ -128,10 +133,11 @@ export function registerSandboxCommands(program: Command, globals: Globals, setE
         else {
           // a command that could not start already said why on its stderr (127/126 say which)
           if (outcome.status !== 'ok' && !(outcome.status === 'infra_error' && outcomeExitCode(outcome) !== 125)) {
-            ctx.out.warn(`command ended: ${outcome.status}${outcome.error ? ` (${outcome.error})` : ''}`);
+            const why = outcome.error ?? (outcome.status === 'killed' ? stoppedBy : undefined);
+            ctx.out.warn(`command ended: ${outcome.status}${why === undefined ? '' : ` (${why})`}`);
           }
         }
-        setExit(outcomeExitCode(outcome));
+        setExit(stoppedBy !== undefined && outcome.status === 'killed' ? 128 + signalNumber(stoppedBy) : outcomeExitCode(outcome));
       } finally {
         process.off('SIGINT', stop);
         process.off('SIGTERM', stop);
