@@ -28,10 +28,10 @@ const GLOBAL_WITH_VALUE = new Set(['--registry', '--store', '--progress']);
 const GLOBAL_FLAGS = new Set(['--json']);
 
 /**
- * The command word of a command line: the first argument after the global options, or undefined
+ * Where the command word of a command line is: the first argument after the global options, or -1
  * when something else comes first (help, an unknown option), for which every command is loaded.
  */
-export function commandName(argv: string[]): string | undefined {
+export function commandIndex(argv: readonly string[]): number {
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i] ?? '';
     if (GLOBAL_FLAGS.has(a)) continue;
@@ -40,9 +40,15 @@ export function commandName(argv: string[]): string | undefined {
       continue;
     }
     if (a.startsWith('--') && GLOBAL_WITH_VALUE.has(a.slice(0, a.indexOf('=')))) continue;
-    return a.startsWith('-') ? undefined : a;
+    return a.startsWith('-') ? -1 : i;
   }
-  return undefined;
+  return -1;
+}
+
+/** The command word of a command line (see commandIndex), or undefined. */
+export function commandName(argv: readonly string[]): string | undefined {
+  const i = commandIndex(argv);
+  return i < 0 ? undefined : argv[i];
 }
 
 export type CommandModule = 'build' | 'run' | 'score' | 'serve' | 'store' | 'swe-agent';
@@ -57,11 +63,11 @@ export const COMMANDS = new Map<string, CommandModule>([
   ['validate', 'score'],
   ['serve', 'serve'],
   ['swe-agent-instances', 'swe-agent'],
-  ...['import', 'export', 'pull', 'copy', 'ls', 'inspect', 'verify', 'gc', 'audit'].map((c) => [c, 'store'] as const),
+  ...['import', 'export', 'pull', 'copy', 'ls', 'inspect', 'verify', 'gc', 'audit', 'tag', 'rm'].map((c) => [c, 'store'] as const),
 ]);
 
 /** The command module a command line uses, or undefined when it names none (every module is loaded). */
-export function commandModule(argv: string[]): CommandModule | undefined {
+export function commandModule(argv: readonly string[]): CommandModule | undefined {
   const name = commandName(argv);
   return name === undefined ? undefined : COMMANDS.get(name);
 }

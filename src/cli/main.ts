@@ -13,6 +13,7 @@
 import type { Command } from 'commander';
 import type { GlobalOptions } from './context.js';
 import { asksForVersionOnly, type CommandModule, commandModule, packageVersion } from './command-line.js';
+import { applyDockerHabits } from './docker-habits.js';
 import { mark } from '../util/timing.js';
 import { restoreExtraCaEnv } from '../util/extra-ca.js';
 
@@ -69,12 +70,19 @@ async function commandModules(one: CommandModule | undefined): Promise<Register[
   return Promise.all((['store', 'run', 'build', 'score', 'serve', 'swe-agent'] as const).map((m) => COMMAND_MODULES[m]()));
 }
 
-export async function main(argv: string[]): Promise<number> {
+export async function main(given: string[]): Promise<number> {
   mark('main');
   restoreExtraCaEnv();
-  if (asksForVersionOnly(argv)) {
+  if (asksForVersionOnly(given)) {
     process.stdout.write(`${packageVersion()}\n`);
     return 0;
+  }
+  let argv: string[];
+  try {
+    argv = applyDockerHabits(given);
+  } catch (e) {
+    const { Output } = await import('./output.js');
+    return new Output(given.includes('--json')).error(e);
   }
   const module = commandModule(argv);
   // the sandbox commands are one-shot processes; a server or a build parses the same schemas often
@@ -102,7 +110,10 @@ export async function main(argv: string[]): Promise<number> {
       'auto',
     )
     // errors are one line naming the option or argument; `--help` shows the rest
-    .exitOverride();
+    .exitOverride()
+    // commander's suggestions point at merely similar commands (ps -> ls, kill -> pull); ours are
+    // typos and Docker habits only (docker-habits.ts)
+    .showSuggestionAfterError(false);
   const globals = (): GlobalOptions => program.opts<GlobalOptions>();
   const setExit = (c: number): void => {
     exitCode = c;

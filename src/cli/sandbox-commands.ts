@@ -50,6 +50,14 @@ interface RunOpts {
 }
 
 const NETWORK = ['none', 'host'] as const;
+
+function limitsOf(o: Pick<RunOpts, 'disk' | 'memory' | 'pids' | 'cpus'>): Record<string, number> {
+  const limits: Record<string, number> = { diskBytes: o.disk };
+  if (o.memory !== undefined) limits.memoryBytes = o.memory;
+  if (o.pids !== undefined) limits.pids = o.pids;
+  if (o.cpus !== undefined) limits.cpus = o.cpus;
+  return limits;
+}
 const NO_FRAMES = 'without frame decoding: pulls decode and lay out in node, more slowly; apt-get install libzstd-dev libssl-dev';
 
 export function registerSandboxCommands(program: Command, globals: Globals, setExit: (code: number) => void): void {
@@ -57,7 +65,7 @@ export function registerSandboxCommands(program: Command, globals: Globals, setE
     .command('run')
     .description("run one command in a fresh sandbox of an environment; exits with the command's exit code (124 timeout, 137 oom, 125 runtime error)")
     .argument('<ref>')
-    .argument('<cmd...>', 'command and arguments (after --)')
+    .argument('[cmd...]', "command and arguments (default: the environment's entrypoint and command, else a shell)")
     .option('--network <mode>', 'none (loopback only) or host', opt.oneOf(NETWORK), 'none')
     .option('--timeout <duration>', 'wall-clock limit for the command, e.g. 30s, 10m', opt.duration())
     .option('--memory <size>', 'memory limit, e.g. 2g', opt.size({ min: 1024 ** 2 }))
@@ -76,10 +84,7 @@ export function registerSandboxCommands(program: Command, globals: Globals, setE
       mark('run: store context');
       const { runOnce, runInPlace, reapStale } = await import('../runtime/open.js');
       mark('run: runtime loaded');
-      const limits: Record<string, number> = { diskBytes: o.disk };
-      if (o.memory !== undefined) limits.memoryBytes = o.memory;
-      if (o.pids !== undefined) limits.pids = o.pids;
-      if (o.cpus !== undefined) limits.cpus = o.cpus;
+      const limits = limitsOf(o);
       const config: Record<string, unknown> = { env: o.env };
       if (o.workdir !== undefined) config.workdir = o.workdir;
       await reapStale(ctx.store);
@@ -100,6 +105,9 @@ export function registerSandboxCommands(program: Command, globals: Globals, setE
       };
       process.once('SIGINT', stop);
       process.once('SIGTERM', stop);
+      // no command and none of the environment's own: a shell, interactive on a terminal
+      // (node:tty loads net: only asked for when it is needed)
+      const defaultCommand = cmd.length > 0 ? undefined : (await import('node:tty')).isatty(0) ? ['/bin/sh', '-i'] : ['/bin/sh'];
       const open = {
         network: o.network,
         limits,
@@ -115,7 +123,7 @@ export function registerSandboxCommands(program: Command, globals: Globals, setE
         // that execs cannot be built here, it waits for the launcher as a library caller does.
         const execve = ctx.out.json ? undefined : await (await import('../util/exec-in-place.js')).loadExecInPlace();
         // the progress line is gone before the command writes to the terminal
-        if (execve !== undefined) await runInPlace(ctx.registry, ctx.store, ref, cmd, execve, { ...open, onStart: () => ctx.out.done() });
+        if (execve !== undefined) await runInPlace(ctx.registry, ctx.store, ref, cmd, execve, { ...open, defaultCommand, onStart: () => ctx.out.done() });
         let sandbox = '';
         // The command's output streams straight to ours, its stdin is ours; --json keeps it for the record.
         const outcome = await runOnce(ctx.registry, ctx.store, ref, cmd, {
@@ -123,6 +131,7 @@ export function registerSandboxCommands(program: Command, globals: Globals, setE
           maxOutputBytes: o.maxOutput,
           stdio: ctx.out.json ? 'capture' : 'inherit',
           stdin: 'inherit',
+          defaultCommand,
           onStart: (id) => {
             sandbox = id;
             ctx.out.done();
@@ -146,24 +155,29 @@ export function registerSandboxCommands(program: Command, globals: Globals, setE
 
   program
     .command('shell')
-    .description('an interactive shell in a fresh sandbox of an environment (destroyed when the shell exits)')
+    .description('an interactive shell (or CMD) on a terminal in a fresh sandbox of an environment (destroyed when it exits); `run -it` is the same')
     .argument('<ref>')
+    .argument('[cmd...]', 'a program to run on the terminal instead of a shell')
     .option('--network <mode>', 'none (loopback only) or host', opt.oneOf(NETWORK), 'none')
     .option('--workdir <dir>', 'working directory inside the sandbox (absolute)', opt.sandboxPath())
     .addOption(option('-e, --env <K=V>', 'an environment variable (repeat for more)', opt.envPair(), { value: {}, shown: 'none' }))
-    .action(async (ref: string, o: { network: 'none' | 'host'; workdir?: string; env: Record<string, string> }) => {
+    .option('--memory <size>', 'memory limit, e.g. 2g', opt.size({ min: 1024 ** 2 }))
+    .option('--pids <n>', 'process limit', opt.int({ min: 1 }))
+    .option('--cpus <n>', 'CPU limit in cores, e.g. 0.5', opt.number({ positive: true, max: 4096 }))
+    .addOption(option('--disk <size>', 'size cap of the writable layer', opt.size({ min: 1024 ** 2 }), { value: 1024 ** 3, shown: '1g' }))
+    .action(async (ref: string, cmd: string[], o: Omit<RunOpts, 'timeout' | 'maxOutput'>) => {
       const ctx = await storeContext(globals());
       const { openSandbox, reapStale } = await import('../runtime/open.js');
       const { attach } = await import('../runtime/shell.js');
       const config: Record<string, unknown> = { env: o.env };
       if (o.workdir !== undefined) config.workdir = o.workdir;
       await reapStale(ctx.store);
-      const sb = await openSandbox(ctx.registry, ctx.store, ref, { network: o.network, config, warn: (m) => ctx.out.warn(m) });
+      const sb = await openSandbox(ctx.registry, ctx.store, ref, { network: o.network, limits: limitsOf(o), config, warn: (m) => ctx.out.warn(m) });
       ctx.out.done();
       try {
         // bash when the environment has it; a busybox or minimal root may only have sh
-        const probe = await sb.exec(['/bin/sh', '-c', 'command -v bash']);
-        setExit(await attach(sb, probe.exitCode === 0 ? ['bash', '-i'] : ['sh', '-i']));
+        const shell = async (): Promise<string[]> => ((await sb.exec(['/bin/sh', '-c', 'command -v bash'])).exitCode === 0 ? ['bash', '-i'] : ['sh', '-i']);
+        setExit(await attach(sb, cmd.length > 0 ? cmd : await shell()));
       } finally {
         await sb.destroy();
       }

@@ -294,6 +294,52 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
     });
 
   program
+    .command('tag')
+    .description('give an environment another tag: SRC is a tag or an environment digest (sha256:...), DST a new or moved tag')
+    .argument('<src>')
+    .argument('<dst>')
+    .action(async (src: string, dst: string) => {
+      const ctx = await makeContext(globals());
+      const [{ parseRefName }, { resolveEnv }, { closureOfConfig }] = await Promise.all([
+        import('../cas/ref-name.js'),
+        import('../registry/resolve-env.js'),
+        import('../registry/closure.js'),
+      ]);
+      parseRefName(dst);
+      // the environment must be whole before a tag names it (a ref is written after all it reaches)
+      const { digest, config } = await resolveEnv(ctx.registry, src);
+      for (const b of closureOfConfig(digest, config).blobs)
+        if ((await ctx.registry.statBlob(b)) === null)
+          throw new NotFoundError(`blob ${b} of environment ${digest}`, 'the environment is incomplete in this registry: push or import it again');
+      const before = await ctx.registry.getRef(dst);
+      await ctx.registry.putRef(dst, digest);
+      const moved = before !== null && before !== digest ? before : undefined;
+      ctx.out.result(
+        { tag: dst, env: digest, ...(moved === undefined ? {} : { previous: moved }) },
+        () => `${dst} -> ${digest}${moved === undefined ? '' : ` (was ${moved})`}`,
+      );
+    });
+
+  program
+    .command('rm')
+    .alias('untag')
+    .description('remove tags (the environments stay until `gc` finds nothing else reaches them)')
+    .argument('<tags...>')
+    .action(async (tags: string[]) => {
+      const ctx = await makeContext(globals());
+      const { parseRefName } = await import('../cas/ref-name.js');
+      for (const t of tags) parseRefName(t);
+      // every name checked before any is removed: a typo in the third of three removes nothing
+      const found = await Promise.all(tags.map(async (t) => ({ tag: t, env: await ctx.registry.getRef(t) })));
+      const missing = found.filter((f) => f.env === null).map((f) => f.tag);
+      if (missing.length > 0) throw new NotFoundError(`tag ${missing.join(', ')}`, 'list the tags with `minisandbox ls`; nothing was removed');
+      for (const t of tags) await ctx.registry.deleteRef(t);
+      ctx.out.result({ removed: found }, () =>
+        [...found.map((f) => `removed ${f.tag} (${f.env})`), 'run `minisandbox gc` to free what no tag reaches any more (after its grace period)'].join('\n'),
+      );
+    });
+
+  program
     .command('ls')
     .description('list refs with their environments')
     .option('--all', 'include the build cache refs (_cache/...)')

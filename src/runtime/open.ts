@@ -66,6 +66,19 @@ export async function openSandbox(reg: Registry, store: StorePaths, ref: string,
 export interface RunOnceOptions extends Omit<OpenOptions, 'prewarmReset' | 'timeoutMs'>, Omit<SandboxRunOnceOptions, 'signal'> {
   /** Told the sandbox's id once it is made (before the command runs). */
   onStart?: (sandboxId: string) => void;
+  /** Run when argv is empty and the environment names no command of its own (default `/bin/sh`). */
+  defaultCommand?: string[];
+}
+
+/**
+ * What a run with no command runs, as a container runtime does: the environment's entrypoint and
+ * command (an imported image's `Entrypoint` and `Cmd`), else `fallback`. A command that is given
+ * replaces both (see README: where it differs from a container).
+ */
+export function commandOf(argv: string[], config: { entrypoint?: string[] | undefined; cmd?: string[] | undefined }, fallback = ['/bin/sh']): string[] {
+  if (argv.length > 0) return argv;
+  const own = [...(config.entrypoint ?? []), ...(config.cmd ?? [])];
+  return own.length > 0 ? own : fallback;
 }
 
 /**
@@ -74,11 +87,11 @@ export interface RunOnceOptions extends Omit<OpenOptions, 'prewarmReset' | 'time
  * the pull, or kills the command (outcome `killed`).
  */
 export async function runOnce(reg: Registry, store: StorePaths, ref: string, argv: string[], opts: RunOnceOptions = {}): Promise<CommandOutcome> {
-  const { timeoutMs, env, workdir, user, stdio, stdin, onStart, ...open } = opts;
+  const { timeoutMs, env, workdir, user, stdio, stdin, onStart, defaultCommand, ...open } = opts;
   const { options, hooks } = await pulledSandbox(reg, store, ref, open);
   return runInFreshSandbox(
     options,
-    argv,
+    commandOf(argv, options.config ?? {}, defaultCommand),
     {
       ...runOverrides({ timeoutMs, env, workdir, user }),
       ...(open.signal === undefined ? {} : { signal: open.signal }),
@@ -123,11 +136,11 @@ export async function runInPlace(
   ref: string,
   argv: string[],
   execve: ExecInPlace,
-  opts: Omit<OpenOptions, 'prewarmReset' | 'timeoutMs'> & RunInPlaceOptions & Pick<RunOnceOptions, 'onStart'> = {},
+  opts: Omit<OpenOptions, 'prewarmReset' | 'timeoutMs'> & RunInPlaceOptions & Pick<RunOnceOptions, 'onStart' | 'defaultCommand'> = {},
 ): Promise<never> {
-  const { timeoutMs, env, workdir, user, onStart, ...open } = opts;
+  const { timeoutMs, env, workdir, user, onStart, defaultCommand, ...open } = opts;
   const { options, hooks } = await pulledSandbox(reg, store, ref, open);
-  return runInPlaceOf(options, argv, runOverrides({ timeoutMs, env, workdir, user }), execve, {
+  return runInPlaceOf(options, commandOf(argv, options.config ?? {}, defaultCommand), runOverrides({ timeoutMs, env, workdir, user }), execve, {
     ...announcingStart(hooks, onStart),
     releasedFiles: (state) => [leaseFile(store, state.id)],
   });
