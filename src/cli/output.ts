@@ -128,6 +128,18 @@ export class Output {
   }
 }
 
+/** A duration as people write it: `1h`, `90m`, `45s`, `250ms` (the largest unit that divides it). */
+export function formatDuration(ms: number): string {
+  for (const [unit, size] of [
+    ['d', 86_400_000],
+    ['h', 3_600_000],
+    ['m', 60_000],
+    ['s', 1000],
+  ] as const)
+    if (ms >= size && ms % size === 0) return `${ms / size}${unit}`;
+  return ms === 0 ? '0s' : `${ms}ms`;
+}
+
 export function formatBytes(n: number): string {
   const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
   let v = n;

@@ -6,12 +6,12 @@ import { spawn } from 'node:child_process';
 import { mkdir, open, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
-import type { Command } from 'commander';
+import { type Command, Option } from 'commander';
 import { errorMessage, InvalidInputError, MinisandboxError, NotFoundError } from '../errors.js';
 import { type Context, type GlobalOptions, checkDirOption, makeContext, storeContext } from './context.js';
 import { opt, option } from './options.js';
 import { addSelectionOptions, type SelectionFlags, selectionFrom } from './select-options.js';
-import { EXIT, formatBytes, table } from './output.js';
+import { EXIT, formatBytes, formatDuration, table } from './output.js';
 
 type Globals = () => GlobalOptions;
 
@@ -445,7 +445,7 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
         { value: 3_600_000, shown: '1h' },
       ),
     )
-    .option('--store-only', 'leave the registry alone')
+    .addOption(new Option('--store-only', 'leave the registry alone').conflicts('registryOnly'))
     .option('--registry-only', 'leave the store alone')
     .action(async (o: { dryRun?: boolean; grace: number; storeOnly?: boolean; registryOnly?: boolean }) => {
       const ctx = await storeContext(globals());
@@ -463,21 +463,33 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
         ? null
         : await gcStore(ctx.store, { graceMs, dryRun, owners: await storeOwners(), dropShifted: await shiftedLayersObsolete(ctx.store) });
       const registry = o.storeOnly ? null : await gcRegistry(ctx.registry, { graceMs, dryRun });
-      ctx.out.result({ dryRun, reapedSandboxes: reaped, store, registry }, () =>
+      const grace = formatDuration(graceMs);
+      const removing = dryRun ? 'would remove' : 'removed';
+      ctx.out.result({ dryRun, graceMs, reapedSandboxes: reaped, store, registry }, () =>
         [
           dryRun ? '(dry run: nothing removed)' : '',
           reaped > 0 ? `reclaimed ${reaped} stale sandbox(es)` : '',
           store
-            ? `store: ${store.removedLayers.length} layers, ${store.removedLinks} pooled files, ` +
-              `${store.removedObjects} staged objects, ${store.removedTmp} leftovers; ${formatBytes(store.freedBytes)}`
+            ? `store: ${removing} ${store.removedLayers.length} layers (${formatBytes(store.removedLayerBytes)} of files), ` +
+              `${store.removedLinks} pooled files, ${store.removedObjects} staged objects, ${store.removedTmp} leftovers` +
+              `${dryRun ? '' : `; ${formatBytes(store.freedBytes)} freed`}`
+            : '',
+          store
+            ? `store: kept ${store.keptLayers.reached} layers a pulled tag reaches, ${store.keptLayers.leased} leased by live sandboxes, ` +
+              `${store.keptLayers.young} younger than the grace period (${grace})`
             : '',
           registry
-            ? `registry: ${registry.removedBlobs.length} blobs (${formatBytes(registry.freedBytes)}), ` +
-              `${registry.removedPacks.length} catalog entries; ${registry.keptBlobs} blobs kept`
+            ? `registry: ${removing} ${registry.removedBlobs.length} blobs (${formatBytes(registry.freedBytes)}), ` +
+              `${registry.removedPacks.length} catalog entries`
+            : '',
+          registry
+            ? `registry: kept ${registry.kept.reachable.blobs} blobs a tag reaches (${formatBytes(registry.kept.reachable.bytes)}), ` +
+              `${registry.kept.young.blobs} younger than the grace period (${grace}: ${formatBytes(registry.kept.young.bytes)}), ` +
+              `${registry.kept.condemned.blobs} unreached and condemned (${formatBytes(registry.kept.condemned.bytes)})`
             : '',
           registry && registry.condemnedBlobs.length > 0
-            ? `registry: ${registry.condemnedBlobs.length} unreached blobs (${formatBytes(registry.condemnedBlobs.reduce((n, b) => n + b.size, 0))}) ` +
-              `condemned: a gc at least ${graceMs / 1000}s after their condemnation removes them`
+            ? `registry: condemned blobs go in a gc at least ${grace} after their condemnation (\`--grace 0\` removes unreached blobs at once; ` +
+              'only where no push is running)'
             : '',
           ...(dryRun && registry ? registry.removedBlobs.map((b) => `  would remove ${b.digest} (${formatBytes(b.size)})`) : []),
           ...(dryRun && store ? store.removedLayers.map((l) => `  would remove layer ${l}`) : []),

@@ -27,6 +27,8 @@ export interface RegistryGcResult {
   /** Catalog entries written back for packs a ref reaches again. */
   restoredPacks: Digest[];
   keptBlobs: number;
+  /** Why the kept blobs were kept, with their bytes: a ref reaches them, or they are younger than the grace period, or condemned (removed by a later gc). */
+  kept: Record<'reachable' | 'young' | 'condemned', { blobs: number; bytes: number }>;
   freedBytes: number;
 }
 
@@ -62,11 +64,17 @@ export async function gcRegistry(reg: Registry, opts: { graceMs: number; dryRun:
   const removedBlobs: RegistryGcResult['removedBlobs'] = [];
   const condemnedBlobs: RegistryGcResult['condemnedBlobs'] = [];
   let keptBlobs = 0;
+  const kept: RegistryGcResult['kept'] = { reachable: { blobs: 0, bytes: 0 }, young: { blobs: 0, bytes: 0 }, condemned: { blobs: 0, bytes: 0 } };
+  const keep = (why: keyof RegistryGcResult['kept'], size: number): void => {
+    keptBlobs++;
+    kept[why].blobs++;
+    kept[why].bytes += size;
+  };
   const present = new Set<Digest>();
   for await (const b of reg.listBlobs()) {
     present.add(b.digest);
     if (live.has(b.digest) || now - b.mtimeMs < opts.graceMs) {
-      keptBlobs++;
+      keep(live.has(b.digest) ? 'reachable' : 'young', b.size);
       continue;
     }
     const since = state.condemned[b.digest];
@@ -75,7 +83,7 @@ export async function gcRegistry(reg: Registry, opts: { graceMs: number; dryRun:
     if (opts.graceMs === 0 || now - condemnedAtMs >= opts.graceMs) {
       removedBlobs.push({ digest: b.digest, size: b.size });
     } else {
-      keptBlobs++;
+      keep('condemned', b.size);
       next.condemned[b.digest] = condemnedAtMs;
       condemnedBlobs.push({ digest: b.digest, size: b.size, condemnedAtMs });
     }
@@ -102,5 +110,5 @@ export async function gcRegistry(reg: Registry, opts: { graceMs: number; dryRun:
     await reg.putGcState(Buffer.from(`${JSON.stringify(next)}\n`));
     for (const b of removedBlobs) await reg.deleteBlob(b.digest);
   }
-  return { removedBlobs, removedPacks, condemnedBlobs, restoredPacks, keptBlobs, freedBytes: removedBlobs.reduce((s, b) => s + b.size, 0) };
+  return { removedBlobs, removedPacks, condemnedBlobs, restoredPacks, keptBlobs, kept, freedBytes: removedBlobs.reduce((s, b) => s + b.size, 0) };
 }

@@ -8,6 +8,7 @@ import { lstat, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { DigestSchema, digestHex } from '../cas/digest.js';
 import { EnvConfigSchema } from '../layer/env.js';
+import { readManifest } from '../layer/manifest-read.js';
 import { readdirOrEmpty as list } from '../util/fs.js';
 import { liveLeases } from './leases.js';
 import { DIRECT_OWNERS, type Owners, removeOwnedTree } from './owners.js';
@@ -15,11 +16,32 @@ import type { StorePaths } from './paths.js';
 
 export interface StoreGcResult {
   removedLayers: string[];
+  /**
+   * Bytes of the removed layers' files (from their manifests, counted before the removal, so a dry
+   * run says it too); content another kept layer shares stays in the pool (freedBytes is what went).
+   */
+  removedLayerBytes: number;
+  /** Layer trees kept, by why: a store ref reaches them, a live sandbox leases them, or younger than the grace period. */
+  keptLayers: Record<'reached' | 'leased' | 'young', number>;
   removedManifests: number;
   removedLinks: number;
   removedObjects: number;
   removedTmp: number;
   freedBytes: number;
+}
+
+/** Bytes of the files a laid-out layer holds (`name`: its tree's name), from its manifest; 0 without one. */
+async function layerFileBytes(store: StorePaths, name: string): Promise<number> {
+  const hex = name.split('+')[0] ?? name;
+  const d = DigestSchema.safeParse(`sha256:${hex}`);
+  if (!d.success) return 0;
+  let n = 0;
+  try {
+    for await (const e of readManifest(store.manifest(d.data), `layer ${hex}`)) if (e.type === 'file') n += e.size;
+  } catch {
+    // no manifest (a lay-out cut short): its size is unknown, not a reason to keep it
+  }
+  return n;
 }
 
 async function treeBytes(p: string): Promise<number> {
@@ -62,7 +84,16 @@ export async function gcStore(store: StorePaths, opts: { graceMs: number; dryRun
   const leased = new Set<string>();
   for (const lease of await liveLeases(store)) for (const l of lease.layers) leased.add(l);
 
-  const res: StoreGcResult = { removedLayers: [], removedManifests: 0, removedLinks: 0, removedObjects: 0, removedTmp: 0, freedBytes: 0 };
+  const res: StoreGcResult = {
+    removedLayers: [],
+    removedLayerBytes: 0,
+    keptLayers: { reached: 0, leased: 0, young: 0 },
+    removedManifests: 0,
+    removedLinks: 0,
+    removedObjects: 0,
+    removedTmp: 0,
+    freedBytes: 0,
+  };
   const remove = async (p: string): Promise<void> => {
     if (!opts.dryRun) await removeOwnedTree(owners, p);
   };
@@ -79,8 +110,13 @@ export async function gcStore(store: StorePaths, opts: { graceMs: number; dryRun
     }
     const hex = name.split('+')[0] ?? name;
     const reached = liveLayers.has(hex) && !(opts.dropShifted === true && name.includes('+'));
-    if (reached || leased.has(name) || !(await old(p))) continue;
+    const why = reached ? 'reached' : leased.has(name) ? 'leased' : !(await old(p)) ? 'young' : undefined;
+    if (why !== undefined) {
+      res.keptLayers[why]++;
+      continue;
+    }
     res.removedLayers.push(name);
+    res.removedLayerBytes += await layerFileBytes(store, name);
     await remove(p);
   }
   const keptLayerHex = new Set((await list(store.layersDir)).map((n) => n.split('+')[0] ?? n));
