@@ -89,6 +89,25 @@ describe('option values', () => {
     expect(dataset.stderr).not.toMatch(/ENOENT/);
   });
 
+  it('a ref or registry that does not exist is exit 3 for pull and copy too, with a hint that works', async () => {
+    const pull = await cli(['pull', 'cli/nope']);
+    expect(pull.code).toBe(3);
+    const nowhere = join(work, 'no-registry');
+    const all = await cli(['copy', '--from', nowhere, '--to', join(work, 'copied'), '--all']);
+    expect(all.code).toBe(3);
+    expect(all.stderr).toContain(`source registry ${nowhere} not found`);
+    const one = await cli(['copy', '--from', registry, '--to', join(work, 'copied'), 'cli/nope']);
+    expect(one.code).toBe(3);
+    expect(one.stderr).toContain(`minisandbox --registry ${registry} ls`);
+  });
+
+  it('audit --html makes the directory of its report', async () => {
+    const report = join(work, 'reports', 'today', 'audit.html');
+    const r = await cli(['audit', '--html', report]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toContain(`report written to ${report}`);
+  });
+
   it('--version prints the version alone', async () => {
     const r = await cli(['--version']);
     expect(r).toEqual({ code: 0, stdout: '0.1.0\n', stderr: '' });

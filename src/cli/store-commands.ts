@@ -4,7 +4,7 @@
  */
 import { spawn } from 'node:child_process';
 import { mkdir, open, rm, stat, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { type Command, Option } from 'commander';
 import { errorMessage, InvalidInputError, MinisandboxError, NotFoundError } from '../errors.js';
@@ -254,7 +254,8 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
               `${failed.length} failed; fetched ${formatBytes(bytes)} in ${seconds.toFixed(1)}s`,
           ].join('\n'),
       );
-      if (failed.length > 0) setExit(EXIT.failed);
+      // as `run` and `inspect` exit: 3 when what failed was only refs the registry lacks
+      if (failed.length > 0) setExit(failed.every((r) => r.code === 'NOT_FOUND') ? EXIT.notFound : EXIT.failed);
     },
   );
 
@@ -272,6 +273,9 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
         ['--to', o.to],
       ] as const)
         if (!where.startsWith('s3://')) checkDirOption(name, where);
+      // a mistyped source would copy nothing and say "copied 0 ref(s)"
+      if (!o.from.startsWith('s3://') && (await stat(o.from).catch(() => null)) === null)
+        throw new NotFoundError(`source registry ${o.from}`, 'give an existing registry directory, or s3://bucket/prefix');
       const ctx = await storeContext(globals());
       const [{ copyRefs, parseCopyRefs }, { openRegistry }] = await Promise.all([import('../registry/copy.js'), import('../registry/open.js')]);
       const summary = await copyRefs(openRegistry(o.from), openRegistry(o.to), parseCopyRefs(refs, o.all === true), {
@@ -508,7 +512,11 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
       const ctx = await makeContext(globals());
       const [{ audit }, { auditHtml }] = await Promise.all([import('../audit/audit.js'), import('../audit/html.js')]);
       const r = await audit(ctx.registry, { includeInternal: o.all === true });
-      if (o.html !== undefined) await writeFile(o.html, auditHtml(r));
+      if (o.html !== undefined) {
+        // a report path in a directory not made yet is made, as `-o dir/file` of most tools
+        await mkdir(dirname(resolve(o.html)), { recursive: true });
+        await writeFile(o.html, auditHtml(r));
+      }
       const t = r.totals;
       const pct = (x: number): string => `${(x * 100).toFixed(2)}%`;
       ctx.out.result(r, () =>

@@ -123,7 +123,8 @@ export async function copyRefs(from: Registry, to: Registry, refs: string[] | 'a
 
   for (const ref of names) {
     const env = await from.getRef(ref);
-    if (env === null) throw new NotFoundError(`ref ${ref} in ${from.url}`, 'list the source refs with `minisandbox refs`, or use --all');
+    if (env === null)
+      throw new NotFoundError(`ref ${ref} in ${from.url}`, `list the source's refs with \`minisandbox --registry ${from.url} ls\`, or use --all`);
     progress({ phase: 'closure', ref });
     const closure = await envClosure(from, env);
     const todo = [...closure.blobs].filter((d) => !blobsDone.has(d));

@@ -4,7 +4,7 @@
  * thrashing when hundreds of environments arrive together).
  */
 import type { Digest } from '../cas/digest.js';
-import { errorMessage } from '../errors.js';
+import { type ErrorCode, errorMessage, MinisandboxError } from '../errors.js';
 import { exists } from '../util/fs.js';
 import { runPool } from '../util/pool.js';
 import type { Registry } from '../registry/registry.js';
@@ -47,6 +47,8 @@ export interface PrefetchResult {
   fetchedBytes: number;
   seconds: number;
   error?: string;
+  /** The failure's code (NOT_FOUND for a ref the registry lacks), when it had one. */
+  code?: ErrorCode;
 }
 
 /** Upper bound of what pulling `ref` will fetch: the packs of its layers not yet laid out. */
@@ -91,7 +93,14 @@ export async function prefetch(
         if (held > 0) budget.release(held);
       }
     } catch (e) {
-      r = { ref, status: 'failed', fetchedBytes: 0, seconds: (performance.now() - t0) / 1000, error: errorMessage(e) };
+      r = {
+        ref,
+        status: 'failed',
+        fetchedBytes: 0,
+        seconds: (performance.now() - t0) / 1000,
+        error: errorMessage(e),
+        ...(e instanceof MinisandboxError ? { code: e.code } : {}),
+      };
     }
     results.push(r);
     opts.onResult?.(r, results.length);
