@@ -1,4 +1,7 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { getParser } from './parsers/registry.js';
 import { gradeTests, lookupStatus, namesMatchedByOtherSpelling, otherUnittestSpelling, rate, resolutionStatus } from './grading.js';
 import type { StatusMap, TestStatus } from './status.js';
 
@@ -73,5 +76,46 @@ describe('unittest names across Python versions', () => {
     );
     expect(r.FAIL_TO_PASS.failure).toEqual([old]);
     expect(namesMatchedByOtherSpelling(sm({}), { FAIL_TO_PASS: [old], PASS_TO_PASS: [] })).toEqual([]);
+  });
+});
+
+describe('multilingual logs grade by the same rules (the harness grades SWE-bench Multilingual pass-and-fail)', () => {
+  const log = (parser: string, file: string) => getParser(parser)(readFileSync(join(import.meta.dirname, 'fixtures', file), 'utf8'));
+
+  it('go: a skipped test fails FAIL_TO_PASS and keeps PASS_TO_PASS; a failed subtest fails both', () => {
+    const r = gradeTests(log('gotest', 'go-test-v.log'), {
+      FAIL_TO_PASS: ['TestAdd', 'TestSkipped', 'TestTable/with/slash_&_more'],
+      PASS_TO_PASS: ['TestTable/negative', 'TestSkipped', 'TestTable'],
+    });
+    expect(r.FAIL_TO_PASS).toEqual({ success: ['TestAdd'], failure: ['TestSkipped', 'TestTable/with/slash_&_more'] });
+    expect(r.PASS_TO_PASS).toEqual({ success: ['TestTable/negative', 'TestSkipped'], failure: ['TestTable'] });
+  });
+
+  it('rust: an ignored or should_panic test is missing from the log, so it fails either list', () => {
+    const r = gradeTests(log('cargo', 'cargo-test.log'), {
+      FAIL_TO_PASS: ['tests::adds', 'tests::panics_as_expected'],
+      PASS_TO_PASS: ['tests::slow', 'tests::nested::deep_test'],
+    });
+    expect(r.FAIL_TO_PASS.failure).toEqual(['tests::panics_as_expected']);
+    expect(r.PASS_TO_PASS).toEqual({ success: ['tests::nested::deep_test'], failure: ['tests::slow'] });
+    expect(resolutionStatus(r)).toBe('RESOLVED_NO');
+  });
+
+  it('java: a skipped maven test passes (its build succeeded); a test the log never ran fails', () => {
+    const r = gradeTests(log('maven', 'maven-per-test.log'), {
+      FAIL_TO_PASS: ['com.example.CalcTest#testIgnored'],
+      PASS_TO_PASS: ['com.example.CalcTest#testAdd', 'com.example.CalcTest#testNeverRun'],
+    });
+    expect(r.FAIL_TO_PASS.success).toEqual(['com.example.CalcTest#testIgnored']);
+    expect(r.PASS_TO_PASS.failure).toEqual(['com.example.CalcTest#testNeverRun']);
+    expect(resolutionStatus(r)).toBe('RESOLVED_NO');
+  });
+
+  it('a fully passing multilingual instance resolves', () => {
+    const r = gradeTests(log('phpunit', 'phpunit-testdox.log'), {
+      FAIL_TO_PASS: ['Support Str > Slugifies text'],
+      PASS_TO_PASS: ['None > Adds numbers', 'None > Skipped one'],
+    });
+    expect(resolutionStatus(r)).toBe('RESOLVED_FULL');
   });
 });

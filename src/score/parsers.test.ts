@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { normalizeOptionName, parsePytestLine } from './parsers/pytest.js';
-import { getParser, PARSER_NAMES, REPO_PARSERS } from './parsers/registry.js';
+import { defaultParser, getParser, PARSER_NAMES, parserLanguage, parserName, REPO_PARSERS, REPO_VERSION_PARSERS } from './parsers/registry.js';
 
 const fixture = (name: string) => readFileSync(join(import.meta.dirname, 'fixtures', name), 'utf8');
 const parse = (parser: string, file: string) => Object.fromEntries(getParser(parser)(fixture(file)));
@@ -118,6 +118,33 @@ describe('plain unittest -v parser', () => {
 });
 
 describe('parser registry', () => {
+  it('maps every harness repository, multilingual ones per version where the harness picks per instance', () => {
+    for (const byVersion of Object.values(REPO_VERSION_PARSERS)) for (const name of Object.values(byVersion)) expect(PARSER_NAMES).toContain(name);
+    expect(defaultParser('jqlang/jq', '2839')).toBe('jq');
+    expect(defaultParser('tokio-rs/axum', 'any')).toBe('cargo');
+    expect(defaultParser('immutable-js/immutable-js', '2005')).toBe('jest_json');
+    expect(defaultParser('jekyll/jekyll', '8761')).toBe('cucumber');
+    expect(defaultParser('jekyll/jekyll', '1')).toBeNull();
+    expect(defaultParser('someone/else', '1.0')).toBeNull();
+    expect(defaultParser('constructor', '1.0')).toBeNull();
+  });
+
+  it("accepts the harness's parse_log_<name> spelling of a name, and nothing else", () => {
+    expect(parserName('parse_log_gotest')).toBe('gotest');
+    expect(parserName('gotest')).toBe('gotest');
+    expect(parserName('parse_log_nose')).toBeNull();
+    expect(parserName('parse_log_')).toBeNull();
+    expect(getParser('parse_log_redis')).toBe(getParser('redis'));
+  });
+
+  it('knows which parsers read Python runners', () => {
+    expect(parserLanguage('django')).toBe('python');
+    expect(parserLanguage('unittest')).toBe('python');
+    expect(parserLanguage('jq')).toBe('c');
+    expect(parserLanguage('junit_xml')).toBe('any');
+    expect(() => parserLanguage('nose')).toThrow(/unknown log parser/);
+  });
+
   it('names every parser, maps every SWE-bench repository to a known one, and rejects unknown names with the list', () => {
     for (const name of Object.values(REPO_PARSERS)) expect(PARSER_NAMES).toContain(name);
     expect(() => getParser('nose')).toThrow(/unknown log parser "nose"[\s\S]*/);
