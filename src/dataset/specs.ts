@@ -11,8 +11,12 @@
  *                                       #   `parent` sits on the base)
  *         preInstall: [...]             # run in the checkout before install
  *         install: [...]                # e.g. an editable install
- *         testCmd: python3 -m pytest -rA
- *         logParser: pytest
+ *         testCmd: python3 -m pytest -rA  # or a list of commands, one per line (the harness's test_cmd)
+ *         logParser: pytest             # a name from score/parsers/registry.ts; when neither the
+ *                                       #   entry nor defaults names one, the harness's parser for
+ *                                       #   the repository (REPO_PARSERS), else pytest
+ *         build: [make]                 # run after the test patch is applied, before the tests
+ *                                       #   (and after install when the instance is built)
  *         evalEnv: {KEY: value}         # extra variables while scoring
  *       "2.0":
  *         image: docker://host/repo:tag # an existing container image instead of recipes: per
@@ -29,9 +33,16 @@ import { addToCatalog, type CatalogEntry, type RecipeCatalog } from '../recipe/c
 import { loadRecipe, recipeFromValue } from '../recipe/load.js';
 import { AbsolutePathSchema, CommandSchema, EnvVarsSchema } from '../recipe/schema.js';
 import { formatFieldPath, parseWith, readStructuredFile } from '../recipe/structured.js';
+// The parser names are pure data about score's parsers; checking them at load names the file and field.
+import { defaultParser, PARSER_NAMES, parserName, REPO_VERSION_PARSERS } from '../score/parsers/registry.js';
 import { RepoNameSchema } from './row.js';
 
 const RecipeRefSchema = z.union([z.string().min(1), z.record(z.string(), z.unknown())]);
+
+/** One command, or the harness's list of them (run one per line, as its eval script does). */
+const TestCmdSchema = z
+  .union([z.string().min(1, 'expected the test command'), z.array(z.string().min(1)).min(1, 'expected the test command')])
+  .transform((c) => (typeof c === 'string' ? c : c.join('\n')));
 
 export const SpecSchema = z.strictObject({
   /** Env recipe; absent when the entry names an image. */
@@ -43,8 +54,11 @@ export const SpecSchema = z.strictObject({
   preTest: z.array(CommandSchema).optional(),
   preInstall: z.array(CommandSchema).default([]),
   install: z.array(CommandSchema).default([]),
-  testCmd: z.string().min(1, 'expected the test command'),
-  logParser: z.string().min(1).default('pytest'),
+  testCmd: TestCmdSchema,
+  /** Absent: the repository's default (resolveParser). */
+  logParser: z.string().min(1).optional(),
+  /** Commands run after the test patch is applied and before the test command (the harness's `build`). */
+  build: z.array(CommandSchema).default([]),
   evalEnv: EnvVarsSchema.default({}),
   workdir: AbsolutePathSchema.default('/testbed'),
 });
@@ -59,8 +73,9 @@ const PartialSpecSchema = z.strictObject({
   preTest: z.array(CommandSchema).optional(),
   preInstall: z.array(CommandSchema).optional(),
   install: z.array(CommandSchema).optional(),
-  testCmd: z.string().min(1, 'expected the test command').optional(),
+  testCmd: TestCmdSchema.optional(),
   logParser: z.string().min(1).optional(),
+  build: z.array(CommandSchema).optional(),
   evalEnv: EnvVarsSchema.optional(),
   workdir: AbsolutePathSchema.optional(),
 });
@@ -82,7 +97,9 @@ export interface ResolvedSpec {
   preInstall: string[];
   install: string[];
   testCmd: string;
+  /** A registry name (score/parsers/registry.ts), checked at load. */
   logParser: string;
+  build: string[];
   evalEnv: Record<string, string>;
   workdir: string;
 }
@@ -118,6 +135,33 @@ async function addRecipeRef(
   return addToCatalog(catalog, source, recipeFromValue(value, source, baseDir));
 }
 
+function unknownParser(path: string, field: string, name: string): InvalidInputError {
+  return new InvalidInputError(`${path}: ${field}: unknown log parser ${JSON.stringify(name)}`, `name one of: ${PARSER_NAMES.join(', ')}`);
+}
+
+/**
+ * The entry's parser: its own or the defaults' (checked against the registry), else the harness's
+ * for the repository, else pytest. A repository the harness grades per instance has no default for
+ * a version it never graded: the specs must name one.
+ */
+function resolveParser(path: string, field: string, named: string | undefined, repo: string, version: string): string {
+  if (named !== undefined) {
+    const name = parserName(named);
+    if (name === null) throw unknownParser(path, field, named);
+    return name;
+  }
+  const dflt = defaultParser(repo, version);
+  if (dflt !== null) return dflt;
+  if (Object.hasOwn(REPO_VERSION_PARSERS, repo)) {
+    const known = Object.entries(REPO_VERSION_PARSERS[repo]!).map(([v, p]) => `${v}: ${p}`);
+    throw new InvalidInputError(
+      `${path}: ${field}: the harness picks ${repo}'s log parser per instance and has none for version ${JSON.stringify(version)}`,
+      `set logParser for this entry (the harness's: ${known.join(', ')})`,
+    );
+  }
+  return 'pytest';
+}
+
 /** Reads a specs file and every recipe it reaches; errors name the file and the field. */
 export async function loadSpecs(path: string): Promise<Specs> {
   const file = resolve(path);
@@ -128,6 +172,9 @@ export async function loadSpecs(path: string): Promise<Specs> {
     base = await addRecipeRef(catalog, raw.base, file, 'base');
     if (base.recipe.kind !== 'base') throw new InvalidInputError(`${path}: base: ${base.source} is a ${base.recipe.kind} recipe, expected kind: base`);
   }
+  if (raw.defaults.logParser !== undefined && parserName(raw.defaults.logParser) === null) {
+    throw unknownParser(path, 'defaults.logParser', raw.defaults.logParser);
+  }
   const entries = new Map<string, ResolvedSpec>();
   for (const [repo, versions] of Object.entries(raw.repos)) {
     for (const [version, partial] of Object.entries(versions)) {
@@ -137,12 +184,14 @@ export async function loadSpecs(path: string): Promise<Specs> {
       if (partial.env !== undefined && partial.image === undefined) delete merged.image;
       if (partial.image !== undefined && partial.env === undefined) delete merged.env;
       const spec = parseWith(SpecSchema, merged, `${path}: ${field}`);
+      const parserField = partial.logParser === undefined && raw.defaults.logParser !== undefined ? 'defaults.logParser' : `${field}.logParser`;
+      const logParser = resolveParser(path, parserField, spec.logParser, repo, version);
       if (spec.image !== undefined) {
         if (spec.env !== undefined)
           throw new InvalidInputError(`${path}: ${field}: both env and image given`, 'an entry either builds from an env recipe or imports an image');
         const { env: _env, image, ...rest } = spec;
         void _env;
-        entries.set(specKey(repo, version), { ...rest, image, preTest: spec.preTest ?? [], repo, version, env: '' });
+        entries.set(specKey(repo, version), { ...rest, image, logParser, preTest: spec.preTest ?? [], repo, version, env: '' });
         continue;
       }
       if (spec.env === undefined) throw new InvalidInputError(`${path}: ${field}: expected env (a recipe) or image`);
@@ -151,7 +200,7 @@ export async function loadSpecs(path: string): Promise<Specs> {
       if (env.recipe.kind !== 'env') throw new InvalidInputError(`${path}: ${field}.env: ${env.source} is a ${env.recipe.kind} recipe, expected kind: env`);
       const { image: _image, ...rest } = spec;
       void _image;
-      entries.set(specKey(repo, version), { ...rest, preTest: spec.preTest ?? [], repo, version, env: env.source });
+      entries.set(specKey(repo, version), { ...rest, logParser, preTest: spec.preTest ?? [], repo, version, env: env.source });
     }
   }
   return { file, base: base?.source ?? '', catalog, entries };
