@@ -225,7 +225,8 @@ export function planDataset(input: DatasetPlanInput): BuildPlan {
       repo: input.repoSource(row.repo),
       commit: row.base_commit,
       workdir: spec.workdir,
-      commands: [...spec.preInstall, ...spec.install],
+      // the harness's instance script: pre_install, install, then build
+      commands: [...spec.preInstall, ...spec.install, ...spec.build],
       env: {},
       shell: '/bin/sh',
     };

@@ -74,6 +74,8 @@ export function makeEvalScript({ instance, spec, patchPath, testPatchPath }: Eva
     reset,
     `git apply -v ${shellQuote(testPatchPath)}`,
     GIT_GUARD_OFF,
+    // the build sees the patched tree, before the markers as in the harness: its output is not graded
+    ...spec.build,
     `: ${shellQuote(START_TEST_OUTPUT)}`,
     testCommand(spec, instance.test_patch),
     `: ${shellQuote(END_TEST_OUTPUT)}`,

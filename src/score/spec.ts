@@ -12,12 +12,19 @@ export const EvalSpecSchema = z.object({
   parser: z.string().min(1),
   workdir: z.string().startsWith('/').default('/testbed'),
   /**
-   * `files`: the test patch's non-data files are appended (pytest and most runners);
-   * `django`: as dotted modules relative to tests/; `none`: the command names its own tests.
+   * `files`: the test patch's non-data files are appended (the harness's Python runners);
+   * `django`: as dotted modules relative to tests/; `none`: the command names its own tests (the
+   * harness appends nothing for any other language).
    */
   directives: z.enum(['none', 'files', 'django']).default('files'),
   /** Run after `cd workdir` and before anything else, e.g. activating a virtualenv (the harness's eval_commands). */
   preCommands: z.array(z.string()).default([]),
+  /**
+   * Run after the test patch is applied and before the test command, outside the test output
+   * markers: the harness's `build` (e.g. `make`, `cmake --build build`), which compiled
+   * languages need so the tests see the patched sources.
+   */
+  build: z.array(z.string()).default([]),
 });
 export type EvalSpec = z.output<typeof EvalSpecSchema>;
 export type EvalSpecInput = z.input<typeof EvalSpecSchema>;
