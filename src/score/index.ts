@@ -27,8 +27,8 @@ export { InstanceReportSchema, ReportFileSchema, RunSummarySchema, ScoreResultSc
 export type { InstanceReport, ReportFile, RunSummary, ScoreResult, ScoreStatus } from './report.js';
 export { gradeTests, resolutionStatus, TestsStatusSchema } from './grading.js';
 export type { TestsStatus } from './grading.js';
-export { getParser, PARSER_NAMES, REPO_PARSERS } from './parsers/registry.js';
-export type { LogParser } from './parsers/registry.js';
+export { defaultParser, getParser, PARSER_NAMES, parserLanguage, parserName, REPO_PARSERS, REPO_VERSION_PARSERS } from './parsers/registry.js';
+export type { LogParser, ParserLanguage } from './parsers/registry.js';
 export { TestStatusSchema } from './status.js';
 export type { StatusMap, TestStatus } from './status.js';
 export { makeEvalScript } from './eval-script.js';
