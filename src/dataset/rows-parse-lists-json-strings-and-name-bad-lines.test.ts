@@ -34,6 +34,9 @@ describe('dataset reading', () => {
     await expect(loadDataset(bad)).rejects.toThrow(`${bad}:2: not valid JSON`);
     const field = await dataset('d.jsonl', `${row({})}\n${row({ instance_id: 'x', FAIL_TO_PASS: '["a", 1]' })}\n`);
     await expect(loadDataset(field)).rejects.toThrow(`${field}:2: FAIL_TO_PASS: `);
+    // a union's "Invalid input" says what it takes
+    const number = await dataset('d.jsonl', row({ FAIL_TO_PASS: 42 }));
+    await expect(loadDataset(number)).rejects.toThrow(`${number}:1: FAIL_TO_PASS: expected array or string, received number`);
     const version = await dataset('d.jsonl', row({ version: 3.0 }));
     await expect(loadDataset(version)).rejects.toThrow(`${version}:1: version: expected string, received number`);
     const commit = await dataset('d.jsonl', row({ base_commit: 'main' }));

@@ -48,6 +48,17 @@ repos:
     expect(lookupSpec(specs, 'o/r', '2.0', 'row').logParser).toBe('django');
   });
 
+  it('takes YAML merge keys, so versions can share one entry', async () => {
+    const specs = await loadSpecs(
+      await specsDir(
+        'base: base.yaml\nx-django: &django {env: env.yaml, testCmd: ./tests/runtests.py, logParser: django}\nrepos:\n  o/r:\n' +
+          '    "3.0": *django\n    "3.1": {<<: *django, testCmd: ./tests/runtests.py --parallel 1}\n',
+      ),
+    );
+    expect(lookupSpec(specs, 'o/r', '3.0', 'row')).toMatchObject({ testCmd: './tests/runtests.py', logParser: 'django' });
+    expect(lookupSpec(specs, 'o/r', '3.1', 'row')).toMatchObject({ testCmd: './tests/runtests.py --parallel 1', logParser: 'django' });
+  });
+
   it('names the instance and what exists when a repo or version is unknown', async () => {
     const specs = await loadSpecs(await specsDir('base: base.yaml\nrepos:\n  o/r:\n    "1.0": {env: env.yaml, testCmd: t}\n'));
     expect(() => lookupSpec(specs, 'o/r', '2.0', 'd.jsonl:7')).toThrow(

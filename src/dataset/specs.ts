@@ -162,10 +162,20 @@ function resolveParser(path: string, field: string, named: string | undefined, r
   return 'pytest';
 }
 
+/**
+ * Top-level keys starting with `x-` hold what other entries share through YAML anchors and merge
+ * keys (`x-django: &django {...}`, then `"3.1": {<<: *django, testCmd: ...}`), as in compose
+ * files; they are not part of the specs.
+ */
+function withoutExtensionKeys(value: unknown): unknown {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return value;
+  return Object.fromEntries(Object.entries(value).filter(([k]) => !k.startsWith('x-')));
+}
+
 /** Reads a specs file and every recipe it reaches; errors name the file and the field. */
 export async function loadSpecs(path: string): Promise<Specs> {
   const file = resolve(path);
-  const raw = parseWith(SpecsFileSchema, await readStructuredFile(path), path, 'see recipes/demo/specs.yaml');
+  const raw = parseWith(SpecsFileSchema, withoutExtensionKeys(await readStructuredFile(path)), path, 'see recipes/demo/specs.yaml');
   const catalog: RecipeCatalog = new Map();
   let base: CatalogEntry | undefined;
   if (raw.base !== undefined) {

@@ -15,7 +15,8 @@ import { isErrno } from '../util/fs.js';
 export async function parseStructured(text: string, file: string): Promise<unknown> {
   // Loaded on first use: yaml costs ~50 ms of every CLI start, and only builds read YAML.
   const { isMap, isScalar, parseDocument, visit } = await import('yaml');
-  const doc = parseDocument(text, { prettyErrors: true, uniqueKeys: true });
+  // merge keys (`<<: *django`): hand-written specs for many versions share entries that way
+  const doc = parseDocument(text, { prettyErrors: true, uniqueKeys: true, merge: true });
   if (doc.errors.length > 0) {
     const e = doc.errors[0]!;
     const where = e.linePos?.[0] ? `:${e.linePos[0].line}:${e.linePos[0].col}` : '';
@@ -61,8 +62,27 @@ export function formatFieldPath(path: ReadonlyArray<PropertyKey>): string {
 }
 
 export function formatIssue(issue: z.core.$ZodIssue): string {
-  const msg = issue.message.replace(/^Invalid input: /, '');
-  return `${formatFieldPath(issue.path)}: ${msg}`;
+  const { path, message } = unionCause(issue);
+  return `${formatFieldPath(path)}: ${message.replace(/^Invalid input: /, '')}`;
+}
+
+/**
+ * What a union's "Invalid input" means: the branch whose type matched and what it said (a size
+ * string that is not a size), or, where no type matched, every type it takes ("expected array or
+ * string, received number", for `FAIL_TO_PASS: 42`).
+ */
+export function unionCause(issue: z.core.$ZodIssue): { path: ReadonlyArray<PropertyKey>; message: string } {
+  if (issue.code !== 'invalid_union' || issue.errors.length === 0) return { path: issue.path, message: issue.message };
+  const firsts = issue.errors.map((branch) => branch[0]).filter((i): i is z.core.$ZodIssue => i !== undefined);
+  const typeOnly = firsts.every((i) => i.code === 'invalid_type' && i.path.length === 0);
+  if (typeOnly) {
+    const expected = [...new Set(firsts.map((i) => (i as z.core.$ZodIssueInvalidType).expected))];
+    const received = /received (\w+)/.exec(firsts[0]?.message ?? '')?.[1];
+    return { path: issue.path, message: `expected ${expected.join(' or ')}${received === undefined ? '' : `, received ${received}`}` };
+  }
+  const matched = firsts.find((i) => !(i.code === 'invalid_type' && i.path.length === 0)) ?? firsts[0]!;
+  const inner = unionCause(matched);
+  return { path: [...issue.path, ...inner.path], message: inner.message };
 }
 
 /** Validates `value` against `schema`; on failure throws naming `where` (file, or file:line) and every bad field. */

@@ -5,6 +5,7 @@
 import type { FastifyReply } from 'fastify';
 import type { z } from 'zod';
 import { InvalidInputError } from '../errors.js';
+import { unionCause } from '../recipe/structured.js';
 import type { Registry } from '../registry/registry.js';
 import type { CommandOutcome } from '../sandbox/outcome.js';
 import type { StorePaths } from '../store/paths.js';
@@ -36,9 +37,9 @@ export class FieldError extends InvalidInputError {
 export function parse<S extends z.ZodType>(schema: S, value: unknown, where: string): z.output<S> {
   const r = schema.safeParse(value ?? {});
   if (r.success) return r.data;
-  const issue = r.error.issues[0]!;
+  const issue = unionCause(r.error.issues[0]!);
   const field = issue.path.map(String).join('.');
-  throw new FieldError(field, `${where}${field === '' ? '' : ` field ${field}`}: ${issue.message}`);
+  throw new FieldError(field, `${where}${field === '' ? '' : ` field ${field}`}: ${issue.message.replace(/^Invalid input: /, '')}`);
 }
 
 export function outcomeBody(o: CommandOutcome): Record<string, unknown> {
