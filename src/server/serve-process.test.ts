@@ -47,6 +47,23 @@ describe('minisandbox serve as a process', () => {
     expect(err).toContain('--token-file');
   });
 
+  it('says which port is taken and what to do when another process listens there (exit 2)', async () => {
+    const { createServer } = await import('node:net');
+    const other = createServer();
+    await new Promise<void>((r) => other.listen(0, '127.0.0.1', r));
+    const port = (other.address() as { port: number }).port;
+    try {
+      const p = serve('--listen', `127.0.0.1:${port}`);
+      let err = '';
+      p.stderr.on('data', (c: Buffer) => (err += c.toString()));
+      expect(await exitOf(p)).toBe(2);
+      expect(err).toContain(`cannot listen on 127.0.0.1:${port}: another process listens there`);
+      expect(err).not.toContain('EADDRINUSE');
+    } finally {
+      other.close();
+    }
+  });
+
   it('writes a new token to a 0600 file, and on SIGTERM destroys its sandboxes and exits 0', async () => {
     const p = serve('--listen', '127.0.0.1:0');
     const exited = exitOf(p);

@@ -18,6 +18,7 @@ import { buildApp } from './app.js';
 import { type EvalDatasetSource, loadEvalDatasets } from './eval-datasets.js';
 import { batchedLines } from './log-sink.js';
 import { DEFAULT_SANDBOX_NICE } from './sandbox-nice.js';
+import { isErrno } from '../util/fs.js';
 import { type SandboxProvider, SandboxManager } from './manager.js';
 
 export interface ServeOptions {
@@ -103,6 +104,24 @@ export interface RunningServer {
   close(): Promise<void>;
 }
 
+/** Why the server could not listen, said as what to do: a raw EADDRINUSE names neither port nor fix. */
+function listenError(e: unknown, at: { host: string; port: number }): unknown {
+  const where = `${at.host.includes(':') ? `[${at.host}]` : at.host}:${at.port}`;
+  if (isErrno(e, 'EADDRINUSE'))
+    return new InvalidInputError(
+      `cannot listen on ${where}: another process listens there`,
+      `stop it (\`ss -ltnp 'sport = :${at.port}'\` names it) or pick another --listen`,
+    );
+  if (isErrno(e, 'EADDRNOTAVAIL'))
+    return new InvalidInputError(
+      `cannot listen on ${where}: no interface of this host has that address`,
+      'listen on 127.0.0.1, 0.0.0.0 or an address of this host',
+    );
+  if (isErrno(e, 'EACCES'))
+    return new InvalidInputError(`cannot listen on ${where}: ports below 1024 need root`, 'pick a port of 1024 or more, e.g. --listen 127.0.0.1:7000');
+  return e;
+}
+
 export async function startServer(reg: Registry, store: StorePaths, o: ServeOptions, log?: (line: string) => void): Promise<RunningServer> {
   if (!isLoopback(o.listen.host) && o.tokenFile === undefined) {
     throw new MinisandboxError('USAGE', `refusing to listen on ${o.listen.host} without --token-file`, {
@@ -126,7 +145,13 @@ export async function startServer(reg: Registry, store: StorePaths, o: ServeOpti
     },
   });
   const app = buildApp(manager, { token, log: write, reg, store, evaluate: { datasets, reportsDir: resolve(o.reportsDir ?? 'logs/run_evaluation') } });
-  await app.listen({ host: o.listen.host, port: o.listen.port });
+  try {
+    await app.listen({ host: o.listen.host, port: o.listen.port });
+  } catch (e) {
+    await manager.shutdown();
+    await app.close();
+    throw listenError(e, o.listen);
+  }
   const addr = app.server.address();
   const port = typeof addr === 'object' && addr !== null ? addr.port : o.listen.port;
   const host = o.listen.host.includes(':') ? `[${o.listen.host}]` : o.listen.host;
