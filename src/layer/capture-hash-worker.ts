@@ -11,6 +11,8 @@ interface Batch {
   /** Buffers on the sending side, Uint8Arrays once cloned here: both name a file. */
   paths: Uint8Array[];
   sizes: number[];
+  /** The inode each path must still be (see hashFileSync). */
+  inos: bigint[];
 }
 
 const port = parentPort;
@@ -19,7 +21,7 @@ const buf = Buffer.allocUnsafe((workerData as { readBuf: number }).readBuf);
 port.on('message', (batch: Batch) => {
   const out = batch.paths.map((path, i) => {
     try {
-      return hashFileSync(Buffer.from(path.buffer, path.byteOffset, path.byteLength), batch.sizes[i] ?? 0, buf);
+      return hashFileSync(Buffer.from(path.buffer, path.byteOffset, path.byteLength), batch.sizes[i] ?? 0, buf, batch.inos[i]);
     } catch (e) {
       const err = e as NodeJS.ErrnoException;
       return { error: String(err?.message || e), code: err?.code };

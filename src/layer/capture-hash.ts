@@ -84,6 +84,7 @@ export class HashPool {
   private nextId = 0;
   private batchPaths: Buffer[] = [];
   private batchSizes: number[] = [];
+  private batchInos: bigint[] = [];
   private batchCbs: HashCallback[] = [];
   private batchBytes = 0;
   private readonly inlineBuf = Buffer.allocUnsafe(READ_BUF);
@@ -111,8 +112,8 @@ export class HashPool {
     }
   }
 
-  /** Queues one file; `cb` runs once its digest is known (or reading it failed). */
-  submit(path: Buffer, size: number, cb: HashCallback): void {
+  /** Queues one file (`path` an entry of a held directory, still inode `ino`); `cb` runs once its digest is known (or reading it failed). */
+  submit(path: Buffer, size: number, ino: bigint, cb: HashCallback): void {
     if (
       this.workers.length === 0 &&
       this.maxWorkers > 0 &&
@@ -125,7 +126,7 @@ export class HashPool {
       let r: HashResult | undefined;
       let err: Error | undefined;
       try {
-        r = hashFileSync(path, size, this.inlineBuf);
+        r = hashFileSync(path, size, this.inlineBuf, ino);
       } catch (e) {
         err = e as Error;
       }
@@ -134,6 +135,7 @@ export class HashPool {
     }
     this.batchPaths.push(path);
     this.batchSizes.push(size);
+    this.batchInos.push(ino);
     this.batchCbs.push(cb);
     this.batchBytes += size;
     if (this.batchPaths.length >= this.batchFiles || this.batchBytes >= this.batchMaxBytes) this.flush();
@@ -148,9 +150,10 @@ export class HashPool {
     const bytes = this.batchBytes + this.batchPaths.length * 4096; // per-file cost counts too
     this.pending.set(id, { callbacks: this.batchCbs, bytes, worker: w });
     this.load[w]! += bytes;
-    this.workers[w]!.postMessage({ id, paths: this.batchPaths, sizes: this.batchSizes });
+    this.workers[w]!.postMessage({ id, paths: this.batchPaths, sizes: this.batchSizes, inos: this.batchInos });
     this.batchPaths = [];
     this.batchSizes = [];
+    this.batchInos = [];
     this.batchCbs = [];
     this.batchBytes = 0;
   }

@@ -8,14 +8,23 @@
  * So memory is the listings of the directories on the current path, never the whole tree.
  * File hashing runs in worker threads; entries wait in a bounded window until their digests
  * are in, and leave it in canonical order.
+ *
+ * The tree may be changing under us and hostile (a live sandbox's upper: a directory swapped for a
+ * symlink to a host directory mid-walk), so no step follows a link: every name is reached relative
+ * to its directory's held fd (util/fs-at.ts), each directory opened with O_NOFOLLOW from its
+ * parent's, each file opened with O_NOFOLLOW|O_NONBLOCK and read only if it is still the regular
+ * file lstat saw; the pack writer reopens objects the same way (CapturedObject.open), and the
+ * extended attributes come from a helper that walks the same way (xattr.ts). A swapped name then
+ * reads the directory that was listed, or fails the capture; it never reads outside the tree.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { closeSync, lstatSync, openSync, readdirSync, readlinkSync, realpathSync, renameSync, rmSync, writeSync, type BigIntStats } from 'node:fs';
+import { closeSync, fstatSync, lstatSync, openSync, readdirSync, readlinkSync, realpathSync, renameSync, rmSync, writeSync, type BigIntStats } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { basename, dirname, isAbsolute, join } from 'node:path';
 import type { Digest } from '../cas/digest.js';
 import { InvalidInputError, MinisandboxError, NotFoundError } from '../errors.js';
 import { isErrno } from '../util/fs.js';
+import { fdDirPath, fdDirPrefix, openDirAt, openDirNoFollow, openFileAt } from '../util/fs-at.js';
 import { HashPool, type HashResult } from './capture-hash.js';
 import { DigestSet } from './capture-digestset.js';
 import { fastEntryLine } from './capture-line.js';
@@ -28,10 +37,15 @@ export interface CapturedObject {
   digest: Digest;
   size: number;
   /**
-   * Absolute path of one file holding these bytes (read it again to pack it). Raw bytes
-   * (a Buffer) from capture, since a string could not name a file whose name is not UTF-8.
+   * Absolute path of one file holding these bytes, for messages. Raw bytes (a Buffer) from
+   * capture, since a string could not name a file whose name is not UTF-8.
    */
   path: string | Buffer;
+  /**
+   * Opens that file again to pack it, through its held directory (never by `path`, which may
+   * lead elsewhere by now): valid until the onObject call it came with settles.
+   */
+  open: () => number;
 }
 
 export interface CaptureOptions {
@@ -78,15 +92,27 @@ export interface CaptureResult {
 const WINDOW = 2048;
 const WRITE_CHUNK = 1 << 20;
 
+/** A directory of the tree held open: its entries are reached through it. Closed when nothing uses it. */
+interface Dir {
+  fd: number;
+  /** fdDirPrefix(fd): a name appended names that entry of this directory. */
+  prefix: Buffer;
+  /** Its frame while it is walked, and each of its files until emitted. */
+  refs: number;
+}
+
 interface Item {
   entry: Entry;
   /** Absolute source path of a regular file still being hashed or to be reported. */
   abs?: Buffer;
+  /** A regular file: its name in its held directory, and the inode lstat saw. */
+  file?: { dir: Dir; at: Buffer; ino: bigint };
   ready: boolean;
   error?: Error;
 }
 
 interface Frame {
+  dir: Dir;
   abs: Buffer;
   rel: Buffer | undefined;
   items: Array<{ name: Buffer; key: Buffer; descend: boolean }>;
@@ -102,14 +128,38 @@ export async function captureLayer(root: string, opts: CaptureOptions): Promise<
     if (isErrno(e, 'ENOENT')) throw new NotFoundError(`capture: directory ${root}`, 'give the path of an existing directory tree');
     throw e;
   }
-  const rootStat = lstatSync(rootReal);
-  if (!rootStat.isDirectory()) throw new InvalidInputError(`capture: ${root} is not a directory`);
+  let rootFd: number;
+  try {
+    rootFd = openDirNoFollow(rootReal);
+  } catch (e) {
+    if (isErrno(e, 'ENOENT')) throw new NotFoundError(`capture: directory ${root}`, 'give the path of an existing directory tree');
+    if (isErrno(e, 'ENOTDIR') || isErrno(e, 'ELOOP')) throw new InvalidInputError(`capture: ${root} is not a directory`);
+    throw e;
+  }
   const idShift = opts.idShift ?? 0;
   const overlay = opts.overlayUpper ?? false;
   const warn = opts.onWarning ?? (() => undefined);
 
   const tmp = join(dirname(opts.manifestPath), `.${basename(opts.manifestPath)}.tmp-${process.pid}-${randomBytes(4).toString('hex')}`);
-  const fd = openSync(tmp, 'wx', 0o644);
+  const open = new Set<Dir>();
+  const hold = (fd: number): Dir => {
+    const d = { fd, prefix: fdDirPrefix(fd), refs: 1 };
+    open.add(d);
+    return d;
+  };
+  const release = (d: Dir): void => {
+    if (--d.refs > 0) return;
+    open.delete(d);
+    closeSync(d.fd);
+  };
+  const rootDir = hold(rootFd);
+  let fd: number;
+  try {
+    fd = openSync(tmp, 'wx', 0o644);
+  } catch (e) {
+    release(rootDir);
+    throw e;
+  }
   const hash = createHash('sha256');
   let out: string[] = [];
   let outLen = 0;
@@ -144,11 +194,13 @@ export async function captureLayer(root: string, opts: CaptureOptions): Promise<
     if (e.type === 'file') {
       res.files++;
       res.size += e.size;
+      const file = it.file!;
       if (seen.add(Buffer.from(e.digest.slice(7), 'hex'))) {
         res.objects++;
-        const r = opts.onObject?.({ digest: e.digest, size: e.size, path: it.abs! });
+        const r = opts.onObject?.({ digest: e.digest, size: e.size, path: it.abs!, open: () => openFileAt(file.at, file.ino) });
         if (r !== undefined) await r;
       }
+      release(file.dir);
     }
   };
   /** Emits every finished item at the head of the window, in order. */
@@ -174,31 +226,42 @@ export async function captureLayer(root: string, opts: CaptureOptions): Promise<
   };
 
   try {
-    xattrs = await readTreeXattrs(rootReal, dirname(opts.manifestPath));
+    if (!fstatSync(rootFd).isDirectory()) throw new InvalidInputError(`capture: ${root} is not a directory`);
+    xattrs = await readTreeXattrs(fdDirPath(rootFd), dirname(opts.manifestPath));
     writeOut(`${canonicalJson(MANIFEST_HEADER)}\n`);
     const rootBuf = Buffer.from(rootReal);
     const rootLen = rootBuf.length + 1;
-    const stack: Frame[] = [listDir(rootBuf, undefined)];
+    const stack: Frame[] = [listDir(rootDir, rootBuf, undefined)];
     let sinceYield = 0;
     while (stack.length > 0) {
       const f = stack[stack.length - 1]!;
       if (f.next >= f.items.length) {
         stack.pop();
+        release(f.dir);
         continue;
       }
       const item = f.items[f.next++]!;
       const abs = Buffer.concat([f.abs, SLASH, item.name]);
       const rel = abs.subarray(rootLen); // a view: one allocation per entry, not two
+      const at = Buffer.concat([f.dir.prefix, item.name]);
       if (item.descend) {
-        stack.push(listDir(abs, rel));
+        let dirFd: number;
+        try {
+          dirFd = openDirAt(at);
+        } catch (e) {
+          // swapped for a symlink (ENOTDIR) or removed since its parent was listed
+          throw treeChanged(encodePath(rel), e);
+        }
+        stack.push(listDir(hold(dirFd), abs, rel));
         continue;
       }
-      const it = makeItem(abs, rel, xattrs, overlay, idShift, links, warn);
+      const it = makeItem(f.dir, at, abs, rel, xattrs, overlay, idShift, links, warn);
       if (it === undefined) continue;
       queue.push(it);
+      if (it.file !== undefined) it.file.dir.refs++;
       if (!it.ready) {
         const size = it.entry.type === 'file' ? it.entry.size : 0;
-        pool.submit(abs, size, (err, r) => settle(it, err, r));
+        pool.submit(at, size, it.file!.ino, (err, r) => settle(it, err, r));
       }
       if (queue.length - head >= WINDOW) await drain(false);
       else if (++sinceYield >= 512) {
@@ -225,7 +288,9 @@ export async function captureLayer(root: string, opts: CaptureOptions): Promise<
     throw e;
   } finally {
     xattrs?.close();
+    // the workers first: a directory is closed only once nothing can read through it
     await pool.close();
+    for (const d of open) closeSync(d.fd);
   }
   return { digest: `sha256:${hash.digest('hex')}`, manifestPath: opts.manifestPath, ...res };
 }
@@ -266,13 +331,11 @@ function treeChanged(path: string, cause: unknown): Error {
   });
 }
 
-function listDir(abs: Buffer, rel: Buffer | undefined): Frame {
+/** Lists the held directory `dir` (readdir of its fd's path opens that very directory again). */
+function listDir(dir: Dir, abs: Buffer, rel: Buffer | undefined): Frame {
   let dirents;
   try {
-    // readdir follows symlinks: if the directory was swapped for one since its parent was
-    // listed, stop rather than capture whatever it points at
-    if (rel !== undefined && !lstatSync(abs).isDirectory()) throw new Error('no longer a directory');
-    dirents = readdirSync(abs, { encoding: 'buffer', withFileTypes: true });
+    dirents = readdirSync(fdDirPath(dir.fd), { encoding: 'buffer', withFileTypes: true });
   } catch (e) {
     throw treeChanged(rel === undefined ? '.' : encodePath(rel), e);
   }
@@ -283,7 +346,7 @@ function listDir(abs: Buffer, rel: Buffer | undefined): Frame {
     if (d.isDirectory()) items.push({ name, key: Buffer.concat([name, SLASH]), descend: true });
   }
   items.sort((a, b) => Buffer.compare(a.key, b.key));
-  return { abs, rel, items, next: 0 };
+  return { dir, abs, rel, items, next: 0 };
 }
 
 function shiftId(id: number, base: number, what: string, path: string): number {
@@ -299,6 +362,8 @@ function shiftId(id: number, base: number, what: string, path: string): number {
 const OVERLAY_XATTR = /^(trusted|user)\.overlay\./;
 
 function makeItem(
+  dir: Dir,
+  at: Buffer,
   abs: Buffer,
   rel: Buffer,
   tree: TreeXattrs,
@@ -310,7 +375,7 @@ function makeItem(
   const path = encodePath(rel);
   let st: BigIntStats;
   try {
-    st = lstatSync(abs, { bigint: true });
+    st = lstatSync(at, { bigint: true });
   } catch (e) {
     throw treeChanged(path, e);
   }
@@ -357,12 +422,12 @@ function makeItem(
     }
     const size = Number(st.size);
     // the digest is filled in when the hash arrives; until then the entry is not emitted
-    return { entry: { type: 'file', ...common, size, digest: PENDING }, abs, ready: false };
+    return { entry: { type: 'file', ...common, size, digest: PENDING }, abs, file: { dir, at, ino: st.ino }, ready: false };
   }
   if (st.isSymbolicLink()) {
     let target: Buffer;
     try {
-      target = readlinkSync(abs, { encoding: 'buffer' });
+      target = readlinkSync(at, { encoding: 'buffer' });
     } catch (e) {
       throw treeChanged(path, e);
     }

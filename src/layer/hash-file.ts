@@ -1,6 +1,7 @@
 /** Reading and hashing one file: the one implementation behind capture-hash.ts and its workers. */
 import { createHash, hash as oneShotHash } from 'node:crypto';
-import { closeSync, openSync, readSync } from 'node:fs';
+import { closeSync, readSync } from 'node:fs';
+import { openFileAt } from '../util/fs-at.js';
 
 export interface HashResult {
   /** 64 lowercase hex digits. */
@@ -14,9 +15,12 @@ export interface HashResult {
  * as end of file, which saves the extra read() per file that would only return 0: for small
  * files the syscalls are the cost. A file that grew since lstat is caught later anyway, by the
  * pack writer, which verifies what it reads against this digest.
+ *
+ * `path` names one entry of a held directory (util/fs-at.ts): opened without following a symlink
+ * or blocking on a FIFO, and read only if it is a regular file (the inode `ino`, when given).
  */
-export function hashFileSync(path: Buffer | string, expected: number, buf: Buffer): HashResult {
-  const fd = openSync(path, 'r');
+export function hashFileSync(path: Buffer | string, expected: number, buf: Buffer, ino?: bigint): HashResult {
+  const fd = openFileAt(path, ino);
   try {
     const first = readSync(fd, buf, 0, buf.length, null);
     if (first < buf.length && first >= expected) return { hex: oneShot(buf.subarray(0, first)), size: first };

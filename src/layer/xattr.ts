@@ -1,25 +1,26 @@
 /**
  * Extended attributes of a whole tree. Node has no xattr API, and spawning getfattr per file
- * costs milliseconds each, so one `getfattr -R` process dumps the tree; the files that have
- * attributes are streamed into an XattrSorter, which hands them to capture in canonical order
- * without holding them all in memory.
+ * costs milliseconds each, so one helper process (native/xattr-dump.c) dumps the tree in
+ * getfattr's format; the files that have attributes are streamed into an XattrSorter, which hands
+ * them to capture in canonical order without holding them all in memory. Not `getfattr -R`: it
+ * walks by whole path, so a directory swapped for a symlink mid-walk led it out of the tree; the
+ * helper walks relative to held directory fds and never follows a link (see there).
  */
 import { spawn } from 'node:child_process';
-import { HostCapabilityError, InvalidInputError } from '../errors.js';
+import { InvalidInputError } from '../errors.js';
+import { nativeHelper } from '../util/native.js';
 import { XattrSorter, type TreeXattrs, type Xattrs } from './xattr-sorted.js';
 
 export type { TreeXattrs, Xattrs } from './xattr-sorted.js';
 
 /**
  * Dumps every attribute in every namespace the caller may read (as root: trusted.* and
- * security.* too). `-h` reads symlinks' own attributes (without it getfattr fails on dangling
- * ones), `-P` never walks through a symlinked directory. The root's own attributes are not
- * included. A large set is sorted in a file under `spillDir`, removed by `close()`.
+ * security.* too), symlinks' own included. The root's own attributes are not included. `root` is
+ * opened as given (capture passes its held fd's /proc path). A large set is sorted in a file under
+ * `spillDir`, removed by `close()`.
  */
 export async function readTreeXattrs(root: string, spillDir: string): Promise<TreeXattrs> {
-  const child = spawn('getfattr', ['-R', '-h', '-P', '-d', '-m', '-', '-e', 'base64', '--absolute-names', '--', root], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const child = spawn(await nativeHelper('xattr-dump'), [root], { stdio: ['ignore', 'pipe', 'pipe'] });
   const sorter = new XattrSorter(spillDir);
   const parser = new GetfattrParser(root, (path, attrs) => sorter.add(path, attrs));
   let stderr = '';
@@ -28,13 +29,7 @@ export async function readTreeXattrs(root: string, spillDir: string): Promise<Tr
     if (stderr.length < 4096) stderr += d;
   });
   const exited = new Promise<number | null>((resolve, reject) => {
-    child.on('error', (e) => {
-      reject(
-        (e as NodeJS.ErrnoException).code === 'ENOENT'
-          ? new HostCapabilityError('getfattr not found: capture needs it to read extended attributes', 'install the Debian package `attr`')
-          : e,
-      );
-    });
+    child.on('error', reject);
     child.on('close', (code) => resolve(code));
   });
   try {
@@ -53,7 +48,7 @@ export async function readTreeXattrs(root: string, spillDir: string): Promise<Tr
     }
     if (code !== 0)
       throw new InvalidInputError(
-        `getfattr -R ${root} failed (exit ${code}): ${stderr.trim().slice(0, 500)}`,
+        `reading the extended attributes under ${root} failed (exit ${code}): ${stderr.trim().slice(0, 500)}`,
         'check that the tree is readable and unchanged during capture',
       );
   } catch (e) {

@@ -10,10 +10,11 @@
  * whatever the object sizes.
  */
 import { createHash, randomBytes, type Hash } from 'node:crypto';
-import { closeSync, openSync, readSync } from 'node:fs';
+import { closeSync, openSync, read, readSync } from 'node:fs';
 import { open, rename, rm, type FileHandle } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { digestHex, type Digest } from '../cas/digest.js';
 import { DigestMismatchError, InvalidInputError, MinisandboxError } from '../errors.js';
 import { Compressors } from './compressors.js';
@@ -28,8 +29,30 @@ import { objectHeader, padding } from './tar-header.js';
 export interface PackSource {
   digest: Digest;
   size: number;
-  /** Local file holding the object's bytes. */
+  /** Local file holding the object's bytes (named in errors; opened by path only without `open`). */
   path: string | Buffer;
+  /**
+   * Opens the object's file for reading, where a path could lead elsewhere by now (a live
+   * sandbox's upper: see layer/capture.ts). Called synchronously within `add`.
+   */
+  open?: () => number;
+}
+
+/** The source's file, opened its own way or by path. */
+function openSource(obj: PackSource): number {
+  if (obj.open === undefined) return openSync(obj.path, 'r');
+  try {
+    return obj.open();
+  } catch (e) {
+    throw new SourceChangedError(obj.path.toString(), `cannot be opened again: ${(e as Error).message}`);
+  }
+}
+
+const readFd = promisify(read);
+
+/** Reads from `fd` at `position` asynchronously: the FileHandle API cannot take an fd opened elsewhere. */
+async function readAt(fd: number, buf: Buffer, offset: number, length: number, position: number): Promise<number> {
+  return (await readFd(fd, buf, offset, length, position)).bytesRead;
 }
 
 export interface WrittenPack {
@@ -219,11 +242,11 @@ export class PackWriter {
  * reveals a file that grew), asynchronously (reads of several files overlap).
  */
 async function readMedium(obj: PackSource, verify: boolean, buf: Buffer): Promise<Buffer> {
-  const fh = await open(obj.path, 'r');
+  const fd = openSource(obj);
   try {
     let got = 0;
     for (;;) {
-      const { bytesRead } = await fh.read(buf, got, buf.length - got, got);
+      const bytesRead = await readAt(fd, buf, got, buf.length - got, got);
       if (bytesRead === 0) break;
       got += bytesRead;
       if (got === buf.length) break;
@@ -233,7 +256,7 @@ async function readMedium(obj: PackSource, verify: boolean, buf: Buffer): Promis
     if (verify) checkDigest(obj, createHash('sha256').update(data));
     return data;
   } finally {
-    await fh.close();
+    closeSync(fd);
   }
 }
 
@@ -294,7 +317,7 @@ class PackBuilder {
     const at = await this.place(obj);
     const frame = this.frame!;
     const start = at + TAR_BLOCK;
-    const fd = openSync(obj.path, 'r');
+    const fd = openSource(obj);
     try {
       // One byte more than expected (landing in the padding) reveals a file that grew.
       const want = obj.size + 1;
@@ -355,14 +378,14 @@ class PackBuilder {
   private async streamObject(z: StreamFrameCompressor, obj: PackSource): Promise<void> {
     const sink = (piece: Buffer): Promise<void> => this.append(piece);
     await z.write(objectHeader(obj.digest, obj.size), sink);
-    const fh = await open(obj.path, 'r');
+    const fd = openSource(obj);
     try {
       const h = this.s.verifyDigests ? createHash('sha256') : null;
       // Reused: the compressor copies its input before write() settles.
       const buf = Buffer.allocUnsafe(STREAM_CHUNK_BYTES);
       let got = 0;
       for (;;) {
-        const { bytesRead } = await fh.read(buf, 0, Math.min(buf.length, obj.size - got + 1), got);
+        const bytesRead = await readAt(fd, buf, 0, Math.min(buf.length, obj.size - got + 1), got);
         if (bytesRead === 0) break;
         got += bytesRead;
         if (got > obj.size) throw new SourceChangedError(obj.path.toString(), `expected ${obj.size} bytes, found more`);
@@ -373,7 +396,7 @@ class PackBuilder {
       if (got !== obj.size) throw new SourceChangedError(obj.path.toString(), `expected ${obj.size} bytes, found ${got}`);
       if (h) checkDigest(obj, h);
     } finally {
-      await fh.close();
+      closeSync(fd);
     }
     await z.write(padding(obj.size), sink);
     await z.end(sink);
