@@ -10,8 +10,9 @@
  * from it leases its layers like any other; pushed, it becomes an environment of the node's
  * registry (the parent's layers plus this one) that another node creates from by ref.
  *
- * The capture is consistent while the sandbox runs: its processes are stopped (by user namespace,
- * see sandbox/freeze.ts) from the first file read until the contents are packed.
+ * The capture is consistent while the sandbox runs: its processes are held (frozen in its cgroup,
+ * or stopped by user namespace without one: sandbox/freeze.ts) from the first file read until the
+ * contents are packed; and safe whatever they do, since it never follows a link (layer/capture.ts).
  */
 import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, readdir, rename, rm, writeFile } from 'node:fs/promises';
@@ -156,7 +157,7 @@ export class Snapshots {
       parent = await resolveEnv(this.view, r.env);
     }
     const upper = state.upperKind === 'tmpfs' ? `/proc/${state.holderPid}/root${state.upperDir}/u` : join(state.upperDir, 'u');
-    let thaw: (() => void) | undefined = await freezeSandbox(state.holderPid);
+    let thaw: (() => void) | undefined = await freezeSandbox(state);
     let pushed;
     try {
       pushed = await pushTree(this.local, this.store, upper, {

@@ -1,7 +1,9 @@
 /**
- * Per-sandbox cgroups for memory, pids and CPU limits. Supports cgroup v2 and the v1 controllers
- * of hybrid hosts; where no group is writable (rootless without delegation) the caller falls back
- * to rlimits and warns.
+ * Per-sandbox cgroups for memory, pids and CPU limits, and for holding a sandbox still (the
+ * freezer: snapshot, fork). Supports cgroup v2 (`cgroup.freeze` in the sandbox's group) and the
+ * v1 controllers of hybrid hosts (a group in the `freezer` hierarchy); where no group is writable
+ * (rootless without delegation) the caller falls back to rlimits and warns, and the hold to its
+ * SIGSTOP sweep (freeze.ts).
  */
 import { appendFile, mkdir, readFile, rmdir, stat, writeFile } from 'node:fs/promises';
 import { readFileSync } from 'node:fs';
@@ -13,6 +15,13 @@ export interface CgroupLimits {
   pids?: number | undefined;
   /** CPU bandwidth in cores (e.g. 1.5). */
   cpus?: number | undefined;
+}
+
+/** Where a sandbox's processes are frozen and thawed as one. */
+export interface Freezer {
+  version: 1 | 2;
+  /** The group: v1 `freezer.state`, v2 `cgroup.freeze` and `cgroup.events` are in it. */
+  dir: string;
 }
 
 export interface ProcCgroupLine {
@@ -42,6 +51,8 @@ export interface SandboxCgroup {
   oomFile: string | undefined;
   /** Limits that could not be applied through cgroups. */
   unenforced: (keyof CgroupLimits)[];
+  /** Its freezer, when one was asked for and could be made. */
+  freezer?: Freezer | undefined;
 }
 
 const CG_ROOT = '/sys/fs/cgroup';
@@ -56,15 +67,39 @@ async function exists(p: string): Promise<boolean> {
 }
 
 /**
- * Creates the sandbox's groups and writes its limits. Returns undefined (the caller warns and uses
- * rlimits) when nothing is writable.
+ * Creates the sandbox's groups and writes its limits; with `freezer`, also (even without limits) a
+ * group every process of the sandbox joins and can be frozen in. Returns undefined when nothing
+ * was asked or nothing is writable (the caller warns and uses rlimits for the limits; a sandbox
+ * without a freezer is held by the SIGSTOP sweep).
  */
-export async function createSandboxCgroup(name: string, limits: CgroupLimits, root = CG_ROOT): Promise<SandboxCgroup | undefined> {
+export async function createSandboxCgroup(
+  name: string,
+  limits: CgroupLimits,
+  opts: { freezer?: boolean; root?: string } = {},
+): Promise<SandboxCgroup | undefined> {
+  const root = opts.root ?? CG_ROOT;
   const wanted = (Object.keys(limits) as (keyof CgroupLimits)[]).filter((k) => limits[k] !== undefined);
-  if (wanted.length === 0) return undefined;
+  const freezer = opts.freezer === true;
+  if (wanted.length === 0 && !freezer) return undefined;
   const self = parseProcCgroup(await readFile('/proc/self/cgroup', 'utf8'));
   if (await exists(join(root, 'cgroup.controllers'))) return createV2(name, limits, wanted, self, root);
-  return createV1(name, limits, wanted, self, root);
+  return createV1(name, limits, wanted, self, root, freezer);
+}
+
+/** A v1 group in the freezer hierarchy, beside this process's own; undefined where there is none or it is not writable. */
+async function createV1Freezer(name: string, self: ProcCgroupLine[], root: string): Promise<string | undefined> {
+  const line = self.find((l) => l.controllers.includes('freezer'));
+  const mount = join(root, 'freezer');
+  if (line === undefined || !(await exists(join(mount, 'cgroup.procs')))) return undefined;
+  const dir = join(mount, line.path, name);
+  try {
+    await mkdir(dir);
+  } catch (e) {
+    if (!isErrno(e, 'EEXIST')) return undefined;
+  }
+  if (await exists(join(dir, 'freezer.state'))) return dir;
+  await rmdir(dir).catch(() => undefined);
+  return undefined;
 }
 
 async function tryWrite(file: string, value: string): Promise<boolean> {
@@ -82,6 +117,7 @@ async function createV1(
   wanted: (keyof CgroupLimits)[],
   self: ProcCgroupLine[],
   root: string,
+  freezer: boolean,
 ): Promise<SandboxCgroup | undefined> {
   const controllerOf: Record<keyof CgroupLimits, string> = { memoryBytes: 'memory', pids: 'pids', cpus: 'cpu' };
   const cg: SandboxCgroup = { version: 1, dirs: [], procsFiles: [], oomFile: undefined, unenforced: [] };
@@ -119,6 +155,12 @@ async function createV1(
     }
     if (!ok) cg.unenforced.push(key);
   }
+  const frozen = freezer ? await createV1Freezer(name, self, root) : undefined;
+  if (frozen !== undefined) {
+    cg.dirs.push(frozen);
+    cg.procsFiles.push(join(frozen, 'cgroup.procs'));
+    cg.freezer = { version: 1, dir: frozen };
+  }
   if (cg.dirs.length === 0) return undefined;
   return cg;
 }
@@ -137,18 +179,28 @@ async function createV2(
   const here = join(root, line.path);
   const parent = join(here, '..');
   const enable = wanted.map((k) => ({ memoryBytes: '+memory', pids: '+pids', cpus: '+cpu' })[k]).join(' ');
-  let base = parent;
-  if (!(await tryWrite(join(parent, 'cgroup.subtree_control'), enable))) {
-    if (!(await tryWrite(join(here, 'cgroup.subtree_control'), enable))) return undefined;
-    base = here;
+  // a group for the freezer alone needs no controllers: cgroup.freeze is in every non-root group
+  const enabled = async (dir: string): Promise<boolean> => enable === '' || tryWrite(join(dir, 'cgroup.subtree_control'), enable);
+  let dir: string | undefined;
+  for (const base of [parent, here]) {
+    if (!(await enabled(base))) continue;
+    try {
+      await mkdir(join(base, name));
+    } catch (e) {
+      if (!isErrno(e, 'EEXIST')) continue;
+    }
+    dir = join(base, name);
+    break;
   }
-  const dir = join(base, name);
-  try {
-    await mkdir(dir);
-  } catch (e) {
-    if (!isErrno(e, 'EEXIST')) return undefined;
-  }
-  const cg: SandboxCgroup = { version: 2, dirs: [dir], procsFiles: [join(dir, 'cgroup.procs')], oomFile: join(dir, 'memory.events'), unenforced: [] };
+  if (dir === undefined) return undefined;
+  const cg: SandboxCgroup = {
+    version: 2,
+    dirs: [dir],
+    procsFiles: [join(dir, 'cgroup.procs')],
+    oomFile: join(dir, 'memory.events'),
+    unenforced: [],
+    ...((await exists(join(dir, 'cgroup.freeze'))) ? { freezer: { version: 2 as const, dir } } : {}),
+  };
   for (const key of wanted) {
     let ok: boolean;
     if (key === 'memoryBytes') {
@@ -198,17 +250,29 @@ export async function unthrottle(dirs: string[]): Promise<void> {
   }
 }
 
+/**
+ * SIGKILLs every process in the groups, then thaws them: a frozen process dies only once it runs
+ * again (v1 holds even a SIGKILL until the thaw), and killed first it runs no code of its own on
+ * the way. Idempotent.
+ */
+export async function killAndThaw(dirs: string[]): Promise<void> {
+  for (const p of await cgroupPids(dirs)) {
+    try {
+      process.kill(p, 'SIGKILL');
+    } catch {
+      // gone or not ours
+    }
+  }
+  for (const d of dirs) {
+    await tryWrite(join(d, 'freezer.state'), 'THAWED');
+    await tryWrite(join(d, 'cgroup.freeze'), '0');
+  }
+}
+
 /** Kills whatever is left in the groups and removes them. Idempotent. */
 export async function removeCgroup(dirs: string[]): Promise<void> {
   for (let attempt = 0; attempt < 50; attempt++) {
-    const pids = await cgroupPids(dirs);
-    for (const p of pids) {
-      try {
-        process.kill(p, 'SIGKILL');
-      } catch {
-        // gone or not ours
-      }
-    }
+    await killAndThaw(dirs);
     let left = 0;
     for (const d of dirs) {
       try {

@@ -46,11 +46,11 @@ export function releaseFrozenLowers(dirs: string[], idMap: IdMap): Promise<void>
 }
 
 /**
- * Copies the sandbox's upper dir (read inside its namespaces, with its processes stopped so the
- * copy is one moment's state) into a new frozen dir, and returns that dir. Over idmapped layers the
- * copy holds the in-sandbox owners as they are (like every real-owner layer); otherwise it is
- * written from inside the sandbox's user namespace, so its owners come out shifted like the
- * shifted layers'.
+ * Copies the sandbox's upper dir (read inside its namespaces by GNU tar, which walks relative to
+ * directory fds and follows no symlink, with its processes held so the copy is one moment's
+ * state) into a new frozen dir, and returns that dir. Over idmapped layers the copy holds the
+ * in-sandbox owners as they are (like every real-owner layer); otherwise it is written from
+ * inside the sandbox's user namespace, so its owners come out shifted like the shifted layers'.
  */
 export async function freezeUpper(stateDir: string, state: SandboxState, isRoot: boolean): Promise<string> {
   const dir = join(stateDir, `${FROZEN_PREFIX}${state.id}-${randomHex(6)}`);
@@ -64,7 +64,7 @@ export async function freezeUpper(stateDir: string, state: SandboxState, isRoot:
   const extract = ['tar', '-C', dir, '--xattrs', '--xattrs-include=user.*', '--numeric-owner', '-xpf', '-'];
   const dst = idmapped ? extract : ['nsenter', `--target=${state.holderPid}`, '--user', '--', ...extract];
   const src = forkSourceTarCommand(state.holderPid, state.upperDir, idmapped);
-  const thaw = await freezeSandbox(state.holderPid);
+  const thaw = await freezeSandbox(state);
   try {
     await pipeCommands(src, dst);
   } catch (e) {

@@ -39,7 +39,7 @@ export async function prepareSandbox(
   opts: ParsedOptions,
   host: HostInfo,
   warn: (message: string) => void,
-  from: { forkedFrom?: string | undefined; fromTar?: boolean } = {},
+  from: { forkedFrom?: string | undefined; fromTar?: boolean; holdable?: boolean } = {},
 ): Promise<PreparedSandbox> {
   const id = opts.id ?? newId();
   if (opts.idmapLowers && !host.isRoot) {
@@ -88,7 +88,8 @@ export async function prepareSandbox(
     writeState(opts.stateDir, state);
     mark('start: state written');
     const { memoryBytes, pids, cpus } = opts.limits;
-    cgroup = await createSandboxCgroup(`msb-${id}`, { memoryBytes, pids, cpus });
+    // a sandbox that may be held (snapshot, fork) gets a freezer group even without limits
+    cgroup = await createSandboxCgroup(`msb-${id}`, { memoryBytes, pids, cpus }, { freezer: from.holdable === true });
     const unenforced = cgroup === undefined ? (['memoryBytes', 'pids', 'cpus'] as const).filter((k) => opts.limits[k] !== undefined) : cgroup.unenforced;
     if (unenforced.length > 0) {
       warn(
@@ -97,6 +98,7 @@ export async function prepareSandbox(
       );
     }
     state.cgroupDirs = cgroup?.dirs ?? [];
+    if (cgroup?.freezer !== undefined) state.freezer = cgroup.freezer;
     mark('start: cgroup');
     const rlimits: Rlimits = {
       nofile: opts.limits.nofile,

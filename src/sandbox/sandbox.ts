@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { z } from 'zod';
 import { InvalidInputError, MinisandboxError } from '../errors.js';
 import { RuntimeConfigSchema, type RuntimeConfig } from '../layer/env.js';
-import { removeCgroup, unthrottle, type SandboxCgroup } from './cgroup.js';
+import { killAndThaw, removeCgroup, unthrottle, type SandboxCgroup } from './cgroup.js';
 import { DEFAULT_CAPS, forkSourceTarCommand, holderArgs, holderCommand, HOST_PATH, type EnterSpec, type HolderSpec, type Rlimits } from './commands.js';
 import { launcherServer, spawnedHolder, type HolderHandle } from './launcher-server.js';
 import { probeHost, type HostInfo } from './host.js';
@@ -339,6 +339,8 @@ export class Sandbox {
     await unthrottle(this.state.cgroupDirs);
     // pid 1 first, so the kernel ends every process of the sandbox's pid namespace at once.
     this.holder.kill();
+    // frozen (a snapshot or fork holding it), it dies only once thawed
+    await killAndThaw(this.state.cgroupDirs);
     await holderGone(this.holder, this.state.holderStartTime, 2000);
     await teardown(this.options.stateDir, this.id, this.state);
     if (this.cgroup !== undefined) await removeCgroup(this.cgroup.dirs);
@@ -601,7 +603,11 @@ function recordedChain(h: HolderHandle): Pick<SandboxState, 'holderPid' | 'holde
 async function startSandbox(opts: ParsedOptions, hooks: CreateHooks, forkFrom: Sandbox | undefined, forkedFrom = forkFrom?.id): Promise<Sandbox> {
   const host = hooks.host ?? (await probeHost());
   const warn = hooks.warn ?? ((m: string) => process.emitWarning(m, 'MinisandboxWarning'));
-  const { id, state, cgroup, unenforced, rlimits, spec } = await prepareSandbox(opts, host, warn, { forkedFrom, fromTar: forkFrom !== undefined });
+  const { id, state, cgroup, unenforced, rlimits, spec } = await prepareSandbox(opts, host, warn, {
+    forkedFrom,
+    fromTar: forkFrom !== undefined,
+    holdable: true,
+  });
   let holder: HolderHandle | undefined;
   const sp: { c?: ChildProcess } = {};
   try {

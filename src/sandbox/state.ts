@@ -9,7 +9,7 @@ import { dirname, join } from 'node:path';
 import { z } from 'zod';
 import { InvalidInputError } from '../errors.js';
 import { isErrno } from '../util/fs.js';
-import { removeCgroup, unthrottle } from './cgroup.js';
+import { killAndThaw, removeCgroup, unthrottle } from './cgroup.js';
 import { reapStaleIdRanges, releaseIdRange } from './idpool.js';
 import { parentPid, processStartTime, sameProcessAlive, trySignal } from './proc.js';
 import { IdMapSchema, type IdMap } from '../host/subid.js';
@@ -36,6 +36,8 @@ export const SandboxStateSchema = z.strictObject({
   mergedDir: z.string(),
   network: z.enum(['none', 'host']),
   cgroupDirs: z.array(z.string()),
+  /** Where its processes are frozen as one (one of cgroupDirs; see freeze.ts); without it, the SIGSTOP sweep holds it. */
+  freezer: z.strictObject({ version: z.union([z.literal(1), z.literal(2)]), dir: z.string() }).optional(),
   idMap: IdMapSchema,
   /** The slot file of the sandbox's own id range (idpool.ts), released at teardown. */
   idSlot: z.string().optional(),
@@ -165,6 +167,8 @@ export async function teardown(stateDir: string, id: string, state: SandboxState
     for (const [pid, start] of procs) {
       if (sameProcessAlive(pid, start)) trySignal(pid, 'SIGKILL');
     }
+    // a frozen sandbox (a snapshot or fork holding it) dies only once thawed
+    await killAndThaw(state.cgroupDirs);
     // SIGKILL takes effect when the victim next runs: wait for it, so that "destroyed" means gone.
     for (const [pid, start] of procs) await waitGone(pid, start);
     await removeCgroup(state.cgroupDirs);

@@ -45,6 +45,8 @@ const STATUS: Partial<Record<ErrorCode, number>> = {
   DIFF_FAILED: 422,
   CAPACITY: 429,
   SNAPSHOT_IN_USE: 409,
+  // the sandbox could not be held still this time: a retry may succeed
+  SANDBOX_FREEZE: 503,
   BODY_TOO_LARGE: 413,
   MALFORMED_BODY: 400,
   SANDBOX_DESTROYED: 410,
