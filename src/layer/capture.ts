@@ -91,6 +91,8 @@ export interface CaptureResult {
  */
 const WINDOW = 2048;
 const WRITE_CHUNK = 1 << 20;
+/** Directories held open at once before the window is drained (a tree of one-file directories would hold one per entry). */
+const MAX_OPEN_DIRS = 512;
 
 /** A directory of the tree held open: its entries are reached through it. Closed when nothing uses it. */
 interface Dir {
@@ -245,6 +247,8 @@ export async function captureLayer(root: string, opts: CaptureOptions): Promise<
       const rel = abs.subarray(rootLen); // a view: one allocation per entry, not two
       const at = Buffer.concat([f.dir.prefix, item.name]);
       if (item.descend) {
+        // each file waiting in the window holds its directory open: bound the fds that takes
+        if (open.size >= MAX_OPEN_DIRS) await drain(true);
         let dirFd: number;
         try {
           dirFd = openDirAt(at);
