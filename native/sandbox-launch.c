@@ -109,14 +109,17 @@
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
 #endif
 
-#define MAX_LIST 64
-
+/*
+ * Every list an option builds (rlimits, cgroups, capabilities, variables, cleanup steps) has room
+ * for as many entries as there are arguments (parse_args allocates it so): what bounds a command
+ * line is the kernel's limit for an exec (ARG_MAX), never a count of ours.
+ */
 struct opts {
   const char *mode;
-  struct { int resource; rlim_t soft, hard; } rlimits[8];
+  struct rlimit_opt { int resource; rlim_t soft, hard; } *rlimits;
   int n_rlimits;
   int nice;
-  const char *cgroups[MAX_LIST];
+  const char **cgroups;
   int n_cgroups;
   /* holder */
   unsigned long uid_start, uid_count, gid_start, gid_count;
@@ -131,18 +134,18 @@ struct opts {
   /* enter */
   pid_t holder, init;
   int pidns_fd, status_fd, pty;
-  const char *caps[MAX_LIST];
+  const char **caps;
   int n_caps;
   int has_user;
   uid_t user_uid;
   gid_t user_gid;
-  const char *env[256];
+  const char **env;
   int n_env;
   char **argv;
   /* own-run */
   unsigned long timeout_ms;
   const char *oom_events;
-  struct { char op; const char *path; } cleanup[MAX_LIST];
+  struct cleanup_opt { char op; const char *path; } *cleanup;
   int n_cleanup;
 };
 
@@ -203,7 +206,7 @@ static const struct { const char *name; int resource; } rlimit_names[] = {
 
 static void parse_rlimit(struct opts *o, const char *s) {
   const char *eq = strchr(s, '=');
-  if (eq == NULL || o->n_rlimits >= 8) usage("--rlimit");
+  if (eq == NULL) usage("--rlimit");
   int resource = -1;
   for (size_t i = 0; i < sizeof rlimit_names / sizeof rlimit_names[0]; i++)
     if (strlen(rlimit_names[i].name) == (size_t)(eq - s) && strncmp(s, rlimit_names[i].name, eq - s) == 0) resource = rlimit_names[i].resource;
@@ -216,9 +219,23 @@ static void parse_rlimit(struct opts *o, const char *s) {
   o->n_rlimits++;
 }
 
+/* calloc for what a process cannot go on without: its arguments' lists. */
+static void *xcalloc(size_t n, size_t size) {
+  void *p = calloc(n == 0 ? 1 : n, size);
+  if (p == NULL) die("out of memory");
+  return p;
+}
+
 static void parse_args(struct opts *o, int argc, char **argv) {
   memset(o, 0, sizeof *o);
   o->from_tar_fd = o->info_fd = o->pidns_fd = o->status_fd = -1;
+  /* each option takes two arguments: half of argc bounds every list */
+  size_t room = (size_t)(argc > 0 ? argc : 0) / 2 + 1;
+  o->rlimits = xcalloc(room, sizeof *o->rlimits);
+  o->cgroups = xcalloc(room, sizeof *o->cgroups);
+  o->caps = xcalloc(room, sizeof *o->caps);
+  o->env = xcalloc(room, sizeof *o->env);
+  o->cleanup = xcalloc(room, sizeof *o->cleanup);
   if (argc < 2) usage("mode");
   o->mode = argv[1];
   for (int i = 2; i < argc; i++) {
@@ -235,10 +252,8 @@ static void parse_args(struct opts *o, int argc, char **argv) {
       if (n > 19) usage("--nice is 0 to 19");
       o->nice = (int)n;
     }
-    else if (strcmp(a, "--cgroup") == 0) {
-      if (o->n_cgroups >= MAX_LIST) usage(a);
-      o->cgroups[o->n_cgroups++] = v;
-    } else if (strcmp(a, "--uid-map") == 0) parse_pair(v, &o->uid_start, &o->uid_count, a);
+    else if (strcmp(a, "--cgroup") == 0) o->cgroups[o->n_cgroups++] = v;
+    else if (strcmp(a, "--uid-map") == 0) parse_pair(v, &o->uid_start, &o->uid_count, a);
     else if (strcmp(a, "--gid-map") == 0) parse_pair(v, &o->gid_start, &o->gid_count, a);
     else if (strcmp(a, "--upper") == 0) o->upper = v;
     else if (strcmp(a, "--merged") == 0) o->merged = v;
@@ -259,10 +274,8 @@ static void parse_args(struct opts *o, int argc, char **argv) {
     else if (strcmp(a, "--pidns-fd") == 0) o->pidns_fd = (int)parse_ul(v, a);
     else if (strcmp(a, "--status-fd") == 0) o->status_fd = (int)parse_ul(v, a);
     else if (strcmp(a, "--pty") == 0) o->pty = strcmp(v, "1") == 0;
-    else if (strcmp(a, "--cap") == 0) {
-      if (o->n_caps >= MAX_LIST) usage(a);
-      o->caps[o->n_caps++] = v;
-    } else if (strcmp(a, "--user") == 0) {
+    else if (strcmp(a, "--cap") == 0) o->caps[o->n_caps++] = v;
+    else if (strcmp(a, "--user") == 0) {
       unsigned long u, g;
       parse_pair(v, &u, &g, a);
       /* (uid_t)-1 is "leave unchanged" to setresuid/setresgid, and a cast would wrap 2^32 to 0:
@@ -275,12 +288,12 @@ static void parse_args(struct opts *o, int argc, char **argv) {
       o->user_uid = (uid_t)u;
       o->user_gid = (gid_t)g;
     } else if (strcmp(a, "--env") == 0) {
-      if (o->n_env >= 255 || strchr(v, '=') == NULL) usage(a);
+      if (strchr(v, '=') == NULL) usage(a);
       o->env[o->n_env++] = v;
     } else if (strcmp(a, "--timeout-ms") == 0) o->timeout_ms = parse_ul(v, a);
     else if (strcmp(a, "--oom-events") == 0) o->oom_events = v;
     else if (strcmp(a, "--cleanup-cgroup") == 0 || strcmp(a, "--cleanup-rmdir") == 0 || strcmp(a, "--cleanup-unlink") == 0) {
-      if (o->n_cleanup >= MAX_LIST || v[0] != '/') usage(a);
+      if (v[0] != '/') usage(a);
       o->cleanup[o->n_cleanup].op = a[10];
       o->cleanup[o->n_cleanup++].path = v;
     } else usage(a);
@@ -1729,426 +1742,7 @@ static int own_run_main(struct opts *o) {
 
 /* ---- serve -------------------------------------------------------------------------------- */
 
-/*
- * serve: a long-lived parent for holders and commands, so that starting a sandbox or running a
- * command costs the runtime one message instead of one process spawn (a fork of the large runtime
- * process was the single biggest cost of both). Commands' stdio is relayed through it.
- * Requests on stdin, each a decimal field count N then N fields, all NUL-terminated:
- *   S <id> <holder args...>       start a holder (the args of `holder` mode, with --info-fd 3)
- *   K <id>                        SIGKILL that holder and its init (no-op once it is gone)
- *   X <id> <0|1> <enter args...>  run a command (1: with a stdin pipe, 0: /dev/null)
- *   I <id> <len>                  then exactly len raw bytes: input for that command's stdin
- *   C <id>                        close that command's stdin once its input is written
- * Events on stdout, one line each (an O line is followed by its raw bytes):
- *   R <id> <holder pid> <init pid>            ready
- *   E <id> <status> <error output, one line>  the holder failed before it was ready
- *   X <id> <status>                           a ready holder exited (its sandbox is gone)
- *   P <id> <pid>                              a command's enter process was started
- *   O <id> <1|2|3> <len>                      output: stdout, stderr or the status fd
- *   D <id> <exit code or -1> <signal or 0>    the command's enter process exited
- *   Z <id>                                    ... and all its output has been relayed
- * On EOF of stdin the server exits, and every holder and command with it (PR_SET_PDEATHSIG).
- */
-struct job {
-  char id[72];
-  pid_t pid, init;
-  int ready_fd, info_fd, err_fd, life_fd;
-  char ready[16], info[64], err[2048];
-  size_t ready_len, info_len, err_len;
-  int reported;
-};
-
-static void close_fd(int *fd) {
-  if (*fd >= 0) close(*fd);
-  *fd = -1;
-}
-
-static int high_dup(int fd) {
-  int d = fcntl(fd, F_DUPFD_CLOEXEC, 10);
-  if (d < 0) die("dup");
-  return d;
-}
-
-/* In a child of the server: the signal state a fresh process has, and death with the server. */
-static void served_child_setup(pid_t server) {
-  sigset_t none;
-  sigemptyset(&none);
-  sigprocmask(SIG_SETMASK, &none, NULL);
-  signal(SIGPIPE, SIG_DFL);
-  die_with_parent();
-  if (getppid() != server) _exit(1);
-}
-
-static void start_holder(struct job *j, int nargs, char **args, pid_t server) {
-  int life[2], ready[2], info[2], err[2];
-  if (pipe2(life, O_CLOEXEC) < 0 || pipe2(ready, O_CLOEXEC) < 0 || pipe2(info, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0) die("pipe");
-  pid_t pid = fork_or_die();
-  if (pid == 0) {
-    served_child_setup(server);
-    int fds[4] = {high_dup(life[0]), high_dup(ready[1]), high_dup(err[1]), high_dup(info[1])};
-    for (int i = 0; i < 4; i++)
-      if (dup2(fds[i], i) < 0) die("dup2");
-    syscall(SYS_close_range, 4, ~0U, 0);
-    char *argv[MAX_LIST * 2 + 4];
-    argv[0] = (char *)prog;
-    argv[1] = "holder";
-    int n = 0;
-    for (; n < nargs && n < MAX_LIST * 2; n++) argv[n + 2] = args[n];
-    argv[n + 2] = NULL;
-    struct opts o;
-    parse_args(&o, n + 2, argv);
-    _exit(holder_main(&o));
-  }
-  close(life[0]);
-  close(ready[1]);
-  close(info[1]);
-  close(err[1]);
-  j->pid = pid;
-  j->life_fd = life[1];
-  j->ready_fd = ready[0];
-  j->info_fd = info[0];
-  j->err_fd = err[0];
-  fcntl(j->ready_fd, F_SETFL, O_NONBLOCK);
-  fcntl(j->info_fd, F_SETFL, O_NONBLOCK);
-  fcntl(j->err_fd, F_SETFL, O_NONBLOCK);
-}
-
-static void emit(const char *fmt, ...) {
-  char line[4096];
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(line, sizeof line - 1, fmt, ap);
-  va_end(ap);
-  if (n < 0) return;
-  if ((size_t)n > sizeof line - 2) n = (int)sizeof line - 2;
-  line[n++] = '\n';
-  write_all(1, line, (size_t)n);
-}
-
-/* Appends what is readable on *fd to buf (dropping what does not fit); closes *fd at EOF. */
-static void drain(int *fd, char *buf, size_t cap, size_t *len) {
-  char tmp[1024];
-  for (;;) {
-    ssize_t n = read(*fd, tmp, sizeof tmp);
-    if (n > 0) {
-      size_t room = cap - 1 - *len;
-      size_t take = (size_t)n < room ? (size_t)n : room;
-      memcpy(buf + *len, tmp, take);
-      *len += take;
-      buf[*len] = '\0';
-      continue;
-    }
-    if (n == 0 || (errno != EAGAIN && errno != EINTR)) close_fd(fd);
-    return;
-  }
-}
-
-static void check_ready(struct job *j) {
-  if (j->reported || j->init > 0) return;
-  char *p = strstr(j->info, "\"child-pid\": ");
-  if (p == NULL || strchr(j->ready, '\n') == NULL) return;
-  j->init = (pid_t)atoi(p + 13);
-  j->reported = 1;
-  emit("R %s %d %d", j->id, j->pid, j->init);
-}
-
-
-/* A command run through `enter`, its stdio relayed by the server (see serve_main). */
-struct xjob {
-  char id[72];
-  pid_t pid;
-  int in_fd;
-  int out_fds[3]; /* stdout, stderr, status */
-  char *inbuf;
-  size_t in_len, in_off;
-  int close_stdin;
-  int exited, status;
-};
-
-static void start_exec(struct xjob *j, int want_stdin, int nargs, char **args, pid_t server) {
-  int in[2] = {-1, -1}, out[2], err[2], st[2];
-  if ((want_stdin && pipe2(in, O_CLOEXEC) < 0) || pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 || pipe2(st, O_CLOEXEC) < 0) die("pipe");
-  pid_t pid = fork_or_die();
-  if (pid == 0) {
-    served_child_setup(server);
-    char *argv[MAX_LIST * 4 + 300];
-    argv[0] = (char *)prog;
-    argv[1] = "enter";
-    int n = 0;
-    for (; n < nargs && n < (int)(sizeof argv / sizeof argv[0]) - 3; n++) argv[n + 2] = args[n];
-    argv[n + 2] = NULL;
-    struct opts o;
-    parse_args(&o, n + 2, argv);
-    int stdin_fd = want_stdin ? in[0] : open("/dev/null", O_RDONLY | O_CLOEXEC);
-    if (stdin_fd < 0) die("open /dev/null");
-    int fds[4] = {high_dup(stdin_fd), high_dup(out[1]), high_dup(err[1]), high_dup(st[1])};
-    for (int i = 0; i < 4; i++)
-      if (dup2(fds[i], i) < 0) die("dup2");
-    syscall(SYS_close_range, 4, ~0U, 0);
-    /* After the stdio is the command's: a sandbox that is gone is reported on its stderr. */
-    int pidns = o.init > 0 ? open_ns(o.init, "pid") : -1;
-    if (pidns >= 0 && pidns != 4) {
-      if (dup2(pidns, 4) < 0) die("dup2");
-      close(pidns);
-    }
-    o.status_fd = 3;
-    o.pidns_fd = pidns >= 0 ? 4 : -1;
-    _exit(enter_main(&o));
-  }
-  if (want_stdin) close(in[0]);
-  close(out[1]);
-  close(err[1]);
-  close(st[1]);
-  j->pid = pid;
-  j->in_fd = want_stdin ? in[1] : -1;
-  if (j->in_fd >= 0) fcntl(j->in_fd, F_SETFL, O_NONBLOCK);
-  j->out_fds[0] = out[0];
-  j->out_fds[1] = err[0];
-  j->out_fds[2] = st[0];
-  for (int i = 0; i < 3; i++) fcntl(j->out_fds[i], F_SETFL, O_NONBLOCK);
-}
-
-static void emit_frame(const char *id, int stream, const char *data, size_t len) {
-  char head[128];
-  int n = snprintf(head, sizeof head, "O %s %d %zu\n", id, stream, len);
-  write_all(1, head, (size_t)n);
-  write_all(1, data, len);
-}
-
-/* Relays what is readable on one of the job's output pipes; closes it at EOF. */
-static void relay(struct xjob *j, int k) {
-  char buf[65536];
-  for (;;) {
-    ssize_t n = read(j->out_fds[k], buf, sizeof buf);
-    if (n > 0) {
-      emit_frame(j->id, k + 1, buf, (size_t)n);
-      if ((size_t)n < sizeof buf) return;
-      continue;
-    }
-    if (n == 0 || (errno != EAGAIN && errno != EINTR)) close_fd(&j->out_fds[k]);
-    return;
-  }
-}
-
-/* Writes buffered input to the command's stdin as far as the pipe takes it. */
-static void feed(struct xjob *j) {
-  while (j->in_fd >= 0 && j->in_off < j->in_len) {
-    ssize_t n = write(j->in_fd, j->inbuf + j->in_off, j->in_len - j->in_off);
-    if (n > 0) {
-      j->in_off += (size_t)n;
-      continue;
-    }
-    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
-    close_fd(&j->in_fd); /* EPIPE: the command closed its stdin; drop the rest */
-  }
-  if (j->in_off == j->in_len) {
-    j->in_off = j->in_len = 0;
-    if (j->close_stdin) close_fd(&j->in_fd);
-  }
-}
-
-static int xjob_closed(const struct xjob *j) {
-  return j->exited && j->out_fds[0] < 0 && j->out_fds[1] < 0 && j->out_fds[2] < 0;
-}
-
-static int serve_main(void) {
-  pid_t self = getpid();
-  /*
-   * A session of its own: a Ctrl-C or Ctrl-Z at the runtime's terminal must not stop or kill every
-   * sandbox at once. It still ends with the runtime (stdin EOF), and holders with it.
-   */
-  setsid();
-  signal(SIGPIPE, SIG_IGN);
-  int sfd = child_exit_fd();
-  fcntl(0, F_SETFL, O_NONBLOCK);
-  struct job *jobs = NULL;
-  size_t njobs = 0;
-  struct xjob *xjobs = NULL;
-  size_t nx = 0;
-  char *in = NULL;
-  size_t in_len = 0, in_cap = 0;
-  int in_open = 1;
-  /* Once the runtime is gone (EOF), exiting takes every holder with us. */
-  while (in_open) {
-    size_t xbase = 2 + 3 * njobs;
-    size_t nfds = xbase + 4 * nx;
-    struct pollfd *fds = calloc(nfds, sizeof *fds);
-    if (fds == NULL) die("calloc");
-    fds[0] = (struct pollfd){0, POLLIN, 0};
-    fds[1] = (struct pollfd){sfd, POLLIN, 0};
-    for (size_t i = 0; i < njobs; i++) {
-      fds[2 + 3 * i] = (struct pollfd){jobs[i].ready_fd, POLLIN, 0};
-      fds[3 + 3 * i] = (struct pollfd){jobs[i].info_fd, POLLIN, 0};
-      fds[4 + 3 * i] = (struct pollfd){jobs[i].err_fd, POLLIN, 0};
-    }
-    for (size_t i = 0; i < nx; i++) {
-      for (int k = 0; k < 3; k++) fds[xbase + 4 * i + k] = (struct pollfd){xjobs[i].out_fds[k], POLLIN, 0};
-      fds[xbase + 4 * i + 3] = (struct pollfd){xjobs[i].in_off < xjobs[i].in_len ? xjobs[i].in_fd : -1, POLLOUT, 0};
-    }
-    if (poll(fds, nfds, -1) < 0 && errno != EINTR) die("poll");
-    for (size_t i = 0; i < njobs; i++) {
-      struct job *j = &jobs[i];
-      if (j->ready_fd >= 0 && fds[2 + 3 * i].revents) drain(&j->ready_fd, j->ready, sizeof j->ready, &j->ready_len);
-      if (j->info_fd >= 0 && fds[3 + 3 * i].revents) drain(&j->info_fd, j->info, sizeof j->info, &j->info_len);
-      if (j->err_fd >= 0 && fds[4 + 3 * i].revents) drain(&j->err_fd, j->err, sizeof j->err, &j->err_len);
-      check_ready(j);
-    }
-    for (size_t i = 0; i < nx; i++) {
-      for (int k = 0; k < 3; k++)
-        if (xjobs[i].out_fds[k] >= 0 && fds[xbase + 4 * i + k].revents) relay(&xjobs[i], k);
-      if (fds[xbase + 4 * i + 3].revents) feed(&xjobs[i]);
-    }
-    int stdin_ready = fds[0].revents != 0;
-    free(fds);
-    /* Exits: report, forget. */
-    struct signalfd_siginfo si;
-    while (read(sfd, &si, sizeof si) > 0) {
-    }
-    for (;;) {
-      int st;
-      pid_t p = waitpid(-1, &st, WNOHANG);
-      if (p <= 0) break;
-      for (size_t i = 0; i < nx; i++) {
-        struct xjob *x = &xjobs[i];
-        if (x->pid != p) continue;
-        x->exited = 1;
-        x->status = st;
-        /* Output still in flight is relayed by the loop; Z follows once every pipe is at EOF. */
-        emit("D %s %d %d", x->id, WIFEXITED(st) ? WEXITSTATUS(st) : -1, WIFSIGNALED(st) ? WTERMSIG(st) : 0);
-      }
-      for (size_t i = 0; i < njobs; i++) {
-        struct job *j = &jobs[i];
-        if (j->pid != p) continue;
-        if (j->err_fd >= 0) drain(&j->err_fd, j->err, sizeof j->err, &j->err_len);
-        if (j->info_fd >= 0) drain(&j->info_fd, j->info, sizeof j->info, &j->info_len);
-        if (j->ready_fd >= 0) drain(&j->ready_fd, j->ready, sizeof j->ready, &j->ready_len);
-        check_ready(j);
-        if (j->reported) emit("X %s %d", j->id, shell_status(st));
-        else {
-          for (char *c = j->err; *c; c++)
-            if (*c == '\n' || *c == '\r') *c = ' ';
-          emit("E %s %d %s", j->id, shell_status(st), j->err_len > 0 ? j->err : "no error output");
-        }
-        close_fd(&j->ready_fd);
-        close_fd(&j->info_fd);
-        close_fd(&j->err_fd);
-        close_fd(&j->life_fd);
-        jobs[i] = jobs[--njobs];
-        break;
-      }
-    }
-    for (size_t i = 0; i < nx;) {
-      if (!xjob_closed(&xjobs[i])) {
-        i++;
-        continue;
-      }
-      emit("Z %s", xjobs[i].id);
-      close_fd(&xjobs[i].in_fd);
-      free(xjobs[i].inbuf);
-      xjobs[i] = xjobs[--nx];
-    }
-    if (!stdin_ready) continue;
-    /* Requests. */
-    for (;;) {
-      if (in_cap - in_len < 65536) {
-        in_cap = in_cap * 2 + 65536;
-        in = realloc(in, in_cap);
-        if (in == NULL) die("realloc");
-      }
-      ssize_t n = read(0, in + in_len, in_cap - in_len);
-      if (n > 0) {
-        in_len += (size_t)n;
-        continue;
-      }
-      if (n == 0) in_open = 0;
-      break;
-    }
-    size_t off = 0;
-    for (;;) {
-      /* One complete record: count, then that many fields. */
-      char *fields[MAX_LIST * 4 + 300];
-      size_t pos = off;
-      char *end = memchr(in + pos, '\0', in_len - pos);
-      if (end == NULL) break;
-      long count = strtol(in + pos, NULL, 10);
-      if (count < 2 || count > MAX_LIST * 4 + 290) {
-        errno = 0;
-        die("bad request");
-      }
-      pos = (size_t)(end - in) + 1;
-      int complete = 1;
-      for (long f = 0; f < count; f++) {
-        char *e = memchr(in + pos, '\0', in_len - pos);
-        if (e == NULL) {
-          complete = 0;
-          break;
-        }
-        fields[f] = in + pos;
-        pos = (size_t)(e - in) + 1;
-      }
-      if (!complete) break;
-      size_t payload = 0;
-      if (strcmp(fields[0], "I") == 0) {
-        if (count != 3) {
-          errno = 0;
-          die("bad input request");
-        }
-        payload = (size_t)strtoull(fields[2], NULL, 10);
-        if (in_len - pos < payload) break;
-      }
-      char *data = in + pos;
-      pos += payload;
-      off = pos;
-      if (strcmp(fields[0], "S") == 0) {
-        jobs = realloc(jobs, (njobs + 1) * sizeof *jobs);
-        if (jobs == NULL) die("realloc");
-        struct job *j = &jobs[njobs++];
-        memset(j, 0, sizeof *j);
-        snprintf(j->id, sizeof j->id, "%s", fields[1]);
-        start_holder(j, (int)count - 2, &fields[2], self);
-      } else if (strcmp(fields[0], "X") == 0) {
-        xjobs = realloc(xjobs, (nx + 1) * sizeof *xjobs);
-        if (xjobs == NULL) die("realloc");
-        struct xjob *x = &xjobs[nx++];
-        memset(x, 0, sizeof *x);
-        snprintf(x->id, sizeof x->id, "%s", fields[1]);
-        start_exec(x, strcmp(fields[2], "1") == 0, (int)count - 3, &fields[3], self);
-        emit("P %s %d", x->id, x->pid);
-      } else if (strcmp(fields[0], "I") == 0 || strcmp(fields[0], "C") == 0) {
-        for (size_t i = 0; i < nx; i++) {
-          struct xjob *x = &xjobs[i];
-          if (strcmp(x->id, fields[1]) != 0) continue;
-          if (fields[0][0] == 'C') x->close_stdin = 1;
-          else if (x->in_fd >= 0 && payload > 0) {
-            if (x->in_off > 0) {
-              memmove(x->inbuf, x->inbuf + x->in_off, x->in_len - x->in_off);
-              x->in_len -= x->in_off;
-              x->in_off = 0;
-            }
-            char *nb = realloc(x->inbuf, x->in_len + payload);
-            if (nb == NULL) die("realloc");
-            x->inbuf = nb;
-            memcpy(x->inbuf + x->in_len, data, payload);
-            x->in_len += payload;
-          }
-          feed(x);
-        }
-      } else if (strcmp(fields[0], "K") == 0) {
-        for (size_t i = 0; i < njobs; i++) {
-          if (strcmp(jobs[i].id, fields[1]) != 0) continue;
-          if (jobs[i].init > 0) kill(jobs[i].init, SIGKILL);
-          kill(jobs[i].pid, SIGKILL);
-        }
-      } else {
-        errno = 0;
-        die("bad request verb");
-      }
-    }
-    memmove(in, in + off, in_len - off);
-    in_len -= off;
-  }
-  return 0;
-}
+#include "sandbox-launch-serve.c"
 
 static int userns_main(struct opts *o) {
   if (o->uid_count == 0 || o->gid_count == 0 || o->argv == NULL || o->argv[0] == NULL) usage("userns needs --uid-map, --gid-map and -- ARGV");

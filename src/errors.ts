@@ -116,6 +116,20 @@ export class InvalidInputError extends MinisandboxError {
   }
 }
 
+/**
+ * Input that failed validation in one named field: a request's `argv`, `env.NAME`, `command`
+ * (dotted, as the server's 422 names it in `error.field`).
+ */
+export class InvalidFieldError extends InvalidInputError {
+  constructor(
+    readonly field: string,
+    message: string,
+    hint?: string,
+  ) {
+    super(message, hint);
+  }
+}
+
 /** A manifest entry would escape its layer root (absolute path, `..`, through a symlink, ...). */
 export class UnsafePathError extends MinisandboxError {
   constructor(path: string, why: string) {

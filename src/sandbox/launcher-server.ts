@@ -10,8 +10,8 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { EventEmitter } from 'node:events';
 import type { Socket } from 'node:net';
 import { PassThrough, Writable, type Readable } from 'node:stream';
-import { MinisandboxError } from '../errors.js';
 import { enterArgs, HOST_PATH, type EnterSpec } from './commands.js';
+import { encodeInput, encodeRequest, EventReader, INPUT_PIECE, INPUT_WINDOW, type LauncherEvent } from './launcher-protocol.js';
 import { trySignal } from './proc.js';
 
 export interface HolderHandle {
@@ -87,7 +87,10 @@ export class LauncherServer {
   private readonly pending = new Map<string, Pending>();
   private readonly live = new Map<string, ServedHolder>();
   private readonly procs = new Map<string, ServedProcess>();
-  private inBuf: Buffer = Buffer.alloc(0);
+  private readonly events = new EventReader(
+    (e) => this.onEvent(e),
+    (line) => this.note(`an event line it did not understand: ${JSON.stringify(line.slice(0, 200))}`),
+  );
   private stderr = '';
   private seq = 0;
   private refd = true;
@@ -96,10 +99,8 @@ export class LauncherServer {
   constructor(launcher: string) {
     this.child = spawn(launcher, ['serve'], { stdio: ['pipe', 'pipe', 'pipe'], env: { PATH: HOST_PATH } });
     this.child.stdin!.on('error', () => undefined);
-    this.child.stdout!.on('data', (chunk: Buffer) => this.onData(chunk));
-    this.child.stderr!.on('data', (c: Buffer) => {
-      if (this.stderr.length < 8192) this.stderr += c.toString('utf8');
-    });
+    this.child.stdout!.on('data', (chunk: Buffer) => this.events.push(chunk));
+    this.child.stderr!.on('data', (c: Buffer) => this.note(c.toString('utf8')));
     this.child.on('error', (e) => this.onDeath(String(e)));
     this.child.on('exit', (code, signal) => this.onDeath(`exited (${code ?? signal})`));
     this.updateRef();
@@ -109,7 +110,8 @@ export class LauncherServer {
   start(args: string[], timeoutMs: number): Promise<HolderStart> {
     if (this.dead) return Promise.resolve({ ok: false, status: null, stderr: `the sandbox launcher server is gone: ${this.stderr.trim()}` });
     const id = `h${++this.seq}`;
-    checkFields(args); // before anything is registered: a refusal must leave no timer behind
+    // before anything is registered: a refusal must leave no timer behind
+    const record = encodeRequest(['S', id, ...args]);
     return new Promise((resolve) => {
       const timer = setTimeout(() => {
         this.pending.delete(id);
@@ -119,12 +121,12 @@ export class LauncherServer {
       }, timeoutMs);
       this.pending.set(id, { resolve, timer });
       this.updateRef();
-      this.send(['S', id, ...args]);
+      this.child.stdin!.write(record);
     });
   }
 
   kill(id: string): void {
-    if (!this.dead) this.send(['K', id]);
+    if (!this.dead) this.child.stdin!.write(encodeRequest(['K', id]));
   }
 
   /**
@@ -133,7 +135,7 @@ export class LauncherServer {
    */
   exec(args: string[], opts: { stdin: boolean }): ServedProcess {
     const id = `x${++this.seq}`;
-    checkFields(args);
+    const record = encodeRequest(['X', id, opts.stdin ? '1' : '0', ...args]);
     const proc = new ServedProcess(id, this, opts.stdin);
     if (this.dead) {
       queueMicrotask(() => proc.onGone(`the sandbox launcher server is gone: ${this.stderr.trim()}`));
@@ -141,77 +143,71 @@ export class LauncherServer {
     }
     this.procs.set(id, proc);
     this.updateRef();
-    this.send(['X', id, opts.stdin ? '1' : '0', ...args]);
+    this.child.stdin!.write(record);
     return proc;
   }
 
-  /** @internal input for a served process's stdin (an empty `data` with `close` ends it). */
+  /** @internal a piece of a served process's stdin (at most INPUT_PIECE bytes), or its end (undefined). */
   input(id: string, data: Buffer | undefined): void {
     if (this.dead) return;
-    if (data === undefined) this.send(['C', id]);
-    else this.child.stdin!.write(Buffer.concat([Buffer.from(`3\0I\0${id}\0${data.length}\0`), data]));
+    this.child.stdin!.write(data === undefined ? encodeRequest(['C', id]) : encodeInput(id, data));
   }
 
-  private send(fields: string[]): void {
-    checkFields(fields);
-    this.child.stdin!.write(`${fields.length}\0${fields.join('\0')}\0`);
+  /** What the server said on stderr (the first 8 KiB: why it died, what it dropped). */
+  private note(text: string): void {
+    if (this.stderr.length < 8192) this.stderr += text.endsWith('\n') ? text : `${text}\n`;
   }
 
-  /** Events: a header line each; `O` headers are followed by that many raw bytes. */
-  private onData(chunk: Buffer): void {
-    this.inBuf = this.inBuf.length === 0 ? chunk : Buffer.concat([this.inBuf, chunk]);
-    let off = 0;
-    for (;;) {
-      const nl = this.inBuf.indexOf(10, off);
-      if (nl < 0) break;
-      const line = this.inBuf.toString('latin1', off, nl);
-      if (line.startsWith('O ')) {
-        const [, id = '', stream = '', len = ''] = line.split(' ');
-        const n = Number(len);
-        if (this.inBuf.length - (nl + 1) < n) break;
-        this.procs.get(id)?.onOutput(Number(stream), this.inBuf.subarray(nl + 1, nl + 1 + n));
-        off = nl + 1 + n;
-        continue;
-      }
-      off = nl + 1;
-      this.onEvent(Buffer.from(line, 'latin1').toString('utf8'));
-    }
-    this.inBuf = off >= this.inBuf.length ? Buffer.alloc(0) : Buffer.from(this.inBuf.subarray(off));
-  }
-
-  private onEvent(line: string): void {
-    const [kind, id = '', a = '', b = ''] = line.split(' ', 4);
-    if (kind === 'P') {
-      this.procs.get(id)?.onPid(Number(a));
-    } else if (kind === 'D') {
-      this.procs.get(id)?.onExit(Number(a), Number(b));
-    } else if (kind === 'Z') {
-      const p = this.procs.get(id);
-      this.procs.delete(id);
-      p?.onClose();
-    } else if (kind === 'R') {
-      const p = this.pending.get(id);
-      const holder = new ServedHolder(id, Number(a), Number(b));
-      if (p === undefined) {
-        // Timed out meanwhile: already asked to die.
-        this.kill(id);
+  /** An event for an id it does not know (a request that timed out meanwhile, say) changes nothing. */
+  private onEvent(e: LauncherEvent): void {
+    switch (e.kind) {
+      case 'O':
+        this.procs.get(e.id)?.onOutput(e.stream, e.data);
         return;
+      case 'W':
+        this.procs.get(e.id)?.onWritten(e.bytes);
+        return;
+      case 'P':
+        this.procs.get(e.id)?.onPid(e.pid);
+        break;
+      case 'D':
+        this.procs.get(e.id)?.onExit(e.code, e.signal);
+        break;
+      case 'Z': {
+        const p = this.procs.get(e.id);
+        this.procs.delete(e.id);
+        p?.onClose();
+        break;
       }
-      this.pending.delete(id);
-      clearTimeout(p.timer);
-      this.live.set(id, holder);
-      p.resolve({ ok: true, holder });
-    } else if (kind === 'E') {
-      const p = this.pending.get(id);
-      this.pending.delete(id);
-      if (p !== undefined) {
+      case 'R': {
+        const p = this.pending.get(e.id);
+        if (p === undefined) {
+          // Timed out meanwhile: already asked to die (a live one's id is not pending: left alone).
+          if (!this.live.has(e.id)) this.kill(e.id);
+          return;
+        }
+        this.pending.delete(e.id);
         clearTimeout(p.timer);
-        p.resolve({ ok: false, status: Number(a), stderr: line.split(' ').slice(3).join(' ') });
+        const holder = new ServedHolder(e.id, e.holderPid, e.initPid);
+        this.live.set(e.id, holder);
+        p.resolve({ ok: true, holder });
+        break;
       }
-    } else if (kind === 'X') {
-      const h = this.live.get(id);
-      this.live.delete(id);
-      h?.latch.fire();
+      case 'E': {
+        const p = this.pending.get(e.id);
+        this.pending.delete(e.id);
+        if (p !== undefined) {
+          clearTimeout(p.timer);
+          p.resolve({ ok: false, status: e.status, stderr: e.message });
+        }
+        break;
+      }
+      case 'X': {
+        const h = this.live.get(e.id);
+        this.live.delete(e.id);
+        h?.latch.fire();
+        break;
+      }
     }
     this.updateRef();
   }
@@ -244,16 +240,6 @@ export class LauncherServer {
   }
 }
 
-/** Fields are NUL-terminated on the wire. */
-function checkFields(fields: string[]): void {
-  for (const f of fields) {
-    if (f.includes('\0'))
-      throw new MinisandboxError('SANDBOX_START', 'a sandbox argument contains a NUL byte', {
-        hint: 'paths, hostnames, workdirs, commands and environment variables cannot contain NUL',
-      });
-  }
-}
-
 const SIGNALS: Record<number, NodeJS.Signals> = {
   1: 'SIGHUP',
   2: 'SIGINT',
@@ -280,25 +266,63 @@ export class ServedProcess extends EventEmitter {
   signalCode: NodeJS.Signals | null = null;
   private pendingSignal: NodeJS.Signals | undefined;
   private ended = false;
+  /** Input sent and not yet acknowledged (W): at most INPUT_WINDOW, all the server holds for it. */
+  private inFlight = 0;
+  /** The chunk being sent, from `off`, and the Writable's callback once it is all sent. */
+  private sending: { data: Buffer; off: number; done: () => void } | undefined;
+  private finishing: (() => void) | undefined;
 
   constructor(
     readonly id: string,
-    server: LauncherServer,
+    private readonly server: LauncherServer,
     withStdin: boolean,
   ) {
     super();
     this.stdin = withStdin
       ? new Writable({
           write: (chunk: Buffer, _enc, cb) => {
-            server.input(id, chunk);
-            cb();
+            this.sending = { data: chunk, off: 0, done: () => cb() };
+            this.pump();
           },
           final: (cb) => {
-            server.input(id, undefined);
-            cb();
+            this.finishing = () => cb();
+            this.pump();
           },
         })
       : null;
+  }
+
+  /** Sends input as far as the window allows; the end once all of it is sent. */
+  private pump(): void {
+    const s = this.sending;
+    if (s !== undefined && this.ended) {
+      // the command is gone: what it did not read is dropped, as the server drops it
+      this.sending = undefined;
+      s.done();
+    }
+    while (this.sending !== undefined && this.inFlight < INPUT_WINDOW) {
+      const c = this.sending;
+      const n = Math.min(INPUT_PIECE, INPUT_WINDOW - this.inFlight, c.data.length - c.off);
+      this.server.input(this.id, c.data.subarray(c.off, c.off + n));
+      this.inFlight += n;
+      c.off += n;
+      if (c.off === c.data.length) {
+        this.sending = undefined;
+        c.done();
+      }
+    }
+    if (this.sending === undefined && this.finishing !== undefined) {
+      const f = this.finishing;
+      this.finishing = undefined;
+      if (!this.ended) this.server.input(this.id, undefined);
+      f();
+    }
+  }
+
+  /** @internal the server wrote (or dropped) `bytes` of its input */
+  onWritten(bytes: number): void {
+    this.inFlight = Math.max(0, this.inFlight - bytes);
+    this.pump();
   }
 
   get stdio(): [Writable | null, Readable, Readable, Readable] {
@@ -321,7 +345,7 @@ export class ServedProcess extends EventEmitter {
     if (this.pendingSignal !== undefined) this.kill(this.pendingSignal);
   }
   /** @internal */
-  onOutput(stream: number, data: Buffer): void {
+  onOutput(stream: 1 | 2 | 3, data: Buffer): void {
     const s = stream === 1 ? this.stdout : stream === 2 ? this.stderr : this.status;
     s.write(Buffer.from(data));
   }
@@ -331,6 +355,7 @@ export class ServedProcess extends EventEmitter {
     this.ended = true;
     this.exitCode = code >= 0 ? code : null;
     this.signalCode = signal > 0 ? (SIGNALS[signal] ?? 'SIGKILL') : null;
+    this.pump();
     this.emit('exit', this.exitCode, this.signalCode);
   }
   /** @internal */
