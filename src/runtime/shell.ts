@@ -1,7 +1,8 @@
 /** An interactive shell in a sandbox, attached to the caller's terminal. */
 import { spawn } from 'node:child_process';
 import { closeSync, openSync } from 'node:fs';
-import { HOST_PATH, enterCommand } from '../sandbox/commands.js';
+import { checkExecFits, checkLauncherFits } from '../sandbox/arg-max.js';
+import { HOST_PATH, commandEnv, enterCommand } from '../sandbox/commands.js';
 import type { Sandbox } from '../sandbox/index.js';
 
 /**
@@ -10,8 +11,11 @@ import type { Sandbox } from '../sandbox/index.js';
  */
 export function attachCommand(sb: Sandbox, argv: string[], terminal: boolean): { cmd: string[]; initPid: number } {
   const spec = sb.enterSpec(argv, { env: { TERM: process.env.TERM ?? 'xterm' } });
+  checkExecFits(argv, commandEnv(spec.env));
   const cmd = enterCommand(spec);
   if (terminal) cmd.splice(cmd.indexOf('--'), 0, '--pty', '1');
+  // spawned directly: the launcher's own exec carries the command's argv and variables
+  checkLauncherFits(cmd, { PATH: HOST_PATH }, 'env');
   return { cmd, initPid: spec.initPid };
 }
 

@@ -171,10 +171,15 @@ export function enterCommand(s: EnterSpec): string[] {
   return [s.launcher, 'enter', ...enterArgs(s)];
 }
 
+/** The environment a command really gets: `env` over the runtime's PATH and HOME defaults. */
+export function commandEnv(env: Record<string, string>): Record<string, string> {
+  return { PATH: DEFAULT_PATH, HOME: '/root', ...env };
+}
+
 /** What a command gets besides its sandbox: kept caps, user, environment, and its argv last. */
 function commandArgs(s: Pick<EnterSpec, 'caps' | 'user' | 'env' | 'argv'>): string[] {
   const env: string[] = [];
-  for (const [k, v] of Object.entries({ PATH: DEFAULT_PATH, HOME: '/root', ...s.env })) env.push('--env', `${k}=${v}`);
+  for (const [k, v] of Object.entries(commandEnv(s.env))) env.push('--env', `${k}=${v}`);
   const user = s.user === undefined || (s.user.uid === 0 && s.user.gid === 0) ? [] : ['--user', `${s.user.uid}:${s.user.gid}`];
   return [...s.caps.flatMap((c) => ['--cap', c]), ...user, ...env, '--', ...s.argv];
 }

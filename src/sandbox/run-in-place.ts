@@ -14,7 +14,7 @@
 import { join } from 'node:path';
 import type { ExecInPlace } from '../util/exec-in-place.js';
 import { HOST_PATH, type OwnRunSpec, ownRunCommand } from './commands.js';
-import { oneShotCommand, prepareOneShot } from './one-shot.js';
+import { checkOneShotLine, oneShotCommand, prepareOneShot } from './one-shot.js';
 import { endSandbox } from './prepare.js';
 import { processStartTime } from './proc.js';
 import type { RunOnceOptions } from './run-once.js';
@@ -42,15 +42,17 @@ export async function runInPlace(
   execve: ExecInPlace,
   hooks: RunInPlaceHooks = {},
 ): Promise<never> {
-  const { opts, prepared: p } = await prepareOneShot('runInPlace', input, argv, hooks);
+  const { opts, prepared: p } = await prepareOneShot('runInPlace', input, argv, run, hooks);
   const { state } = p;
   try {
     await hooks.onCreated?.(state);
-    const command = ownRunCommand(p.spec, oneShotCommand(opts, p, run, argv), {
+    const cmd = oneShotCommand(opts, p, run, argv);
+    const command = ownRunCommand(p.spec, cmd, {
       timeoutMs: run.timeoutMs ?? opts.commandTimeoutMs,
       oomFile: p.cgroup?.oomFile,
       cleanup: cleanupSteps(opts.stateDir, state, hooks.releasedFiles?.(state) ?? []),
     });
+    checkOneShotLine(command, cmd);
     // the launcher is this process from here on: the holder a reap would kill
     state.holderPid = process.pid;
     state.holderStartTime = processStartTime(process.pid);

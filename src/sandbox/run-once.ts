@@ -12,7 +12,7 @@ import { mark } from '../util/timing.js';
 import { HOST_PATH, RUN_STATUS_FD, runCommand } from './commands.js';
 import { releaseFrozenLowers, retainFrozenLowers } from './frozen.js';
 import { CappedBuffer, type CommandOutcome } from './outcome.js';
-import { oneShotCommand, prepareOneShot } from './one-shot.js';
+import { checkOneShotLine, oneShotCommand, prepareOneShot } from './one-shot.js';
 import { endSandbox } from './prepare.js';
 import { processStartTime } from './proc.js';
 import { awaitLauncher, childPid, classifyEnding } from './runner.js';
@@ -45,7 +45,7 @@ export interface RunOnceOptions {
  * onCreated runs before the launcher does (to lease the layers), onDestroyed after the teardown.
  */
 export async function runOnce(input: SandboxOptions, argv: string[], run: RunOnceOptions = {}, hooks: CreateHooks = {}): Promise<CommandOutcome> {
-  const { opts, prepared: p } = await prepareOneShot('runOnce', input, argv, hooks);
+  const { opts, prepared: p } = await prepareOneShot('runOnce', input, argv, run, hooks);
   const { state } = p;
   retainFrozenLowers(opts.lowerDirs);
   try {
@@ -53,7 +53,9 @@ export async function runOnce(input: SandboxOptions, argv: string[], run: RunOnc
     await hooks.onCreated?.(state);
     mark('run-once: lease taken');
     const capture = run.stdio !== 'inherit';
-    const argvFull = runCommand(p.spec, oneShotCommand(opts, p, run, argv));
+    const command = oneShotCommand(opts, p, run, argv);
+    const argvFull = runCommand(p.spec, command);
+    checkOneShotLine(argvFull, command);
     const stdin = !capture || run.stdin === 'inherit' ? 'inherit' : run.stdin === undefined ? 'ignore' : 'pipe';
     const out = capture ? 'pipe' : 'inherit';
     // A session of its own: a Ctrl-C at our terminal reaches us (we kill the command) and not the

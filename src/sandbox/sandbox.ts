@@ -9,7 +9,18 @@ import { z } from 'zod';
 import { InvalidInputError, MinisandboxError } from '../errors.js';
 import { RuntimeConfigSchema, type RuntimeConfig } from '../layer/env.js';
 import { killAndThaw, removeCgroup, unthrottle, type SandboxCgroup } from './cgroup.js';
-import { DEFAULT_CAPS, forkSourceTarCommand, holderArgs, holderCommand, HOST_PATH, type EnterSpec, type HolderSpec, type Rlimits } from './commands.js';
+import { ARGV_FIELDS, checkEnvLeavesRoom, checkExecFits, COMMAND_FIELDS } from './arg-max.js';
+import {
+  commandEnv,
+  DEFAULT_CAPS,
+  forkSourceTarCommand,
+  holderArgs,
+  holderCommand,
+  HOST_PATH,
+  type EnterSpec,
+  type HolderSpec,
+  type Rlimits,
+} from './commands.js';
 import { launcherServer, spawnedHolder, type HolderHandle } from './launcher-server.js';
 import { probeHost, type HostInfo } from './host.js';
 import { DEFAULT_MAX_OUTPUT_BYTES, type CommandOutcome } from './outcome.js';
@@ -221,11 +232,24 @@ export class Sandbox {
     return (await this.execRaw(cmd, opts)).outcome;
   }
 
-  private async execRaw(cmd: string[] | string, opts: ExecOptions): Promise<{ outcome: CommandOutcome; stdout: Buffer }> {
+  /**
+   * Throws what exec would throw before running anything: no command, or one the kernel could not
+   * exec with this sandbox's environment and `opts.env` (ExecTooLargeError, naming `argv.N`,
+   * `command`, `env.NAME` or the whole). For callers that start a command later (a job). Returns
+   * the command's enter spec.
+   */
+  checkExec(cmd: string[] | string, opts: Pick<ExecOptions, 'env' | 'workdir' | 'user'> = {}): EnterSpec {
     this.assertAlive();
     const argv = typeof cmd === 'string' ? ['/bin/sh', '-c', cmd] : cmd;
     if (argv.length === 0) throw new InvalidInputError('exec needs a command', 'pass an argv array with at least the program, or a shell string');
-    return runInSandbox(this.enterSpec(argv, opts), {
+    const spec = this.enterSpec(argv, opts);
+    checkExecFits(argv, commandEnv(spec.env), typeof cmd === 'string' ? COMMAND_FIELDS : ARGV_FIELDS);
+    return spec;
+  }
+
+  private async execRaw(cmd: string[] | string, opts: ExecOptions): Promise<{ outcome: CommandOutcome; stdout: Buffer }> {
+    const spec = this.checkExec(cmd, opts);
+    return runInSandbox(spec, {
       timeoutMs: opts.timeoutMs ?? this.options.commandTimeoutMs,
       maxOutputBytes: opts.maxOutputBytes ?? this.options.maxOutputBytes,
       stdin: opts.stdin,
@@ -601,6 +625,8 @@ function recordedChain(h: HolderHandle): Pick<SandboxState, 'holderPid' | 'holde
 }
 
 async function startSandbox(opts: ParsedOptions, hooks: CreateHooks, forkFrom: Sandbox | undefined, forkedFrom = forkFrom?.id): Promise<Sandbox> {
+  // every command gets the sandbox's environment: one the kernel could not exec with a command is refused now
+  checkEnvLeavesRoom(commandEnv(opts.config.env));
   const host = hooks.host ?? (await probeHost());
   const warn = hooks.warn ?? ((m: string) => process.emitWarning(m, 'MinisandboxWarning'));
   const { id, state, cgroup, unenforced, rlimits, spec } = await prepareSandbox(opts, host, warn, {

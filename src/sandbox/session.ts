@@ -4,7 +4,8 @@
  * prompt matching); a timeout interrupts the command's processes (SIGINT, then SIGKILL) and keeps
  * the shell; if the shell itself is stuck or gone it is restarted and the next command says so.
  */
-import type { EnterSpec } from './commands.js';
+import { checkExecFits } from './arg-max.js';
+import { commandEnv, type EnterSpec } from './commands.js';
 import { enterServed, type ServedProcess } from './launcher-server.js';
 import { oomKills } from './cgroup.js';
 import { DEFAULT_MAX_OUTPUT_BYTES, infraErrorOutcome, SentinelScanner, signalFromExitCode, type CommandOutcome } from './outcome.js';
@@ -99,6 +100,8 @@ export class Session {
     const spec = this.spec();
     if (!sameProcessAlive(spec.initPid, undefined))
       throw new MinisandboxError('SANDBOX_DESTROYED', `the sandbox is not running (its init, pid ${spec.initPid}, is gone)`, { hint: 'create a new sandbox' });
+    // the sandbox's environment was checked at its create; this holds for any spec it is given
+    checkExecFits(SHELL_ARGV, commandEnv(spec.env));
     const child = enterServed({ ...spec, argv: SHELL_ARGV }, { stdin: true });
     child.stdin!.on('error', () => undefined);
     child.stdout!.on('data', (c: Buffer) => this.onData('out', c));

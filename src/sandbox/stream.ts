@@ -6,7 +6,8 @@
 import { spawn } from 'node:child_process';
 import { closeSync, openSync } from 'node:fs';
 import type { Readable } from 'node:stream';
-import { HOST_PATH, enterCommand } from './commands.js';
+import { checkExecFits, checkLauncherFits } from './arg-max.js';
+import { HOST_PATH, commandEnv, enterCommand } from './commands.js';
 import { trySignal } from './proc.js';
 import type { Sandbox } from './sandbox.js';
 
@@ -20,7 +21,10 @@ export interface StreamedCommand {
 
 export function streamInSandbox(sb: Sandbox, argv: string[], opts: { stdin?: Readable; timeoutMs: number; signal?: AbortSignal }): StreamedCommand {
   const spec = sb.enterSpec(argv);
+  checkExecFits(argv, commandEnv(spec.env));
   const cmd = enterCommand(spec);
+  // spawned directly: the launcher's own exec carries the command's argv and variables
+  checkLauncherFits(cmd, { PATH: HOST_PATH }, 'env');
   const pidnsFd = openSync(`/proc/${spec.initPid}/ns/pid`, 'r');
   let child: ReturnType<typeof spawn>;
   try {

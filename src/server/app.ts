@@ -6,10 +6,10 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { resolve } from 'node:path';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
-import { MinisandboxError, type ErrorCode } from '../errors.js';
+import { InvalidFieldError, MinisandboxError, type ErrorCode } from '../errors.js';
 import type { Registry } from '../registry/registry.js';
 import type { StorePaths } from '../store/paths.js';
-import { FieldError, type RouteContext } from './http.js';
+import type { RouteContext } from './http.js';
 import { RetryLaterError, type SandboxManager } from './manager.js';
 import { openApiRoutes, recordRoutes } from './openapi.js';
 import { execRoutes } from './routes-exec.js';
@@ -130,7 +130,7 @@ export function buildApp(mgr: SandboxManager, opts: AppOptions): FastifyInstance
       // runtime failures (a sandbox that would not start, a registry that failed) are the server's side
       status = STATUS[code] ?? 500;
       hint = err.hint;
-      if (err instanceof FieldError && err.field !== '') field = err.field;
+      if (err instanceof InvalidFieldError && err.field !== '') field = err.field;
       if (err instanceof RetryLaterError) void reply.header('retry-after', String(err.retryAfterS));
     } else {
       // fastify's own: body parsing and limits

@@ -4,7 +4,7 @@
  */
 import type { FastifyReply } from 'fastify';
 import type { z } from 'zod';
-import { InvalidInputError } from '../errors.js';
+import { InvalidFieldError } from '../errors.js';
 import { unionCause } from '../recipe/structured.js';
 import type { Registry } from '../registry/registry.js';
 import type { CommandOutcome } from '../sandbox/outcome.js';
@@ -24,12 +24,9 @@ export interface RouteContext {
 }
 
 /** A request field that failed its schema: answered 422 with the field's dotted path. */
-export class FieldError extends InvalidInputError {
-  constructor(
-    readonly field: string,
-    message: string,
-  ) {
-    super(message, 'see the API reference in README.md (section "Sandbox server")');
+export class FieldError extends InvalidFieldError {
+  constructor(field: string, message: string) {
+    super(field, message, 'see the API reference in README.md (section "Sandbox server")');
   }
 }
 

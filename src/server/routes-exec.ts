@@ -23,6 +23,8 @@ export function execRoutes(app: FastifyInstance, ctx: RouteContext): void {
     if (q.async === true) {
       // the job outlives this request: its own signal, not the client's connection, can kill it
       const e = mgr.get(id);
+      // refused now, with a 422 naming the field, rather than as a failed job: nothing has started
+      e.sb.checkExec(b.argv ?? b.command!, opts);
       // jobs are for long commands: without a timeout of its own, one may run as long as its sandbox lives
       const timeoutMs = b.timeout ?? Math.max(1, e.expiresAt - Date.now());
       const job = jobsOf(e, mgr.jobLimits).start(

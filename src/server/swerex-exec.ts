@@ -4,6 +4,7 @@
  */
 import { constants } from 'node:os';
 import { MinisandboxError } from '../errors.js';
+import { ExecTooLargeError } from '../sandbox/arg-max.js';
 import type { CommandOutcome } from '../sandbox/outcome.js';
 import type { Sandbox } from '../sandbox/sandbox.js';
 import { builtin, commandTimeout, nonZeroExitCode, pyFloat, pyRepr, type SwerexError } from './swerex-exceptions.js';
@@ -30,13 +31,20 @@ function reprCommand(cmd: string | string[]): string {
 
 export async function executeCommand(sb: Sandbox, c: Command, signal?: AbortSignal): Promise<{ response: CommandResponse; outcome: CommandOutcome }> {
   const argv = commandArgv(c);
-  const o = await sb.exec(argv, {
-    timeoutMs: c.timeout === null ? NO_TIMEOUT_MS : Math.max(1, Math.round(c.timeout * 1000)),
-    maxOutputBytes: MAX_OUTPUT_BYTES,
-    ...(c.env === null ? {} : { env: c.env }),
-    ...(c.cwd === null ? {} : { workdir: c.cwd }),
-    ...(signal === undefined ? {} : { signal }),
-  });
+  // os.execve's own check, before any of the command's strings
+  if (c.env !== null && Object.keys(c.env).some((k) => k === '' || k.includes('='))) throw builtin('ValueError', 'illegal environment variable name');
+  let o: CommandOutcome;
+  try {
+    o = await sb.exec(argv, {
+      timeoutMs: c.timeout === null ? NO_TIMEOUT_MS : Math.max(1, Math.round(c.timeout * 1000)),
+      maxOutputBytes: MAX_OUTPUT_BYTES,
+      ...(c.env === null ? {} : { env: c.env }),
+      ...(c.cwd === null ? {} : { workdir: c.cwd }),
+      ...(signal === undefined ? {} : { signal }),
+    });
+  } catch (e) {
+    throw e instanceof ExecTooLargeError ? execFailure(argv[0] ?? '', e) : e;
+  }
   if (o.status === 'timeout') throw commandTimeout(`Timeout (${c.timeout === null ? 'None' : pyFloat(c.timeout)}s) exceeded while running command`);
   if (o.status === 'infra_error') throw startFailure(argv[0]!, c.cwd, o);
   // Python reports death by signal N as returncode -N
@@ -49,6 +57,12 @@ export async function executeCommand(sb: Sandbox, c: Command, signal?: AbortSign
     throw nonZeroExitCode(c.error_msg === '' ? msg : `${c.error_msg}: ${msg}`);
   }
   return { response, outcome: o };
+}
+
+/** What subprocess.run raises for strings no exec can carry: Python refuses a NUL itself, the kernel the rest (E2BIG). */
+function execFailure(program: string, e: ExecTooLargeError): SwerexError {
+  if (e.why === 'nul') return builtin('ValueError', 'embedded null byte');
+  return builtin('OSError', `[Errno 7] Argument list too long: ${pyRepr(program)}`);
 }
 
 /** What subprocess.run raises for a program that cannot start, or a cwd that is not there. */
