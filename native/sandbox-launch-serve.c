@@ -137,6 +137,27 @@ static void served_child_setup(pid_t server) {
   if (getppid() != server) _exit(1);
 }
 
+/*
+ * In a served child, first: closes every fd from 3 up but the `n` in `keep` (its own pipes), the
+ * server's others, so that there is room to put these in place even where the server had used up
+ * its fds (a new one then fails with EMFILE).
+ */
+static void keep_only_fds(int *keep, int n) {
+  for (int i = 1; i < n; i++)
+    for (int k = i; k > 0 && keep[k - 1] > keep[k]; k--) {
+      int t = keep[k];
+      keep[k] = keep[k - 1];
+      keep[k - 1] = t;
+    }
+  unsigned lo = 3;
+  for (int i = 0; i < n; i++) {
+    if (keep[i] < (int)lo) continue;
+    if (keep[i] > (int)lo) syscall(SYS_close_range, lo, (unsigned)keep[i] - 1, 0);
+    lo = (unsigned)keep[i] + 1;
+  }
+  syscall(SYS_close_range, lo, ~0U, 0);
+}
+
 /* In a served child: `mode` and the request's arguments as a command line of ours, parsed. */
 static void served_args(struct opts *o, const char *mode, int nargs, char **args) {
   char **argv = xcalloc((size_t)nargs + 3, sizeof *argv);
@@ -179,6 +200,8 @@ static int start_holder(struct job *j, int nargs, char **args, pid_t server) {
   }
   if (pid == 0) {
     served_child_setup(server);
+    int keep[4] = {p[0][0], p[1][1], p[3][1], p[2][1]};
+    keep_only_fds(keep, 4);
     int fds[4] = {high_dup(p[0][0]), high_dup(p[1][1]), high_dup(p[3][1]), high_dup(p[2][1])};
     for (int i = 0; i < 4; i++)
       if (dup2(fds[i], i) < 0) die("dup2");
@@ -216,6 +239,8 @@ static int start_exec(struct xjob *j, int want_stdin, int nargs, char **args, pi
   }
   if (pid == 0) {
     served_child_setup(server);
+    int keep[4] = {p[0][1], p[1][1], p[2][1], want_stdin ? p[3][0] : p[0][1]};
+    keep_only_fds(keep, 4);
     int stdin_fd = want_stdin ? p[3][0] : open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (stdin_fd < 0) die("open /dev/null");
     int fds[4] = {high_dup(stdin_fd), high_dup(p[0][1]), high_dup(p[1][1]), high_dup(p[2][1])};

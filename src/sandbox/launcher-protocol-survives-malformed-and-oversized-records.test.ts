@@ -5,7 +5,8 @@
  * records past the size limit, starts and commands with garbage arguments). After each batch the
  * server is alive, answered every start and command of the batch for its id, wrote only events
  * the runtime's reader understands, and still runs real commands in a real sandbox correctly,
- * stdin included. Its memory stays bounded throughout.
+ * stdin included. Its memory stays bounded throughout. A server out of file descriptors (many
+ * commands at once) refuses the commands it cannot start, for their ids, and serves the rest.
  *
  * After garbage nothing can know where the next record begins, so each batch of it ends with a
  * run of NULs as long as the longest record the server waits for (recordLimits' field bound, or an
@@ -154,5 +155,41 @@ describe('the launcher protocol, fuzzed', () => {
     const peakKiB = Number(/VmHWM:\s+(\d+)/.exec(readFileSync(`/proc/${server.pid}/status`, 'utf8'))?.[1]);
     // a held record is at most limits.bytes, its field table a few MiB more
     expect(peakKiB * 1024).toBeLessThan(limits.bytes * 4 + (32 << 20));
+  });
+
+  it('refuses the commands it has no file descriptors for, for their ids, and serves the others', async () => {
+    // a server that can hold about a dozen commands' pipes: the rest must be refused, not end it
+    const small = spawn('/bin/sh', ['-c', `ulimit -S -n 64 && exec ${env.host.tools.launcher} serve`], { stdio: ['pipe', 'pipe', 'ignore'] });
+    const seen: LauncherEvent[] = [];
+    const reader = new EventReader((e) => seen.push(e.kind === 'O' ? { ...e, data: Buffer.from(e.data) } : e));
+    small.stdout!.on('data', (c: Buffer) => reader.push(c));
+    const write = (b: Buffer) => new Promise<void>((done) => small.stdin!.write(b, () => done()));
+    const ids = Array.from({ length: 40 }, (_, i) => `cat${i}`);
+    for (const id of ids) await write(encodeRequest(['X', id, '1', ...enterArgs(sb.enterSpec(['/bin/cat']))]));
+    // each is started (P) or refused (its stderr says why, then D 125 and Z)
+    await eventually(() => ids.every((id) => seen.some((e) => (e.kind === 'P' || e.kind === 'Z') && e.id === id)));
+    const refused = ids.filter((id) => seen.some((e) => e.kind === 'Z' && e.id === id));
+    expect(refused.length).toBeGreaterThan(0);
+    expect(refused.length).toBeLessThan(ids.length);
+    const why = seen.find((e) => e.kind === 'O' && e.id === refused[0] && e.stream === 2);
+    expect(why?.kind === 'O' && why.data.toString()).toMatch(/request refused: cannot start the command: Too many open files/);
+    expect(seen.find((e) => e.kind === 'D' && e.id === refused[0])).toMatchObject({ code: 125 });
+    // the started ones run on, take their input and end; then there is room again
+    const started = ids.filter((id) => !refused.includes(id));
+    for (const id of started) {
+      await write(encodeInput(id, Buffer.from(`to ${id}\n`)));
+      await write(encodeRequest(['C', id]));
+    }
+    await eventually(() => started.every((id) => seen.some((e) => e.kind === 'Z' && e.id === id)));
+    for (const id of started) {
+      const out = seen.flatMap((e) => (e.kind === 'O' && e.id === id && e.stream === 1 ? [e.data.toString()] : [])).join('');
+      expect(out).toBe(`to ${id}\n`);
+    }
+    await write(encodeRequest(['X', 'after', '0', ...enterArgs(sb.enterSpec(['/bin/echo', 'room again']))]));
+    await eventually(() => seen.some((e) => e.kind === 'Z' && e.id === 'after'));
+    const after = seen.flatMap((e) => (e.kind === 'O' && e.id === 'after' && e.stream === 1 ? [e.data.toString()] : [])).join('');
+    expect(after).toBe('room again\n');
+    expect(small.exitCode).toBeNull();
+    small.stdin!.end();
   });
 });
