@@ -24,6 +24,8 @@ export interface HolderHandle {
   onExit(cb: () => void): void;
   /** SIGKILLs the holder and the sandbox's init. */
   kill(): void;
+  /** Why it exited where nothing of the sandbox's did it: its launcher server died. */
+  readonly lostBecause: string | undefined;
 }
 
 export type HolderStart = { ok: true; holder: HolderHandle } | { ok: false; status: number | null; stderr: string };
@@ -50,6 +52,7 @@ class ExitLatch {
 
 class ServedHolder implements HolderHandle {
   readonly latch = new ExitLatch();
+  lostBecause: string | undefined;
   constructor(
     readonly id: string,
     readonly pid: number,
@@ -221,7 +224,11 @@ export class LauncherServer {
     }
     this.pending.clear();
     // Its holders and commands die with it (PR_SET_PDEATHSIG): their sandboxes are gone.
-    for (const h of this.live.values()) h.latch.fire();
+    const lost = `the launcher server holding it ${why}${this.stderr.trim() === '' ? '' : `: ${this.stderr.trim().slice(-300)}`}`;
+    for (const h of this.live.values()) {
+      h.lostBecause = lost;
+      h.latch.fire();
+    }
     this.live.clear();
     for (const p of this.procs.values()) p.onGone(`the sandbox launcher server ${why}`);
     this.procs.clear();
@@ -405,6 +412,7 @@ export function spawnedHolder(child: ChildProcess, initPid: number): HolderHandl
       return latch.done;
     },
     onExit: (cb) => latch.on(cb),
+    lostBecause: undefined,
     kill: () => {
       child.stdin?.destroy();
       trySignal(initPid, 'SIGKILL');

@@ -145,6 +145,7 @@ export class SandboxStartError extends MinisandboxError {
 
 export class Sandbox {
   private destroyed = false;
+  private lost: string | undefined;
   private destroying: Promise<void> | undefined;
   private abort = new AbortController();
   private defaultSession: Session | undefined;
@@ -201,6 +202,11 @@ export class Sandbox {
 
   get alive(): boolean {
     return !this.destroyed;
+  }
+
+  /** Why it ended without a destroy() (its holder was killed, its launcher server died); else undefined. */
+  get lostBecause(): string | undefined {
+    return this.lost;
   }
 
   enterSpec(
@@ -377,7 +383,9 @@ export class Sandbox {
     h.onExit(() => {
       // The holder never exits on its own while we live: something killed the sandbox. A holder
       // replaced by reset() is killed on purpose.
-      if (!this.retired.has(h)) void this.destroy();
+      if (this.retired.has(h)) return;
+      if (!this.destroyed) this.lost = h.lostBecause ?? "its holder exited: the sandbox's holder or init was killed";
+      void this.destroy();
     });
   }
 

@@ -112,6 +112,9 @@ export interface SandboxInfo {
   snapshot?: string;
 }
 
+/** How many sandboxes that ended by themselves (their holder died) are remembered, with why. */
+const LOST_KEPT = 1024;
+
 export class SandboxManager {
   readonly metrics = new ServerMetrics();
   private readonly entries = new Map<string, Entry>();
@@ -121,6 +124,7 @@ export class SandboxManager {
   private pending = 0;
   private readonly timer: NodeJS.Timeout;
   private closed = false;
+  private readonly lost = new Map<string, string>();
 
   constructor(
     private readonly provider: SandboxProvider,
@@ -198,6 +202,9 @@ export class SandboxManager {
   /** Looking a sandbox up is not using it: a client polling its status does not keep it alive. */
   get(id: string, reach: Reach = {}): Entry {
     const e = this.entries.get(id);
+    const lost = e === undefined ? this.lost.get(id) : e.sb.lostBecause;
+    if (lost !== undefined && e?.internal !== true)
+      throw new MinisandboxError('SANDBOX_DESTROYED', `sandbox ${id} ended: ${lost}`, { hint: 'create a new sandbox (its state is gone)' });
     if (e === undefined || !e.sb.alive || (e.internal === true && reach.internal !== true))
       throw new NotFoundError(`sandbox ${id}`, 'list live sandboxes with GET /v1/sandboxes; it may have passed its TTL or idle timeout');
     return e;
@@ -406,7 +413,12 @@ export class SandboxManager {
     for (const [id, e] of this.entries) {
       if (now >= e.expiresAt) due.push([e, 'ttl']);
       else if (e.busy === 0 && now - e.lastUsed >= this.opts.idleMs) due.push([e, 'idle']);
-      else if (!e.sb.alive) this.entries.delete(id); // its holder died: nothing to destroy
+      else if (!e.sb.alive) {
+        // its holder died: nothing to destroy, but why it ended is still the answer for it
+        this.entries.delete(id);
+        const why = e.sb.lostBecause;
+        if (why !== undefined && e.internal !== true) this.rememberLost(id, why);
+      }
     }
     await Promise.all(
       due.map(async ([e, why]) => {
@@ -415,6 +427,15 @@ export class SandboxManager {
         await e.sb.destroy();
       }),
     );
+  }
+
+  /** The last LOST_KEPT sandboxes that ended by themselves, and why: a client asking for one is told. */
+  private rememberLost(id: string, why: string): void {
+    this.lost.set(id, why);
+    for (const old of this.lost.keys()) {
+      if (this.lost.size <= LOST_KEPT) break;
+      this.lost.delete(old);
+    }
   }
 
   /** Destroys every sandbox and refuses new ones (SIGTERM, tests' afterAll). */
