@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { publishedBusybox } from '../../test/helpers/published-busybox.js';
 import { runCli } from '../../test/helpers/run-cli.js';
+import { readdirOrEmpty } from '../util/fs.js';
 
 const many = Object.fromEntries(Array.from({ length: 300 }, (_, i) => [`V${i}`, `value-${i}`]));
 // 24 variables of 100 KiB: each within the kernel's 128 KiB a string, together past any ARG_MAX up to 2 MiB
@@ -32,6 +33,7 @@ describe('run of an environment with many variables', () => {
       const r = await run(past.work, [...json, 'huge/busybox', '--', 'true']);
       expect(r.code, r.stderr).toBe(2);
       expect(r.stderr).toMatch(/env.*ARG_MAX/);
+      expect(await readdirOrEmpty(join(past.work, 'store', 'sandboxes'))).toEqual([]);
     }
   });
 });
