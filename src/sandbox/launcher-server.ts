@@ -92,7 +92,7 @@ export class LauncherServer {
   private readonly procs = new Map<string, ServedProcess>();
   private readonly events = new EventReader(
     (e) => this.onEvent(e),
-    (line) => this.note(`an event line it did not understand: ${JSON.stringify(line.slice(0, 200))}`),
+    (line) => this.note(`the runtime skipped an event line it did not understand: ${JSON.stringify(line.slice(0, 200))}\n`),
   );
   private stderr = '';
   private seq = 0;
@@ -156,9 +156,9 @@ export class LauncherServer {
     this.child.stdin!.write(data === undefined ? encodeRequest(['C', id]) : encodeInput(id, data));
   }
 
-  /** What the server said on stderr (the first 8 KiB: why it died, what it dropped). */
+  /** What the server said on stderr, the last 8 KiB (why it died comes last; what it dropped before). */
   private note(text: string): void {
-    if (this.stderr.length < 8192) this.stderr += text.endsWith('\n') ? text : `${text}\n`;
+    this.stderr = (this.stderr + text).slice(-8192);
   }
 
   /** An event for an id it does not know (a request that timed out meanwhile, say) changes nothing. */
