@@ -26,14 +26,16 @@ interface Common extends SelectionFlags {
 
 async function prepare(datasetFile: string, o: Common, globals: Globals) {
   const ctx = await storeContext(globals());
-  const [{ datasetNameFromFile }, { loadDataset }, { loadSpecs, lookupSpec }, { refEvalRunner }, { reapStale }, { evalSpecFromDataset }] = await Promise.all([
-    import('../builder/plan.js'),
-    import('../dataset/read.js'),
-    import('../dataset/specs.js'),
-    import('../runtime/eval-runner.js'),
-    import('../runtime/open.js'),
-    import('../score/dataset-spec.js'),
-  ]);
+  const [{ datasetNameFromFile }, { loadDataset }, { loadSpecs, lookupSpec }, { refEvalRunner }, { reapStale }, { evalSpecFromDataset }, { resolveEnvDigest }] =
+    await Promise.all([
+      import('../builder/plan.js'),
+      import('../dataset/read.js'),
+      import('../dataset/specs.js'),
+      import('../runtime/eval-runner.js'),
+      import('../runtime/open.js'),
+      import('../score/dataset-spec.js'),
+      import('../registry/resolve-env.js'),
+    ]);
   const specs = await loadSpecs(o.specs);
   const { selectInstances } = await import('../dataset/select.js');
   const located = selectInstances(await loadDataset(datasetFile), await selectionFrom(o), (r) => r.row.instance_id);
@@ -41,10 +43,12 @@ async function prepare(datasetFile: string, o: Common, globals: Globals) {
   const where = new Map(located.map((r) => [r.row.instance_id, r.where]));
   const dataset = o.dataset ?? datasetNameFromFile(datasetFile);
   const specLookup = (x: ScoreInstance) => evalSpecFromDataset(lookupSpec(specs, x.repo, x.version, where.get(x.instance_id) ?? x.instance_id));
-  const runnerFactory = (x: ScoreInstance) =>
-    refEvalRunner(ctx.registry, ctx.store, `${dataset}/${x.instance_id}`, o.memory !== undefined ? { memoryBytes: o.memory } : {});
+  const refOf = (x: ScoreInstance) => `${dataset}/${x.instance_id}`;
+  const runnerFactory = (x: ScoreInstance) => refEvalRunner(ctx.registry, ctx.store, refOf(x), o.memory !== undefined ? { memoryBytes: o.memory } : {});
+  // the environment's digest: resolved for every instance before grading, and a part of what a result is reused for
+  const environmentOf = (x: ScoreInstance) => resolveEnvDigest(ctx.registry, refOf(x));
   await reapStale(ctx.store);
-  return { ctx, rows, specLookup, runnerFactory, jobs: o.jobs, timeoutS: o.timeout / 1000, dataset };
+  return { ctx, rows, specLookup, runnerFactory, environmentOf, jobs: o.jobs, timeoutS: o.timeout / 1000, dataset };
 }
 
 export function registerScoreCommands(program: Command, globals: Globals, setExit: (code: number) => void): void {
@@ -80,7 +84,7 @@ export function registerScoreCommands(program: Command, globals: Globals, setExi
               throw new NotFoundError(`predictions file ${o.predictions}`, 'give a JSONL/JSON predictions file, or --predictions gold');
             throw e;
           });
-    const { ctx, rows, specLookup, runnerFactory, jobs, timeoutS } = await prepare(datasetFile, o, globals);
+    const { ctx, rows, specLookup, runnerFactory, environmentOf, jobs, timeoutS } = await prepare(datasetFile, o, globals);
     const [{ parsePredictions }, { scoreRun }, { formatFailure }] = await Promise.all([
       import('../score/predictions.js'),
       import('../score/score-run.js'),
@@ -108,7 +112,8 @@ export function registerScoreCommands(program: Command, globals: Globals, setExi
       timeoutS,
       signal: abort.signal,
       force: o.force === true,
-      onResult: (res) => {
+      environmentOf,
+      onResult: (res, regraded) => {
         done++;
         ctx.out.progress({
           instance: res.instance_id,
@@ -116,7 +121,10 @@ export function registerScoreCommands(program: Command, globals: Globals, setExi
           resolved: res.resolved,
           done,
           total,
-          message: `score ${done}/${total}: ${res.instance_id} ${res.resolved ? 'resolved' : res.status}`,
+          ...(regraded === null ? {} : { regraded: regraded.changed }),
+          message:
+            `score ${done}/${total}: ${res.instance_id} ${res.resolved ? 'resolved' : res.status}` +
+            (regraded === null ? '' : ` (regraded: ${regraded.reason})`),
         });
       },
     }).finally(() => {
@@ -125,13 +133,26 @@ export function registerScoreCommands(program: Command, globals: Globals, setExi
     });
     const s = r.summary;
     const otherSpelling = r.results.reduce((n, x) => n + (x.other_spelling?.length ?? 0), 0);
+    const regraded = new Map(r.regraded.map((x) => [x.instance_id, x.reason]));
     if (r.reused.length > 0)
       ctx.out.progress({ reused: r.reused, runId: o.runId, message: `score: ${r.reused.length} reused from run ${o.runId}; --force to rerun` });
     ctx.out.result(
-      { summaryPath: r.summaryPath, summary: s, reused: r.reused, failures: r.failures, otherSpellingNames: otherSpelling, results: r.results },
+      {
+        summaryPath: r.summaryPath,
+        summary: s,
+        reused: r.reused,
+        regraded: r.regraded,
+        failures: r.failures,
+        otherSpellingNames: otherSpelling,
+        results: r.results,
+      },
       () =>
         [
-          ...r.results.map((x) => `${x.instance_id}: ${x.resolved ? 'RESOLVED' : x.status === 'completed' ? 'unresolved' : x.status}`),
+          ...r.results.map((x) => {
+            const why = regraded.get(x.instance_id);
+            const verdict = x.resolved ? 'RESOLVED' : x.status === 'completed' ? 'unresolved' : x.status;
+            return `${x.instance_id}: ${verdict}${why === undefined ? '' : ` (regraded: ${why})`}`;
+          }),
           ...(r.failures.length > 0 ? ['', 'not resolved:', ...r.failures.map((f) => formatFailure(f))] : []),
           '',
           `total ${s.total_instances}, submitted ${s.submitted_instances}, completed ${s.completed_instances}, resolved ` +

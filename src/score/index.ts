@@ -23,8 +23,18 @@ export { ScoreInstanceSchema, parseScoreInstance } from './instance.js';
 export type { ScoreInstance, ScoreInstanceInput } from './instance.js';
 export { PredictionSchema, parsePredictions } from './predictions.js';
 export type { Prediction } from './predictions.js';
-export { InstanceReportSchema, ReportFileSchema, RunSummarySchema, ScoreResultSchema, ScoreStatusSchema, makeRunSummary } from './report.js';
-export type { InstanceReport, ReportFile, RunSummary, ScoreResult, ScoreStatus } from './report.js';
+export {
+  EvaluationStatusSchema,
+  InstanceReportSchema,
+  ReportFileSchema,
+  RunSummarySchema,
+  ScoreResultSchema,
+  ScoreStatusSchema,
+  makeRunSummary,
+} from './report.js';
+export type { EvaluationStatus, InstanceReport, ReportFile, RunSummary, ScoreResult, ScoreStatus } from './report.js';
+export { VerdictInputsSchema, verdictInputs } from './verdict-inputs.js';
+export type { Regrade, VerdictInput, VerdictInputs } from './verdict-inputs.js';
 export { gradeTests, resolutionStatus, TestsStatusSchema } from './grading.js';
 export type { TestsStatus } from './grading.js';
 export { defaultParser, getParser, PARSER_NAMES, parserLanguage, parserName, REPO_PARSERS, REPO_VERSION_PARSERS } from './parsers/registry.js';

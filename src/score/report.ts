@@ -6,6 +6,7 @@
 import { z } from 'zod';
 import { TestsStatusSchema } from './grading.js';
 import { GIT_APPLY_CMDS } from './markers.js';
+import { VerdictInputsSchema } from './verdict-inputs.js';
 
 export const InstanceReportSchema = z.object({
   patch_is_None: z.boolean(),
@@ -27,6 +28,17 @@ export type ReportFile = z.infer<typeof ReportFileSchema>;
  */
 export const ScoreStatusSchema = z.enum(['completed', 'patch_apply_failed', 'timeout', 'error']);
 export type ScoreStatus = z.infer<typeof ScoreStatusSchema>;
+
+/**
+ * How one prediction's grading went, in the one vocabulary of result.json, the run summary's id
+ * lists, `score`'s lines, the server's evaluate answer and the Python client's `Evaluation.status`:
+ * a ScoreStatus, or empty_patch for a prediction with nothing to apply (not run, as in the
+ * harness). completed, empty_patch and patch_apply_failed are verdicts on the patch (resolved or
+ * not); timeout and error are not: the patch could not be judged, and a reward taken from them
+ * would be made up.
+ */
+export const EvaluationStatusSchema = z.enum([...ScoreStatusSchema.options, 'empty_patch']);
+export type EvaluationStatus = z.infer<typeof EvaluationStatusSchema>;
 
 export const RunnerStatusSchema = z.enum(['ok', 'timeout', 'oom', 'killed', 'infra_error']);
 
@@ -51,6 +63,8 @@ export const ScoreResultSchema = z.object({
    */
   other_spelling: z.array(z.string()).optional(),
   error: z.string().optional(),
+  /** Not in the harness: digests of what decided the verdict (verdict-inputs.ts), for reuse by a rerun. */
+  inputs: VerdictInputsSchema.optional(),
 });
 export type ScoreResult = z.infer<typeof ScoreResultSchema>;
 

@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { calcRunnerFactory, makeCalcRepo, type CalcRepo } from './fixtures/calc-repo.js';
 import type { Prediction } from './predictions.js';
 import { ReportFileSchema, RunSummarySchema, ScoreResultSchema } from './report.js';
+import { NotFoundError } from '../errors.js';
 import { scoreRun, type RunnerFactory } from './score-run.js';
 
 let root: string;
@@ -22,7 +23,7 @@ afterAll(async () => {
 });
 
 describe('scoring a run of predictions', () => {
-  it('grades each instance, records empty, unknown and failing ones, writes harness-shaped reports and resumes', async () => {
+  it('grades each instance, records empty and failing ones, writes harness-shaped reports and resumes', async () => {
     const rows = [...repos.values()].map((r) => r.instance);
     const model = 'org/model-x';
     const pred = (id: string, patch: string | null): Prediction => ({ instance_id: id, model_patch: patch, model_name_or_path: model });
@@ -31,13 +32,16 @@ describe('scoring a run of predictions', () => {
       pred('demo__calc-2', 'diff --git a/nope.py b/nope.py\n--- a/nope.py\n+++ b/nope.py\n@@ -1 +1 @@\n-x\n+y\n'),
       pred('demo__calc-3', ''),
       pred('demo__calc-4', repos.get('demo__calc-4')!.gold),
-      pred('not__in-dataset-1', 'x'),
     ];
-    // demo__calc-4's spec names a parser that does not exist: that instance errors, the run goes on.
-    const specs = (i: { instance_id: string }) => ({ ...repos.get(i.instance_id)!.spec, ...(i.instance_id === 'demo__calc-4' ? { parser: 'nosuch' } : {}) });
+    const specs = (i: { instance_id: string }) => repos.get(i.instance_id)!.spec;
+    // demo__calc-4's environment cannot be made this time: that instance errors, the run goes on.
+    const flaky: RunnerFactory = (i) => {
+      if (i.instance_id === 'demo__calc-4') throw new Error('no sandbox for demo__calc-4 today');
+      return factory(i);
+    };
     const reportDir = join(root, 'reports');
     const seen: string[] = [];
-    const out = await scoreRun(rows, predictions, specs, factory, {
+    const out = await scoreRun(rows, predictions, specs, flaky, {
       jobs: 2,
       runId: 'r1',
       reportDir,
@@ -48,7 +52,7 @@ describe('scoring a run of predictions', () => {
 
     expect(out.summary).toMatchObject({
       total_instances: 4,
-      submitted_instances: 5,
+      submitted_instances: 4,
       completed_instances: 1,
       resolved_instances: 1,
       unresolved_instances: 0,
@@ -58,7 +62,7 @@ describe('scoring a run of predictions', () => {
       empty_patch_ids: ['demo__calc-3'],
       error_ids: ['demo__calc-2', 'demo__calc-4'],
       patch_apply_failed_ids: ['demo__calc-2'],
-      unknown_ids: ['not__in-dataset-1'],
+      unknown_ids: [],
       incomplete_ids: [],
     });
     expect(seen.sort()).toEqual(['demo__calc-1', 'demo__calc-2', 'demo__calc-4']);
@@ -73,13 +77,14 @@ describe('scoring a run of predictions', () => {
     const failed = ScoreResultSchema.parse(JSON.parse(await readFile(join(reportDir, 'r1', 'org__model-x', 'demo__calc-2', 'result.json'), 'utf8')));
     expect(failed.status).toBe('patch_apply_failed');
     expect(existsSync(join(reportDir, 'r1', 'org__model-x', 'demo__calc-4', 'error.txt'))).toBe(true);
-    expect(out.results.find((r) => r.instance_id === 'demo__calc-4')?.error).toMatch(/unknown log parser/);
+    expect(out.results.find((r) => r.instance_id === 'demo__calc-4')?.error).toMatch(/no sandbox for demo__calc-4/);
 
-    // A second attempt of the same run reuses graded results and retries only the errored instance.
+    // A second attempt of the same run reuses graded results and retries only the errored instance
+    // (which errors again here: its environment fails once more).
     const again: string[] = [];
     const factory2: RunnerFactory = (instance) => {
       again.push(instance.instance_id);
-      return factory(instance);
+      return flaky(instance);
     };
     const out2 = await scoreRun(rows, predictions, specs, factory2, {
       jobs: 2,
@@ -110,6 +115,39 @@ describe('scoring a run of predictions', () => {
     });
     expect(again.sort()).toEqual(['demo__calc-1', 'demo__calc-2', 'demo__calc-4']);
     expect(out3.reused).toEqual([]);
+  });
+
+  it('refuses, before grading anything, predictions of unknown instances, a spec with an unknown parser and an environment that does not resolve', async () => {
+    const rows = [...repos.values()].map((r) => r.instance);
+    const gold = (id: string): Prediction => ({ instance_id: id, model_patch: repos.get(id)?.gold ?? 'x', model_name_or_path: 'org/refused' });
+    const specs = (i: { instance_id: string }) => repos.get(i.instance_id)!.spec;
+    const reportDir = join(root, 'reports-refused');
+    const graded: string[] = [];
+    const counting: RunnerFactory = (i) => {
+      graded.push(i.instance_id);
+      return factory(i);
+    };
+    const opts = { jobs: 1, runId: 'r1', reportDir, timeoutS: 60 };
+    await expect(scoreRun(rows, [gold('demo__calc-1'), gold('not__in-dataset-1'), gold('not__in-dataset-2')], specs, counting, opts)).rejects.toMatchObject({
+      code: 'NOT_FOUND',
+      message: expect.stringMatching(/2 prediction\(s\) name instance ids the dataset lacks: not__in-dataset-1, not__in-dataset-2/),
+    });
+    const badParser = (i: { instance_id: string }) => ({ ...specs(i), ...(i.instance_id === 'demo__calc-4' ? { parser: 'nosuch' } : {}) });
+    await expect(scoreRun(rows, [gold('demo__calc-1'), gold('demo__calc-4')], badParser, counting, opts)).rejects.toMatchObject({
+      code: 'INVALID_INPUT',
+      message: expect.stringMatching(/unknown log parser "nosuch"/),
+    });
+    const environmentOf = (i: { instance_id: string }) => {
+      if (i.instance_id !== 'demo__calc-1') throw new NotFoundError(`ref demo/${i.instance_id}`);
+      return `sha256:${'1'.repeat(64)}`;
+    };
+    const noEnv = scoreRun(rows, [gold('demo__calc-1'), gold('demo__calc-2'), gold('demo__calc-3')], specs, counting, { ...opts, environmentOf });
+    await expect(noEnv).rejects.toMatchObject({
+      code: 'NOT_FOUND',
+      message: expect.stringMatching(/^ref demo\/demo__calc-2 not found\nref demo\/demo__calc-3 not found$/),
+    });
+    expect(graded).toEqual([]);
+    expect(existsSync(reportDir)).toBe(false);
   });
 
   it('refuses a run id that would escape the report directory', async () => {

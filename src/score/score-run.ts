@@ -3,9 +3,12 @@
  * every non-empty prediction of a known instance is graded in its own fresh environment, `jobs`
  * at a time; each instance's report.json, result.json, test_output.txt, patch.diff and eval.sh go
  * under <reportDir>/<runId>/<model>/<instance_id>/, the run summary to
- * <reportDir>/<model>.<runId>.json. One instance's failure never stops the run; an instance that
- * already has a result.json from an earlier attempt of the same run is not run again (unless
- * `force`), and the outcome says which were reused.
+ * <reportDir>/<model>.<runId>.json. Every input is checked first (run-inputs.ts): a prediction
+ * for an instance the dataset lacks, a missing spec or environment stops the run before any
+ * grading. Then one instance's failure never stops the run; an instance whose result.json from an
+ * earlier attempt of the same run was made from the same inputs (verdict-inputs.ts) is not run
+ * again (unless `force`), one whose inputs changed is graded again, and the outcome says which
+ * were reused and which regraded, and why.
  */
 import { mkdir, readFile, rename, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -15,11 +18,13 @@ import { withExclusiveLock } from '../store/lock.js';
 import { parseScoreInstance, type ScoreInstance } from './instance.js';
 import type { Prediction } from './predictions.js';
 import { makeRunSummary, ScoreResultSchema, type RunSummary, type ScoreResult } from './report.js';
+import { type EnvironmentOf, type PreparedPrediction, prepareRun } from './run-inputs.js';
 import type { EvalRunner } from './runner.js';
 import { scoreInstance, type ScoreOutcome } from './score-instance.js';
 import type { EvalSpecInput } from './spec.js';
 import { runPool } from '../util/pool.js';
 import { type Failure, failingTests, failureReason } from './diagnose.js';
+import { type Regrade, regradeReason } from './verdict-inputs.js';
 
 export type SpecLookup = (instance: ScoreInstance) => EvalSpecInput;
 /** A runner for one instance's environment; each call of it must start from a fresh sandbox. */
@@ -42,8 +47,14 @@ export interface ScoreRunOptions {
   filesDir?: FilesDir;
   /** Grade every instance again, even those with a result from an earlier attempt of this run. */
   force?: boolean;
-  /** Called as each instance finishes, e.g. for progress lines. */
-  onResult?: (result: ScoreResult) => void;
+  /**
+   * What each instance is graded in (e.g. its environment's registry digest): resolved for every
+   * instance before grading starts (one that fails stops the run) and part of each result's
+   * inputs, so a rebuilt environment is graded again.
+   */
+  environmentOf?: EnvironmentOf;
+  /** Called as each instance finishes, e.g. for progress lines; `regraded` when an earlier result was set aside. */
+  onResult?: (result: ScoreResult, regraded: Regrade | null) => void;
   /**
    * Stops the run: evaluations in flight are killed, none starts, and the call rejects with
    * AbortedError. Finished instances keep their reports, so a rerun resumes after them.
@@ -57,6 +68,8 @@ export interface ScoreRunOutcome {
   results: ScoreResult[];
   /** Instances whose result was taken from an earlier attempt of the same run id (not run again). */
   reused: string[];
+  /** Instances an earlier attempt had graded from other inputs, graded again: which changed. */
+  regraded: Regrade[];
   /** Every instance not resolved: reason, failing tests, its test_output.txt. */
   failures: Failure[];
 }
@@ -129,20 +142,23 @@ export async function scoreRun(
   const byId = new Map(instances.map((x) => [x.instance_id, x]));
   const preds = new Map(predictions.map((p) => [p.instance_id, p]));
   const model = predictions[0]?.model_name_or_path ?? 'None';
+  // every input, before any grading (names too: a model no directory can be named after)
+  for (const p of preds.values()) instanceReportDir(opts.reportDir, opts.runId, p.model_name_or_path, p.instance_id);
+  const todo = await prepareRun(byId, [...preds.values()], specs, { environmentOf: opts.environmentOf, concurrency: Math.max(8, opts.jobs) });
 
-  // Like the harness: only known instances with a non-empty patch are run.
-  const todo = [...preds.values()].filter((p) => byId.has(p.instance_id) && p.model_patch !== null && p.model_patch !== '');
   const results = new Map<string, ScoreResult>();
   const reused: string[] = [];
+  const regraded: Regrade[] = [];
   const logs = new Map<string, string>();
-  await runPool(todo, opts.jobs, async (pred) => {
+  await runPool(todo, opts.jobs, async (p) => {
     throwIfAborted(opts.signal, 'score run');
-    const instance = byId.get(pred.instance_id)!;
-    const { result, earlier, log } = await scoreOne(instance, pred, specs, runnerFactory, opts);
-    results.set(instance.instance_id, result);
-    if (earlier) reused.push(instance.instance_id);
-    if (log !== null) logs.set(instance.instance_id, log);
-    opts.onResult?.(result);
+    const { result, earlier, regrade, log } = await scoreOne(p, runnerFactory, opts);
+    const id = p.instance.instance_id;
+    results.set(id, result);
+    if (earlier) reused.push(id);
+    if (regrade !== null) regraded.push(regrade);
+    if (log !== null) logs.set(id, log);
+    opts.onResult?.(result, regrade);
   });
 
   const summary = makeRunSummary({ datasetIds: instances.map((x) => x.instance_id), predictions: preds, results });
@@ -150,7 +166,7 @@ export async function scoreRun(
   const summaryPath = runSummaryPath(opts.reportDir, opts.runId, model);
   // under the lock evaluate's per-prediction updates take, so neither write lands inside the other's
   await withExclusiveLock(summaryLockPath(summaryPath), () => writeAtomic(summaryPath, `${JSON.stringify(summary, null, 4)}\n`));
-  const ordered = todo.flatMap((p) => results.get(p.instance_id) ?? []);
+  const ordered = todo.flatMap((p) => results.get(p.instance.instance_id) ?? []);
   const failures: Failure[] = ordered
     .filter((r) => !r.resolved)
     .map((r) => {
@@ -163,7 +179,14 @@ export async function scoreRun(
       };
     })
     .sort((a, b) => a.instance_id.localeCompare(b.instance_id));
-  return { summary, summaryPath, results: ordered, reused: reused.sort(), failures };
+  return {
+    summary,
+    summaryPath,
+    results: ordered,
+    reused: reused.sort(),
+    regraded: regraded.sort((a, b) => a.instance_id.localeCompare(b.instance_id)),
+    failures,
+  };
 }
 
 async function exists(path: string): Promise<boolean> {
@@ -174,34 +197,37 @@ async function exists(path: string): Promise<boolean> {
 }
 
 async function scoreOne(
-  instance: ScoreInstance,
-  pred: Prediction,
-  specs: SpecLookup,
+  p: PreparedPrediction,
   runnerFactory: RunnerFactory,
   opts: ScoreRunOptions,
-): Promise<{ result: ScoreResult; earlier: boolean; log: string | null }> {
+): Promise<{ result: ScoreResult; earlier: boolean; regrade: Regrade | null; log: string | null }> {
+  const { instance, prediction: pred, spec, inputs } = p;
   const modelName = pred.model_name_or_path;
-  let dir: string | null = null;
+  const dir = instanceReportDir(opts.reportDir, opts.runId, modelName, instance.instance_id);
+  let regrade: Regrade | null = null;
   try {
-    dir = instanceReportDir(opts.reportDir, opts.runId, modelName, instance.instance_id);
     const logPath = join(dir, 'test_output.txt');
     const earlier = opts.force === true ? null : await previousResult(dir);
-    if (earlier !== null) return { result: earlier, earlier: true, log: (await exists(logPath)) ? logPath : null };
+    if (earlier !== null) {
+      regrade = regradeReason(instance.instance_id, earlier.inputs, inputs);
+      if (regrade === null) return { result: earlier, earlier: true, regrade, log: (await exists(logPath)) ? logPath : null };
+    }
     await mkdir(dir, { recursive: true });
     await writeAtomic(join(dir, 'patch.diff'), pred.model_patch ?? '');
     const runner = await runnerFactory(instance);
-    const outcome = await scoreInstance(instance, specs(instance), pred.model_patch, runner, {
+    const outcome = await scoreInstance(instance, spec, pred.model_patch, runner, {
       timeoutMs: opts.timeoutS * 1000,
       modelName,
       ...filesDirFor(opts.filesDir, instance),
       ...(opts.signal ? { signal: opts.signal } : {}),
     });
-    await writeInstanceFiles(dir, outcome);
-    return { result: outcome.result, earlier: false, log: logPath };
+    const result: ScoreResult = { ...outcome.result, inputs };
+    await writeInstanceFiles(dir, { ...outcome, result });
+    return { result, earlier: false, regrade, log: logPath };
   } catch (e) {
     // cancelled: no result at all, so that a rerun grades this instance
     if (e instanceof AbortedError) throw e;
-    // A bad spec, a runner that could not be made, a full disk: this instance errored, the run goes on.
+    // A runner that could not be made, a full disk: this instance errored, the run goes on.
     const result: ScoreResult = {
       instance_id: instance.instance_id,
       model_name_or_path: modelName,
@@ -212,8 +238,8 @@ async function scoreOne(
       runner: null,
       error: errorMessage(e),
     };
-    const errorPath = dir === null ? null : join(dir, 'error.txt');
-    if (errorPath !== null) await writeAtomic(errorPath, `${result.error}\n`).catch(() => undefined);
-    return { result, earlier: false, log: errorPath !== null && (await exists(errorPath)) ? errorPath : null };
+    const errorPath = join(dir, 'error.txt');
+    await writeAtomic(errorPath, `${result.error}\n`).catch(() => undefined);
+    return { result, earlier: false, regrade, log: (await exists(errorPath)) ? errorPath : null };
   }
 }

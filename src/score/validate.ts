@@ -11,7 +11,9 @@ import { runPool } from '../util/pool.js';
 import type { TestsStatus } from './grading.js';
 import { parseScoreInstance, type ScoreInstance } from './instance.js';
 import type { ScoreResult } from './report.js';
+import { checkSpecs } from './run-inputs.js';
 import { scoreInstance } from './score-instance.js';
+import type { EvalSpec } from './spec.js';
 import { filesDirFor, type FilesDir, type RunnerFactory, safeComponent, type SpecLookup } from './score-run.js';
 import { failingTests, failureReason, FailureSchema } from './diagnose.js';
 
@@ -149,17 +151,21 @@ export async function validateInstances(
   opts: ValidateOptions,
 ): Promise<ValidationReport> {
   const instances = rows.map((r, i) => parseScoreInstance(r, `dataset row ${i + 1}`));
-  const tasks: { instance: ScoreInstance; kind: PatchKind; run: number }[] = [];
+  // a missing or bad spec is one error before any run, not one error per instance after the others ran
+  const evalSpecs = await checkSpecs(instances, specs);
+  const tasks: { instance: ScoreInstance; spec: EvalSpec; kind: PatchKind; run: number }[] = [];
   for (let run = 0; run < opts.runs; run++) {
-    for (const instance of instances) for (const kind of PatchKindSchema.options) tasks.push({ instance, kind, run });
+    instances.forEach((instance, i) => {
+      for (const kind of PatchKindSchema.options) tasks.push({ instance, spec: evalSpecs[i]!, kind, run });
+    });
   }
   const observations: ValidationObservation[] = [];
-  await runPool(tasks, opts.jobs, async ({ instance, kind, run }) => {
+  await runPool(tasks, opts.jobs, async ({ instance, spec, kind, run }) => {
     let result: ValidationObservation['result'];
     let log: string | undefined;
     try {
       const runner = await runnerFactory(instance);
-      const out = await scoreInstance(instance, specs(instance), kind === 'gold' ? instance.patch : null, runner, {
+      const out = await scoreInstance(instance, spec, kind === 'gold' ? instance.patch : null, runner, {
         timeoutMs: opts.timeoutS * 1000,
         modelName: kind,
         ...filesDirFor(opts.filesDir, instance),
