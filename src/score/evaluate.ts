@@ -7,12 +7,13 @@
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { ScoreInstance } from './instance.js';
-import type { ReportFile, RunSummary, ScoreResult } from './report.js';
+import type { EvaluationStatus, ReportFile, RunSummary, ScoreResult } from './report.js';
 import { recordInRunSummary } from './run-summary-update.js';
 import type { EvalRunner } from './runner.js';
 import { instanceReportDir, runSummaryPath, writeAtomic, writeInstanceFiles } from './score-run.js';
-import { scoreInstance } from './score-instance.js';
+import { parseEvalSpec, scoreInstance } from './score-instance.js';
 import type { EvalSpecInput } from './spec.js';
+import { verdictInputs } from './verdict-inputs.js';
 
 export interface EvaluateOptions {
   timeoutS: number;
@@ -22,6 +23,8 @@ export interface EvaluateOptions {
   filesDir?: string;
   /** Record the outcome in a run: report files under <reportDir>/<runId>/<model>/<instance_id>/, the summary <reportDir>/<model>.<runId>.json. */
   record?: { reportDir: string; runId: string; datasetIds: readonly string[] };
+  /** What the patch is graded in (its environment's digest), recorded in result.json so that a `score` rerun of the run can reuse it. */
+  environment?: string;
   signal?: AbortSignal;
 }
 
@@ -30,6 +33,10 @@ export interface EvaluateOutcome {
   report: ReportFile;
   /** null for an empty patch (not run). */
   result: ScoreResult | null;
+  /** How grading went: timeout and error are no verdict on the patch (see EvaluationStatusSchema). */
+  status: EvaluationStatus;
+  /** Why it was not graded (timeout, error) or did not apply, when it says. */
+  error?: string;
   summary?: RunSummary;
   summaryPath?: string;
 }
@@ -41,7 +48,7 @@ export interface EvaluateOutcome {
  */
 export async function evaluatePrediction(
   instance: ScoreInstance,
-  spec: EvalSpecInput,
+  specInput: EvalSpecInput,
   patch: string | null,
   runner: () => Promise<EvalRunner>,
   opts: EvaluateOptions,
@@ -51,6 +58,7 @@ export async function evaluatePrediction(
   const rec = opts.record;
   // names are checked before any work: a bad run id or model is bad input, not a failed grading
   const dir = rec === undefined ? null : instanceReportDir(rec.reportDir, rec.runId, model, id);
+  const spec = parseEvalSpec(specInput);
   let result: ScoreResult | null = null;
   let report: ReportFile;
   if (patch === null || patch === '') {
@@ -67,12 +75,18 @@ export async function evaluatePrediction(
       ...(opts.filesDir === undefined ? {} : { filesDir: opts.filesDir }),
       ...(opts.signal ? { signal: opts.signal } : {}),
     });
-    if (dir !== null) await writeInstanceFiles(dir, outcome);
-    result = outcome.result;
+    result = { ...outcome.result, inputs: verdictInputs(instance, spec, patch, opts.environment) };
+    if (dir !== null) await writeInstanceFiles(dir, { ...outcome, result });
     report = { [id]: result.report };
   }
-  if (rec === undefined) return { report, result };
+  const graded: EvaluateOutcome = {
+    report,
+    result,
+    status: result?.status ?? 'empty_patch',
+    ...(result?.error === undefined ? {} : { error: result.error }),
+  };
+  if (rec === undefined) return graded;
   const summaryPath = runSummaryPath(rec.reportDir, rec.runId, model);
   const summary = await recordInRunSummary(summaryPath, rec.datasetIds, id, patch, result);
-  return { report, result, summary, summaryPath };
+  return { ...graded, summary, summaryPath };
 }

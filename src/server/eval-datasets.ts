@@ -7,7 +7,7 @@
 import { datasetNameFromFile } from '../builder/plan.js';
 import { loadDataset } from '../dataset/read.js';
 import { loadSpecs, lookupSpec } from '../dataset/specs.js';
-import { InvalidInputError, NotFoundError } from '../errors.js';
+import { InvalidInputError, MinisandboxError, NotFoundError } from '../errors.js';
 import { evalSpecFromDataset } from '../score/dataset-spec.js';
 import { parseScoreInstance, type ScoreInstance } from '../score/instance.js';
 import type { EvalSpecInput } from '../score/spec.js';
@@ -63,12 +63,13 @@ export async function loadEvalDatasets(srcs: readonly EvalDatasetSource[]): Prom
 }
 
 export function findEvalInstance(datasets: ReadonlyMap<string, EvalDataset>, dataset: string, instanceId: string): { ds: EvalDataset; it: EvalInstance } {
+  // not a missing dataset but a server that grades none: no request can succeed here
+  if (datasets.size === 0)
+    throw new MinisandboxError('NOT_CONFIGURED', 'this server grades no dataset (it was started without --eval-dataset)', {
+      hint: 'start serve with --eval-dataset [NAME=]ROWS,SPECS',
+    });
   const ds = datasets.get(dataset);
-  if (ds === undefined)
-    throw new NotFoundError(
-      `dataset ${JSON.stringify(dataset)}`,
-      datasets.size === 0 ? 'start serve with --eval-dataset [NAME=]ROWS,SPECS' : `this server grades: ${[...datasets.keys()].join(', ')}`,
-    );
+  if (ds === undefined) throw new NotFoundError(`dataset ${JSON.stringify(dataset)}`, `this server grades: ${[...datasets.keys()].join(', ')}`);
   const it = ds.get(instanceId);
   if (it === undefined) throw new NotFoundError(`instance ${JSON.stringify(instanceId)} in dataset ${dataset}`, 'use an instance_id from the dataset rows');
   return { ds, it };

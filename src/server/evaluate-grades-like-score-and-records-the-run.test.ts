@@ -12,7 +12,7 @@ import { removeWorkDir } from '../../test/helpers/images.js';
 import { type SwebenchLikeImages, swebenchLikeImages, writeShlibSpecs } from '../../test/helpers/swebench-like-images.js';
 import { importDatasetImages } from '../image/dataset-images.js';
 import { LocalRegistry } from '../registry/local.js';
-import { ReportFileSchema, RunSummarySchema } from '../score/report.js';
+import { ReportFileSchema, RunSummarySchema, ScoreResultSchema } from '../score/report.js';
 import { StorePaths } from '../store/paths.js';
 import { buildApp } from './app.js';
 import { type RunningServer, startServer } from './serve.js';
@@ -81,12 +81,15 @@ describe('POST /v1/evaluate', () => {
     const g = await evaluate({ dataset: 'data', instance_id: 'test__shlib-1', patch: gold('test__shlib-1'), model: 'org/m', run_id: 'r1' });
     expect(g.status, JSON.stringify(g.json)).toBe(200);
     expect(g.scoreStatus).toBe('completed');
-    expect(g.json).toEqual({
-      'test__shlib-1': { patch_is_None: false, patch_exists: true, patch_successfully_applied: true, resolved: true, tests_status: SHLIB1_TESTS },
-    });
+    const harness = { patch_is_None: false, patch_exists: true, patch_successfully_applied: true, resolved: true, tests_status: SHLIB1_TESTS };
+    // the harness's report entry, and how grading went (the header's word, in the body too)
+    expect(g.json).toEqual({ 'test__shlib-1': { ...harness, status: 'completed' } });
     const e = await evaluate({ dataset: 'data', instance_id: 'test__shlib-2', patch: '', model: 'org/m', run_id: 'r1' });
     expect(e.status).toBe(200);
-    expect(e.json).toEqual({ 'test__shlib-2': { patch_is_None: false, patch_exists: true, patch_successfully_applied: false, resolved: false } });
+    expect(e.json).toEqual({
+      'test__shlib-2': { patch_is_None: false, patch_exists: true, patch_successfully_applied: false, resolved: false, status: 'empty_patch' },
+    });
+    expect(e.scoreStatus).toBe('empty_patch');
 
     const summary = RunSummarySchema.parse(JSON.parse(readFileSync(join(reportsDir, 'org__m.r1.json'), 'utf8')));
     expect(summary).toMatchObject({
@@ -96,21 +99,28 @@ describe('POST /v1/evaluate', () => {
       empty_patch_ids: ['test__shlib-2'],
     });
     const dir = join(reportsDir, 'r1', 'org__m', 'test__shlib-1');
-    expect(ReportFileSchema.parse(JSON.parse(readFileSync(join(dir, 'report.json'), 'utf8')))).toEqual(g.json);
+    // report.json stays the harness's own; result.json records what decided the verdict, for a `score` rerun
+    expect(ReportFileSchema.parse(JSON.parse(readFileSync(join(dir, 'report.json'), 'utf8')))).toEqual({ 'test__shlib-1': harness });
+    const result = ScoreResultSchema.parse(JSON.parse(readFileSync(join(dir, 'result.json'), 'utf8')));
+    expect(result.inputs?.environment).toMatch(/^sha256:[0-9a-f]{64}$/);
     for (const f of ['patch.diff', 'eval.sh', 'test_output.txt', 'result.json']) expect(existsSync(join(dir, f)), f).toBe(true);
     // the evaluation sandboxes are gone
     expect(srv.manager.live).toBe(0);
   }, 600_000);
 
-  it('a wrong patch is graded unresolved; without run_id nothing is recorded', async () => {
+  it('a wrong patch is graded unresolved and one that does not apply says so; without run_id nothing is recorded', async () => {
     const wrong = gold('test__shlib-1').replace('echo "$2"; fi; }', 'echo 0; fi; }');
     expect(wrong).not.toBe(gold('test__shlib-1'));
+    const unappliable = gold('test__shlib-1').replaceAll('max()', 'mux()');
     const before = readdirSync(reportsDir).sort();
-    const r = await evaluate({ dataset: 'data', instance_id: 'test__shlib-1', patch: wrong });
-    expect(r.status).toBe(200);
-    const rep = (r.json['test__shlib-1'] ?? {}) as { resolved?: boolean; patch_successfully_applied?: boolean };
-    expect(rep).toMatchObject({ resolved: false, patch_successfully_applied: true });
-    expect(r.scoreStatus).toBe('completed');
+    const [r, u] = await Promise.all([wrong, unappliable].map((patch) => evaluate({ dataset: 'data', instance_id: 'test__shlib-1', patch })));
+    expect(r!.status).toBe(200);
+    expect(r!.json['test__shlib-1']).toMatchObject({ resolved: false, patch_successfully_applied: true, status: 'completed' });
+    expect(r!.scoreStatus).toBe('completed');
+    // not the empty patch's answer: the body says the patch did not apply
+    expect(u!.status).toBe(200);
+    expect(u!.json['test__shlib-1']).toMatchObject({ resolved: false, patch_successfully_applied: false, status: 'patch_apply_failed' });
+    expect(u!.scoreStatus).toBe('patch_apply_failed');
     expect(readdirSync(reportsDir).sort()).toEqual(before);
   }, 600_000);
 
@@ -141,20 +151,34 @@ describe('POST /v1/evaluate', () => {
     expect(JSON.stringify(noDataset.json)).toContain('data');
   });
 
-  it('an app without a store answers 501 NOT_CONFIGURED', async () => {
+  it('an app without a store, or without datasets to grade, answers 501 NOT_CONFIGURED', async () => {
     const t = 'a-token-long-enough-0123';
     const bare = buildApp(srv.manager, { token: t, log: () => undefined });
+    const noDatasets = buildApp(srv.manager, {
+      token: t,
+      log: () => undefined,
+      reg: new LocalRegistry(join(work, 'registry')),
+      store: new StorePaths(join(work, 'store')),
+    });
     try {
-      const r = await bare.inject({
-        method: 'POST',
-        url: '/v1/evaluate',
-        headers: { authorization: `Bearer ${t}` },
-        payload: { dataset: 'data', instance_id: 'test__shlib-1', patch: 'x' },
-      });
-      expect(r.statusCode).toBe(501);
-      expect((r.json() as { error: { code: string } }).error.code).toBe('NOT_CONFIGURED');
+      for (const [app, says] of [
+        [bare, /no store/],
+        [noDatasets, /grades no dataset.*--eval-dataset/],
+      ] as const) {
+        const r = await app.inject({
+          method: 'POST',
+          url: '/v1/evaluate',
+          headers: { authorization: `Bearer ${t}` },
+          payload: { dataset: 'data', instance_id: 'test__shlib-1', patch: 'x' },
+        });
+        expect(r.statusCode).toBe(501);
+        const err = (r.json() as { error: { code: string; message: string; hint?: string } }).error;
+        expect(err.code).toBe('NOT_CONFIGURED');
+        expect(`${err.message} ${err.hint}`).toMatch(says);
+      }
     } finally {
       await bare.close();
+      await noDatasets.close();
     }
   });
 });

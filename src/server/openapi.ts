@@ -11,6 +11,7 @@ import {
   CapacitySchema,
   DirListingSchema,
   ErrorBodySchema,
+  EvaluationAnswerSchema,
   ForkResultSchema,
   JobInfoSchema,
   JobStartedSchema,
@@ -76,12 +77,12 @@ export const ROUTES: RouteDoc[] = [
   {
     method: 'POST',
     path: '/v1/evaluate',
-    summary: "grade a patch for a dataset instance in a fresh sandbox, as `score` does (SWE-bench's report.json object)",
+    summary: "grade a patch for a dataset instance in a fresh sandbox, as `score` does (SWE-bench's report.json object, with the grading status)",
     body: EvaluateBodySchema,
     responses: {
-      200: ok('{"<instance_id>": report}', z.record(z.string(), z.record(z.string(), z.unknown()))),
+      200: ok('{"<instance_id>": report}: `status` timeout or error means the patch was not graded', EvaluationAnswerSchema),
       404: { description: 'unknown dataset or instance', body: ErrorBodySchema },
-      501: { description: 'the server has no store', body: ErrorBodySchema },
+      501: { description: 'the server has no store, or grades no dataset (no --eval-dataset)', body: ErrorBodySchema },
     },
   },
   { method: 'GET', path: '/v1/openapi.json', summary: 'this document', responses: { 200: ok('OpenAPI 3.1', { contentType: 'application/json' }) } },

@@ -3,6 +3,7 @@
  * requests' schemas are in schemas.ts, where the routes parse with them.
  */
 import { z } from 'zod';
+import { EvaluationStatusSchema, InstanceReportSchema } from '../score/report.js';
 
 export const ErrorBodySchema = z.object({
   error: z.object({
@@ -36,6 +37,19 @@ export const OutcomeBodySchema = z.object({
   duration_ms: z.number(),
   error: z.string().optional(),
 });
+
+/**
+ * POST /v1/evaluate: SWE-bench's report.json object, `{"<instance_id>": report}`, whose entry also
+ * says how grading went (the X-Minisandbox-Score-Status header says it too, for older clients).
+ */
+export const EvaluationAnswerSchema = z.record(
+  z.string(),
+  InstanceReportSchema.extend({
+    status: EvaluationStatusSchema.describe('timeout and error: the patch could not be graded, `resolved` is no verdict'),
+    error: z.string().optional().describe('why it was not graded, or did not apply'),
+  }),
+);
+export type EvaluationAnswer = z.infer<typeof EvaluationAnswerSchema>;
 
 export const JobStartedSchema = z.object({ job: z.string(), status: z.literal('running') });
 

@@ -3,17 +3,21 @@
  * (score/evaluate.ts), in a fresh sandbox of the instance's environment made through the manager:
  * it counts against --max-sandboxes (429 when full) and in /v1/capacity, but it is the server's own
  * (not listed by GET /v1/sandboxes, not reachable by id); the shutdown ends it, and a client that
- * goes away kills it. Failing to make that sandbox is an error answer, never a grade. With a run_id the
- * outcome is also recorded where `score` records it (--reports-dir).
+ * goes away kills it. Failing to make that sandbox is an error answer, never a grade; a grading that
+ * could not judge the patch (timeout, error) says so in the answer's `status`, which a client must
+ * read before it takes `resolved` for a reward. With a run_id the outcome is also recorded where
+ * `score` records it (--reports-dir), with the environment's digest, so a `score` rerun reuses it.
  */
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { MinisandboxError, NotFoundError } from '../errors.js';
+import { resolveEnvDigest } from '../registry/resolve-env.js';
 import { evalOpenOptions } from '../runtime/eval-runner.js';
 import { evaluatePrediction } from '../score/evaluate.js';
 import { type EvalSandbox, sandboxEvalRunner } from '../score/sandbox-runner.js';
 import { type EvalDataset, findEvalInstance } from './eval-datasets.js';
 import { type RouteContext, disconnectSignal, parse } from './http.js';
+import type { EvaluationAnswer } from './response-schemas.js';
 import { DurationSchema } from './schemas.js';
 
 export interface EvaluateConfig {
@@ -44,13 +48,14 @@ const DEFAULT_TIMEOUT_MS = 30 * 60_000;
 
 export function evaluateRoutes(app: FastifyInstance, ctx: RouteContext, cfg: EvaluateConfig): void {
   const { mgr, log } = ctx;
-  app.post('/v1/evaluate', async (req, reply) => {
+  app.post('/v1/evaluate', async (req, reply): Promise<EvaluationAnswer> => {
     const b = parse(EvaluateBodySchema, req.body, 'body');
     if (ctx.reg === undefined || ctx.store === undefined)
       throw new MinisandboxError('NOT_CONFIGURED', 'this server has no store to make evaluation sandboxes from', {
         hint: 'evaluate through `minisandbox serve`',
       });
     const { ds, it } = findEvalInstance(cfg.datasets, b.dataset, b.instance_id);
+    const reg = ctx.reg;
     const signal = disconnectSignal(reply);
     const timeoutMs = b.timeout ?? DEFAULT_TIMEOUT_MS;
     const { open, maxOutputBytes } = evalOpenOptions();
@@ -92,13 +97,16 @@ export function evaluateRoutes(app: FastifyInstance, ctx: RouteContext, cfg: Eva
         {
           timeoutS: timeoutMs / 1000,
           ...(b.model === undefined ? {} : { modelName: b.model }),
-          ...(b.run_id === undefined ? {} : { record: { reportDir: cfg.reportsDir, runId: b.run_id, datasetIds: ds.ids } }),
+          ...(b.run_id === undefined
+            ? {}
+            : { record: { reportDir: cfg.reportsDir, runId: b.run_id, datasetIds: ds.ids }, environment: await resolveEnvDigest(reg, it.ref) }),
           signal,
         },
       );
-      // the report is the harness's; how grading went (completed, timeout, error...) rides in a header
-      void reply.header('x-minisandbox-score-status', out.result?.status ?? 'empty_patch');
-      return out.report;
+      // the header for clients that read it there (before the answer carried the status)
+      void reply.header('x-minisandbox-score-status', out.status);
+      const entry = out.report[b.instance_id]!;
+      return { [b.instance_id]: { ...entry, status: out.status, ...(out.error === undefined ? {} : { error: out.error }) } };
     } finally {
       await destroy();
     }
