@@ -1,9 +1,11 @@
 """A real ``minisandbox serve`` for the whole session: a busybox environment imported from a
 directory tree into a temporary registry (``minisandbox import``), a temporary store and token
-file, the server on a free loopback port. Tests talk to it over HTTP only."""
+file, the server on a free loopback port. Tests talk to it over HTTP only. The tests of grading
+use a second server (``eval_server``), started only when one of them runs, that grades a dataset."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -12,7 +14,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Iterator, Tuple
+from typing import Any, Dict, Iterator, List, Tuple
 
 import pytest
 
@@ -24,6 +26,8 @@ from minisandbox import Client, NotFoundError  # noqa: E402
 REPO = HERE.parents[2]
 BIN = REPO / "bin" / "minisandbox"
 REF = "py/busybox"
+EVAL_DATASET = "data"
+EVAL_INSTANCE = "test__shlib-1"
 ETC = {
     "etc/passwd": "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n",
     "etc/group": "root:x:0:\nnogroup:x:65534:\n",
@@ -60,24 +64,13 @@ class Server:
         self.work = work
 
 
-@pytest.fixture(scope="session")
-def server() -> Iterator[Server]:
-    work = Path(tempfile.mkdtemp(prefix="ms-pyclient-"))
-    os.chmod(work, 0o755)  # the sandboxes' subordinate ids must reach the store below it
-    reg, store = work / "registry", work / "store"
-    root = work / "rootfs"
-    busybox_root(root)
-    cli = [str(BIN), "--registry", str(reg), "--store", str(store)]
-    subprocess.run(
-        [*cli, "--progress", "none", "import", str(root), "--tag", REF, "--workdir", "/root", "-e", "GREETING=hello"],
-        check=True,
-        capture_output=True,
-        timeout=600,
-    )
+@contextlib.contextmanager
+def serving(cli: List[str], work: Path, *args: str) -> Iterator[Server]:
+    """``minisandbox serve`` on a free loopback port (with ``args``) until the block ends."""
     token_file = str(work / "token")
     log = open(work / "serve.log", "wb")
     proc = subprocess.Popen(
-        [*cli, "serve", "--listen", "127.0.0.1:0", "--token-file", token_file, "--max-sandboxes", "24"],
+        [*cli, "serve", "--listen", "127.0.0.1:0", "--token-file", token_file, *args],
         stdout=subprocess.PIPE,
         stderr=log,
     )
@@ -99,7 +92,111 @@ def server() -> Iterator[Server]:
             proc.kill()
             proc.wait()
         log.close()
+
+
+def work_dir(prefix: str) -> Path:
+    work = Path(tempfile.mkdtemp(prefix=prefix))
+    os.chmod(work, 0o755)  # the sandboxes' subordinate ids must reach the store below it
+    return work
+
+
+@pytest.fixture(scope="session")
+def server() -> Iterator[Server]:
+    """A server of the busybox environment ``REF``, grading no dataset (no ``--eval-dataset``)."""
+    work = work_dir("ms-pyclient-")
+    reg, store = work / "registry", work / "store"
+    root = work / "rootfs"
+    busybox_root(root)
+    cli = [str(BIN), "--registry", str(reg), "--store", str(store)]
+    subprocess.run(
+        [*cli, "--progress", "none", "import", str(root), "--tag", REF, "--workdir", "/root", "-e", "GREETING=hello"],
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
+    try:
+        with serving(cli, work, "--max-sandboxes", "24") as srv:
+            yield srv
+    finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+# Host programs a grading root takes over busybox's: the eval script is bash, the apply chain and
+# the diff are git, and the runner unpacks its files from one pipe with `head -c`, which must read
+# exactly its count (busybox's reads ahead) and `dd`, whose byte count it reads (GNU's wording).
+HOST_TOOLS = {"/bin/bash": "bin/bash", "/usr/bin/git": "usr/bin/git", "/usr/bin/head": "usr/bin/head", "/bin/dd": "bin/dd"}
+
+
+def grading_root(target: Path, repo: Path, base_commit: str) -> None:
+    """A root an eval script runs in: the busybox root with HOST_TOOLS and the shared libraries they
+    load (as ldd names them), and ``repo`` at ``base_commit`` in /testbed, without a remote (as
+    SWE-bench's images). A few MB, where a Debian root is 300: its import and the server's first
+    pull of it take a second, not half a minute."""
+    busybox_root(target)
+
+    def put(src: str, rel: str) -> None:
+        dest = target / rel.lstrip("/")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if dest.is_symlink() or dest.exists():
+            dest.unlink()  # a busybox applet link: copying onto it would overwrite busybox itself
+        shutil.copyfile(os.path.realpath(src), dest)
+        os.chmod(dest, 0o755)
+
+    for binary, rel in HOST_TOOLS.items():
+        put(binary, rel)
+        for line in subprocess.run(["ldd", binary], check=True, capture_output=True, text=True).stdout.splitlines():
+            lib = next((w for w in line.split() if w.startswith("/")), None)
+            if lib is not None and not (target / lib.lstrip("/")).exists():
+                put(lib, lib)
+    git = ["git", "-c", "advice.detachedHead=false"]
+    env = {**os.environ, "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"}
+    subprocess.run([*git, "clone", "-q", "--no-checkout", str(repo), str(target / "testbed")], check=True, env=env)
+    subprocess.run([*git, "checkout", "-q", base_commit], check=True, env=env, cwd=target / "testbed")
+    subprocess.run([*git, "remote", "remove", "origin"], check=True, env=env, cwd=target / "testbed")
+
+
+class EvalServer(Server):
+    """A server that grades the dataset ``EVAL_DATASET``; ``rows`` by instance id."""
+
+    rows: Dict[str, Dict[str, Any]]
+
+
+@pytest.fixture(scope="session")
+def eval_server() -> Iterator[EvalServer]:
+    """A server grading the hermetic dataset recipes/test (a shell project, test/shlib; its rows in
+    recipes/test/dataset.jsonl), the environment of ``EVAL_INSTANCE`` (``data/<instance_id>``) a
+    grading root (see grading_root) imported into its registry. Started only when a test of grading
+    runs."""
+    work = work_dir("ms-pyclient-eval-")
+    rows_file = REPO / "recipes" / "test" / "dataset.jsonl"
+    rows = [json.loads(line) for line in rows_file.read_text().splitlines() if line.strip()]
+    subprocess.run([str(REPO / "recipes" / "test" / "make-repo.sh"), str(work / "shlib")], check=True, capture_output=True, timeout=600)
+    cli = [str(BIN), "--registry", str(work / "registry"), "--store", str(work / "store")]
+    # the tests grade this instance only: the other has no environment (a create of it is a 404)
+    row = next(r for r in rows if r["instance_id"] == EVAL_INSTANCE)
+    grading_root(work / "root", work / "shlib", row["base_commit"])
+    subprocess.run([*cli, "--progress", "none", "import", str(work / "root"), "--tag", f"{EVAL_DATASET}/{EVAL_INSTANCE}", "--workdir", "/testbed"],
+                   check=True, capture_output=True, timeout=600)
+    # the server reads the test command and log parser from the specs; the environments it grades
+    # in are the registry's data/<instance_id>, imported above (`image` is never read by serve)
+    specs = work / "specs.yaml"
+    specs.write_text('defaults:\n  image: "oci:unused:{id}"\n  testCmd: sh run_tests.sh\n  logParser: pytest\n'
+                     '  workdir: /testbed\nrepos:\n  test/shlib:\n    "1.0": {}\n')
+    try:
+        with serving(cli, work, "--max-sandboxes", "12", "--eval-dataset", f"{EVAL_DATASET}={rows_file},{specs}",
+                     "--reports-dir", str(work / "reports")) as srv:
+            out = EvalServer(srv.url, srv.token_file, srv.proc, work)
+            out.rows = {r["instance_id"]: r for r in rows}
+            yield out
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+@pytest.fixture()
+def eval_client(eval_server: EvalServer) -> Iterator[Client]:
+    c = Client(eval_server.url, token_file=eval_server.token_file)
+    yield c
+    c.close()
 
 
 @pytest.fixture()

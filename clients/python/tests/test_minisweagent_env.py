@@ -2,7 +2,7 @@
 *, timeout=None)`` returns ``{"output", "returncode"}`` (stderr merged in order); v1 raises
 subprocess.TimeoutExpired on a timeout, v2 (an action dict) returns ``exception_info``;
 ``get_template_vars`` and ``serialize`` expose the config (never the token); ``cleanup`` deletes
-the sandbox it made."""
+the sandbox it made; ``evaluate`` grades its changes for its instance, as ``Client.evaluate``."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from conftest import REF, Server
+from conftest import EVAL_DATASET, EVAL_INSTANCE, REF, EvalServer, Server
 from minisandbox import Client
 from minisandbox.adapters import MinisandboxEnvironment
 
@@ -59,3 +59,16 @@ def test_attaching_to_an_existing_sandbox_leaves_it(server: Server, client: Clie
         assert env.execute("echo attached")["output"] == "attached\n"
         env.cleanup()
         assert sb.is_alive()
+
+
+def test_evaluate_grades_the_sandboxs_changes_for_its_instance(eval_server: EvalServer) -> None:
+    env = make(eval_server, ref=None, dataset=EVAL_DATASET, instance_id=EVAL_INSTANCE, cwd="/testbed", interpreter=["bash", "-c"])
+    try:
+        fix = eval_server.rows[EVAL_INSTANCE]["patch"]
+        assert env.execute(f"git apply <<'EOF'\n{fix}EOF")["returncode"] == 0
+        ev = env.evaluate()  # the submission: the repository's diff
+        assert (ev.status, ev.resolved, ev.reward) == ("completed", True, 1.0)
+    finally:
+        env.cleanup()
+    with pytest.raises(ValueError):
+        make(eval_server, ref=None, sandbox_id="sb-none").evaluate("x")  # attached: no instance to grade for

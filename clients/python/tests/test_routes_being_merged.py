@@ -92,10 +92,3 @@ def test_fork_carries_a_session(client: Client, need) -> None:  # type: ignore[n
             for c in children:
                 if c.sandbox is not None:
                     c.sandbox.delete(missing_ok=True)
-
-
-def test_evaluate_needs_a_dataset(client: Client, need) -> None:  # type: ignore[no-untyped-def]
-    need("POST", "/v1/evaluate")
-    # no dataset is published in this fixture: the server names what is missing, typed
-    with pytest.raises((NotFoundError, InvalidInputError)):
-        client.evaluate("no-such-dataset", "x__y-1", "")

@@ -1,5 +1,5 @@
 """The rllm-style ``Sandbox``: exec returns stdout and raises on failure; files and trees go up;
-read_file; is_alive and close."""
+read_file; is_alive and close; evaluate raises what ``Client.evaluate`` raises."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REF
-from minisandbox import Client
+from minisandbox import Client, NotConfiguredError
 from minisandbox.adapters import Sandbox, SandboxCommandError
 
 
@@ -53,3 +53,10 @@ def test_attach_wraps_a_fork_child(client: Client) -> None:
         with Sandbox.attach(child.sandbox) as sb:
             assert sb.read_file("/w/state") == "parent\n"
         assert not child.sandbox.is_alive()
+
+
+def test_evaluate_raises_when_the_server_grades_no_dataset(client: Client) -> None:
+    with Sandbox(REF, client=client) as sb, pytest.raises(NotConfiguredError):
+        sb.evaluate("diff --git a/x b/x\n", dataset="data", instance_id="test__shlib-1")
+    with Sandbox(REF, client=client) as sb, pytest.raises(ValueError):
+        sb.evaluate("x")  # made from a ref: which instance would it be graded for?

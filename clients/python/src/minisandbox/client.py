@@ -14,7 +14,7 @@ from urllib.parse import quote
 
 from . import _tar
 from ._transport import Transport
-from .errors import MinisandboxError, NotFoundError, TransportError
+from .errors import EvaluationError, MinisandboxError, NotFoundError, TransportError
 from .types import (
     Capacity,
     Evaluation,
@@ -101,15 +101,34 @@ class Client:
         r = self._t.request("POST", "/v1/prewarm", json_body=body, timeout=_timeout_for(3600, self._t.timeout))
         return [PrewarmResult.from_json(x) for x in r.json().get("results", [])]
 
-    def evaluate(self, dataset: str, instance_id: str, patch: str, *, model: Optional[str] = None, run_id: Optional[str] = None) -> Evaluation:
-        """Grades ``patch`` for a dataset instance in a fresh sandbox (as ``minisandbox score``)."""
+    def evaluate(
+        self,
+        dataset: str,
+        instance_id: str,
+        patch: Optional[str],
+        *,
+        model: Optional[str] = None,
+        run_id: Optional[str] = None,
+        timeout: Union[None, float, str] = None,
+    ) -> Evaluation:
+        """Grades ``patch`` for a dataset instance in a fresh sandbox (as ``minisandbox score``).
+        Returns an ``Evaluation`` only for a verdict on the patch (``status`` completed, empty_patch
+        or patch_apply_failed; ``.reward`` is 1.0 or 0.0); raises ``EvaluationError`` (with the
+        ``evaluation``) when the grading timed out or errored, and the server's typed errors when
+        it could not grade at all (``NotConfiguredError``: no ``--eval-dataset``; ``NotFoundError``:
+        no such dataset or instance). ``timeout`` limits the eval script (seconds, or "30m")."""
         body: Dict[str, Any] = {"dataset": dataset, "instance_id": instance_id, "patch": patch}
         if model is not None:
             body["model"] = model
         if run_id is not None:
             body["run_id"] = run_id
+        if timeout is not None:
+            body["timeout"] = timeout
         r = self._t.request("POST", "/v1/evaluate", json_body=body, timeout=_timeout_for(3600, self._t.timeout))
-        return Evaluation.from_json(instance_id, r.json())
+        ev = Evaluation.from_json(instance_id, r.json(), r.headers.get("x-minisandbox-score-status"))
+        if not ev.graded:
+            raise EvaluationError(ev)
+        return ev
 
     # -- sandboxes ------------------------------------------------------------------------------
 

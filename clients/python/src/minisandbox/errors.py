@@ -82,6 +82,21 @@ class ServerError(MinisandboxError):
     """5xx: the server's side failed (a sandbox that would not start, a registry error)."""
 
 
+class NotConfiguredError(ServerError):
+    """501: the server was not given what the route needs, e.g. ``--eval-dataset`` for ``evaluate``."""
+
+
+class EvaluationError(MinisandboxError):
+    """The server answered, but could not grade the patch (``evaluation.status`` is ``timeout`` or
+    ``error``): there is no reward to take from it, and ``resolved: False`` is no verdict.
+    ``evaluation`` holds the status, the reason (``evaluation.error``) and the report."""
+
+    def __init__(self, evaluation: Any) -> None:
+        why = f": {evaluation.error}" if evaluation.error else ""
+        super().__init__(f"{evaluation.instance_id} was not graded ({evaluation.status}){why}", code="NOT_GRADED")
+        self.evaluation = evaluation
+
+
 class CommandError(MinisandboxError):
     """A command did not succeed (``ExecResult.check()``): non-zero exit, timeout, oom, killed."""
 
@@ -102,6 +117,7 @@ _BY_CODE: Dict[str, Type[MinisandboxError]] = {
     "CAPACITY": CapacityError,
     "SANDBOX_DESTROYED": GoneError,
     "SESSION_CLOSED": GoneError,
+    "NOT_CONFIGURED": NotConfiguredError,
 }
 
 _BY_STATUS: Dict[int, Type[MinisandboxError]] = {

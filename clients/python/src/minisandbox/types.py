@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Literal, Optional, TypedDict
+from typing import Any, Dict, FrozenSet, List, Literal, Optional, TypedDict
 
-from .errors import CommandError
+from .errors import CommandError, EvaluationError, MinisandboxError
 
 Outcome = Literal["ok", "timeout", "oom", "killed", "infra_error"]
 
@@ -200,15 +200,56 @@ class InstanceReport(TypedDict, total=False):
     tests_status: Dict[str, Any]
 
 
+EvaluationStatus = Literal["completed", "empty_patch", "patch_apply_failed", "timeout", "error"]
+"""How grading went, in the server's vocabulary (``score``'s result.json and run summary use the same)."""
+
+GRADED_STATUSES: FrozenSet[str] = frozenset({"completed", "empty_patch", "patch_apply_failed"})
+"""The statuses that are a verdict on the patch; ``timeout`` and ``error`` are not."""
+
+_MINISANDBOX_FIELDS = ("status", "error")
+
+
 @dataclass(frozen=True)
 class Evaluation:
-    """A graded patch: ``resolved`` and the SWE-bench report object (``{instance_id: InstanceReport}``)."""
+    """A patch as the server graded it. ``status``: ``completed`` (the tests ran; ``resolved`` says
+    whether they passed), ``empty_patch`` (nothing to apply, not run), ``patch_apply_failed`` (the
+    patch did not apply): verdicts on the patch; ``timeout``, ``error``: the patch could not be
+    judged, and ``Client.evaluate`` raises ``EvaluationError`` rather than return one.
+    ``report`` is SWE-bench's report object (``{instance_id: InstanceReport}``)."""
 
     instance_id: str
+    status: str
     resolved: bool
     report: Dict[str, InstanceReport]
+    error: Optional[str] = None
+
+    @property
+    def graded(self) -> bool:
+        """Whether ``resolved`` is a verdict on the patch."""
+        return self.status in GRADED_STATUSES
+
+    @property
+    def reward(self) -> float:
+        """1.0 when resolved, 0.0 when graded and not; ``EvaluationError`` when not graded (there is none)."""
+        if not self.graded:
+            raise EvaluationError(self)
+        return 1.0 if self.resolved else 0.0
 
     @classmethod
-    def from_json(cls, instance_id: str, d: Dict[str, Any]) -> "Evaluation":
+    def from_json(cls, instance_id: str, d: Dict[str, Any], header_status: Optional[str] = None) -> "Evaluation":
         entry = d.get(instance_id)
-        return cls(instance_id=instance_id, resolved=bool(isinstance(entry, dict) and entry.get("resolved")), report=d)  # type: ignore[arg-type]
+        if not isinstance(entry, dict):
+            raise MinisandboxError(f"the evaluation answer has no entry for {instance_id}", code="BAD_RESPONSE")
+        # the answer's status; an older server says it only in the X-Minisandbox-Score-Status header
+        status = entry.get("status", header_status)
+        if not isinstance(status, str):
+            raise MinisandboxError(f"the evaluation answer for {instance_id} does not say how grading went", code="BAD_RESPONSE")
+        err = entry.get("error")
+        harness = {k: v for k, v in entry.items() if k not in _MINISANDBOX_FIELDS}
+        return cls(
+            instance_id=instance_id,
+            status=status,
+            resolved=bool(entry.get("resolved")),
+            report={**d, instance_id: harness},  # type: ignore[dict-item]
+            error=err if isinstance(err, str) else None,
+        )

@@ -6,6 +6,13 @@ run the policy in each child at once, score each child, destroy them all, and re
                       dataset="swe-bench-lite", instance_id="astropy__astropy-12907")
     group.rewards        # [1.0, 0.0, ...]: each child's diff graded by POST /v1/evaluate
     group.advantages()   # (r - mean) / (std + eps)
+
+A reward that could not be computed (the fork, the policy or the reward raised: a grading that
+timed out, a server without ``--eval-dataset``, a lost sandbox) is never a 0: by default the group
+raises ``GroupError`` (carrying the group); with ``on_error="skip"`` that rollout's reward is None,
+its ``status`` and ``error`` say why, and ``advantages()`` normalises the other rollouts among
+themselves and gives it None (leave it out of the loss); with ``on_error=<a number>`` it gets that
+reward, knowingly.
 """
 
 from __future__ import annotations
@@ -13,22 +20,35 @@ from __future__ import annotations
 import math
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable, Generic, List, Optional, TypeVar
+from typing import Any, Callable, Generic, List, Literal, Optional, TypeVar, Union
 
 from ..client import Client, ForkChild, RemoteSandbox, Session
+from ..errors import MinisandboxError
 
 T = TypeVar("T")
+
+RolloutStatus = Literal["ok", "fork_error", "policy_error", "reward_error"]
+"""``ok``: the reward was computed; otherwise the step that failed (and left no reward)."""
+
+OnError = Union[Literal["raise", "skip"], float]
 
 
 @dataclass
 class Rollout(Generic[T]):
-    """One child of the group: its index, what the policy returned, its reward, and any error."""
+    """One child of the group: its index, what the policy returned, its reward (None when it could
+    not be computed, unless ``on_error`` named one), how it went (``status``), and why it failed."""
 
     index: int
     sandbox_id: Optional[str]
     output: Optional[T] = None
-    reward: float = 0.0
+    reward: Optional[float] = None
+    status: str = "ok"
     error: Optional[str] = None
+    exception: Optional[BaseException] = field(default=None, repr=False, compare=False)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
 
 
 @dataclass
@@ -36,33 +56,60 @@ class GroupResult(Generic[T]):
     rollouts: List[Rollout[T]] = field(default_factory=list)
 
     @property
-    def rewards(self) -> List[float]:
+    def rewards(self) -> List[Optional[float]]:
+        """One per rollout; None where the reward could not be computed (``on_error="skip"``)."""
         return [r.reward for r in self.rollouts]
+
+    @property
+    def statuses(self) -> List[str]:
+        return [r.status for r in self.rollouts]
 
     @property
     def errors(self) -> List[Optional[str]]:
         return [r.error for r in self.rollouts]
 
-    def advantages(self, eps: float = 1e-6) -> List[float]:
-        """GRPO's group-relative advantages: each reward less the group mean, over the group's std."""
-        rs = self.rewards
+    @property
+    def failed(self) -> List[Rollout[T]]:
+        """The rollouts whose reward could not be computed."""
+        return [r for r in self.rollouts if not r.ok]
+
+    def advantages(self, eps: float = 1e-6) -> List[Optional[float]]:
+        """GRPO's group-relative advantages: each reward less the group mean, over the group's std,
+        over the rollouts that have a reward; None for those that have none."""
+        rs = [r for r in self.rewards if r is not None]
         if not rs:
-            return []
+            return [None for _ in self.rollouts]
         mean = sum(rs) / len(rs)
         std = math.sqrt(sum((r - mean) ** 2 for r in rs) / len(rs))
-        return [(r - mean) / (std + eps) for r in rs]
+        return [None if r is None else (r - mean) / (std + eps) for r in self.rewards]
+
+
+class GroupError(MinisandboxError):
+    """Some rollouts of a group have no reward (``on_error="raise"``). ``group`` is the whole result
+    (every sandbox already deleted), ``group.failed`` the rollouts that failed, each with its
+    ``status``, ``error`` and ``exception``."""
+
+    def __init__(self, group: GroupResult[Any]) -> None:
+        failed = group.failed
+        why = "; ".join(f"#{r.index} {r.status}: {r.error}" for r in failed[:4]) + ("; ..." if len(failed) > 4 else "")
+        super().__init__(f"{len(failed)} of {len(group.rollouts)} rollouts have no reward: {why}", code="GROUP_FAILED",
+                         hint='retry the group, or run_group(..., on_error="skip") to train on the rollouts that have one')
+        self.group = group
 
 
 Policy = Callable[[RemoteSandbox, int, Optional[Session]], T]
 Reward = Callable[[RemoteSandbox, T], float]
 
 
-def swebench_reward(client: Client, dataset: str, instance_id: str, *, workdir: Optional[str] = None) -> Reward[Any]:
-    """A reward: the child's diff graded by the server (1.0 when resolved, else 0.0)."""
+def swebench_reward(
+    client: Client, dataset: str, instance_id: str, *, workdir: Optional[str] = None, timeout: Union[None, float, str] = None
+) -> Reward[Any]:
+    """A reward: the child's diff graded by the server (1.0 when resolved, else 0.0). A grading that
+    could not judge the patch raises (``EvaluationError``), as does a server that cannot grade."""
 
     def reward(sb: RemoteSandbox, _output: Any) -> float:
         patch = sb.diff(workdir=workdir)
-        return 1.0 if client.evaluate(dataset, instance_id, patch).resolved else 0.0
+        return client.evaluate(dataset, instance_id, patch, timeout=timeout).reward
 
     return reward
 
@@ -79,22 +126,30 @@ def run_group(
     snapshot: Optional[str] = None,
     prepare: Optional[Callable[[RemoteSandbox], None]] = None,
     session_startup: Optional[List[str]] = None,
-    failure_reward: float = 0.0,
+    on_error: OnError = "raise",
     max_workers: Optional[int] = None,
     **create_kwargs: Any,
 ) -> GroupResult[T]:
     """One GRPO group. ``prepare(parent)`` sets the start state once; each of the ``n`` forks runs
     ``policy(child, index, session)`` (``session`` when ``session_startup`` is given: a shell in the
     parent's cwd with its exported variables, carried into each child) and is scored by
-    ``reward(child, output)`` (default: its diff graded for ``dataset``/``instance_id``). A child that
-    could not be forked, or whose policy or reward raised, gets ``failure_reward`` and its ``error``.
-    Every sandbox, parent and children, is deleted before this returns."""
+    ``reward(child, output)`` (default: its diff graded for ``dataset``/``instance_id``).
+
+    A child that could not be forked, or whose policy or reward raised, has no reward; its
+    ``status`` says which step failed and ``error``/``exception`` why. ``on_error``: ``"raise"``
+    (default) raises ``GroupError`` once every child is done, since a group normalised with a
+    made-up reward teaches the policy wrong advantages; ``"skip"`` returns the group with that
+    rollout's reward None (``advantages()`` leaves it out); a number is the reward such a child gets.
+    Every sandbox, parent and children, is deleted before this returns or raises."""
+    if not (on_error in ("raise", "skip") or (isinstance(on_error, (int, float)) and not isinstance(on_error, bool))):
+        raise ValueError(f'on_error must be "raise", "skip" or a reward (a number), not {on_error!r}')
+    failure_reward = None if isinstance(on_error, str) else float(on_error)
     if reward is None:
         if dataset is None or instance_id is None:
             raise ValueError("give a reward function, or dataset and instance_id to grade each child's diff")
         reward = swebench_reward(client, dataset, instance_id)
     score = reward
-    children: List[ForkChild] = []
+    children: List[ForkChild[RemoteSandbox, Session]] = []
     with client.create(ref, dataset=dataset if ref is None and snapshot is None else None,
                        instance_id=instance_id if ref is None and snapshot is None else None,
                        snapshot=snapshot, **create_kwargs) as parent:
@@ -104,15 +159,18 @@ def run_group(
             session = parent.session(session_startup) if session_startup is not None else None
             children = parent.fork(n, session=session)
 
-            def one(i: int, c: ForkChild) -> Rollout[T]:
+            def one(i: int, c: ForkChild[RemoteSandbox, Session]) -> Rollout[T]:
                 if c.sandbox is None:
-                    return Rollout(i, None, reward=failure_reward, error=f"fork: {c.error.code if c.error else '?'}: {c.error.message if c.error else ''}")
+                    why = f"{c.error.code}: {c.error.message}" if c.error else "no child"
+                    return Rollout(i, None, reward=failure_reward, status="fork_error", error=why)
                 ro: Rollout[T] = Rollout(i, c.sandbox.id)
+                step = "policy_error"
                 try:
                     ro.output = policy(c.sandbox, i, c.session)
+                    step = "reward_error"
                     ro.reward = float(score(c.sandbox, ro.output))
-                except Exception as e:  # one child's failure is its reward, not the group's
-                    ro.reward, ro.error = failure_reward, f"{type(e).__name__}: {e}"
+                except Exception as e:  # one child's failure is its own, not the group's siblings'
+                    ro.reward, ro.status, ro.error, ro.exception = failure_reward, step, f"{type(e).__name__}: {e}", e
                 finally:
                     c.sandbox.delete(missing_ok=True)
                 return ro
@@ -123,4 +181,7 @@ def run_group(
             for c in children:
                 if c.sandbox is not None:
                     c.sandbox.delete(missing_ok=True)
-    return GroupResult(rollouts)
+    group = GroupResult(rollouts)
+    if on_error == "raise" and group.failed:
+        raise GroupError(group)
+    return group

@@ -29,7 +29,7 @@ from typing import Any, Dict, List, Optional, Union
 
 from ..client import Client, RemoteSandbox
 from ..errors import MinisandboxError
-from ..types import Limits
+from ..types import Evaluation, Limits
 
 SUBMIT_MARKER = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
 
@@ -155,6 +155,19 @@ class MinisandboxEnvironment:
             except ImportError:
                 return  # mini-swe-agent v1 (or absent) checks the marker itself
             raise Submitted({"role": "exit", "content": submission, "extra": {"exit_status": "Submitted", "submission": submission}})
+
+    def evaluate(self, patch: Optional[str] = None, *, timeout: Union[None, float, str] = None) -> Evaluation:
+        """Grades ``patch`` (default: the sandbox's changes, the repository's diff in ``cwd``) for the
+        configured ``dataset``/``instance_id``, as ``Client.evaluate``: an ``Evaluation`` for a verdict,
+        ``EvaluationError`` when the grading could not judge the patch, the server's typed errors
+        when it cannot grade at all."""
+        c = self.config
+        if c.dataset is None or c.instance_id is None:
+            raise ValueError("evaluate needs the environment's dataset and instance_id (it was made from a ref, snapshot or sandbox_id)")
+        assert self.sandbox is not None, "the sandbox is closed"
+        if patch is None:
+            patch = self.sandbox.diff(workdir=c.cwd or None)
+        return self.client.evaluate(c.dataset, c.instance_id, patch, timeout=timeout)
 
     def get_template_vars(self, **kwargs: Any) -> Dict[str, Any]:
         out: Dict[str, Any] = {**self.config.model_dump(), **platform.uname()._asdict()}

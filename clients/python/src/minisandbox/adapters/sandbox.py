@@ -1,6 +1,6 @@
 """A generic ``Sandbox`` with the small surface rllm-style trainers drive (their docker/modal backends
 have it): ``exec`` returning stdout (raising on failure), ``upload_file``, ``upload_dir``,
-``read_file``, ``close`` and ``is_alive``."""
+``read_file``, ``close`` and ``is_alive``; and ``evaluate``, the reward of its changes."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any, Mapping, Optional, Union
 
 from ..client import Client, RemoteSandbox
 from ..errors import CommandError
-from ..types import ExecResult
+from ..types import Evaluation, ExecResult
 
 
 class SandboxCommandError(CommandError, RuntimeError):
@@ -41,6 +41,9 @@ class Sandbox:
             ref, dataset=dataset, instance_id=instance_id, snapshot=snapshot, workdir=workdir, env=env, **create_kwargs
         )
         self.name = name or self.remote.id
+        # what evaluate grades for, when the sandbox was made from a dataset instance
+        self.dataset = dataset
+        self.instance_id = instance_id
         self._closed = False
 
     @classmethod
@@ -85,6 +88,26 @@ class Sandbox:
 
     def write_file(self, remote_path: str, content: Union[str, bytes], *, mode: Optional[int] = None) -> None:
         self.remote.write_file(remote_path, content, mode=mode)
+
+    def evaluate(
+        self,
+        patch: Optional[str] = None,
+        *,
+        dataset: Optional[str] = None,
+        instance_id: Optional[str] = None,
+        workdir: Optional[str] = None,
+        timeout: Union[None, float, str] = None,
+    ) -> Evaluation:
+        """Grades ``patch`` (default: the repository's diff in ``workdir``) for the instance it was made
+        from (or ``dataset``/``instance_id``), as ``Client.evaluate``: an ``Evaluation`` for a verdict
+        (``.reward``), ``EvaluationError`` when the grading could not judge the patch, the server's
+        typed errors when it cannot grade at all."""
+        ds, iid = dataset or self.dataset, instance_id or self.instance_id
+        if ds is None or iid is None:
+            raise ValueError("evaluate needs a dataset and instance_id (this sandbox was not made from one)")
+        if patch is None:
+            patch = self.remote.diff(workdir=workdir)
+        return self.client.evaluate(ds, iid, patch, timeout=timeout)
 
     def is_alive(self) -> bool:
         return not self._closed and self.remote.is_alive()
