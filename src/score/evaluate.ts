@@ -23,8 +23,11 @@ export interface EvaluateOptions {
   filesDir?: string;
   /** Record the outcome in a run: report files under <reportDir>/<runId>/<model>/<instance_id>/, the summary <reportDir>/<model>.<runId>.json. */
   record?: { reportDir: string; runId: string; datasetIds: readonly string[] };
-  /** What the patch is graded in (its environment's digest), recorded in result.json so that a `score` rerun of the run can reuse it. */
-  environment?: string;
+  /**
+   * What the patch was graded in (its environment's digest), asked once grading is done and
+   * recorded in result.json, so that a `score` rerun of the run can reuse it.
+   */
+  environment?: () => string | undefined;
   signal?: AbortSignal;
 }
 
@@ -75,7 +78,7 @@ export async function evaluatePrediction(
       ...(opts.filesDir === undefined ? {} : { filesDir: opts.filesDir }),
       ...(opts.signal ? { signal: opts.signal } : {}),
     });
-    result = { ...outcome.result, inputs: verdictInputs(instance, spec, patch, opts.environment) };
+    result = { ...outcome.result, inputs: verdictInputs(instance, spec, patch, opts.environment?.()) };
     if (dir !== null) await writeInstanceFiles(dir, { ...outcome, result });
     report = { [id]: result.report };
   }

@@ -11,7 +11,6 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { MinisandboxError, NotFoundError } from '../errors.js';
-import { resolveEnvDigest } from '../registry/resolve-env.js';
 import { evalOpenOptions } from '../runtime/eval-runner.js';
 import { evaluatePrediction } from '../score/evaluate.js';
 import { type EvalSandbox, sandboxEvalRunner } from '../score/sandbox-runner.js';
@@ -55,11 +54,11 @@ export function evaluateRoutes(app: FastifyInstance, ctx: RouteContext, cfg: Eva
         hint: 'evaluate through `minisandbox serve`',
       });
     const { ds, it } = findEvalInstance(cfg.datasets, b.dataset, b.instance_id);
-    const reg = ctx.reg;
     const signal = disconnectSignal(reply);
     const timeoutMs = b.timeout ?? DEFAULT_TIMEOUT_MS;
     const { open, maxOutputBytes } = evalOpenOptions();
-    let made: { id: string; gone: boolean } | undefined;
+    // the evaluation sandbox, once made; digest: the environment it was made of (what the verdict is of)
+    let made: { id: string; gone: boolean; digest: string | undefined } | undefined;
     const destroy = async (): Promise<void> => {
       if (made === undefined || made.gone) return;
       made.gone = true;
@@ -81,7 +80,7 @@ export function evaluateRoutes(app: FastifyInstance, ctx: RouteContext, cfg: Eva
         // the server's own: no client lists or reaches it, yet it holds a slot until it is destroyed
         { internal: true },
       );
-      made = { id: e.sb.id, gone: false };
+      made = { id: e.sb.id, gone: false, digest: e.sb.origin?.env.digest };
       const id = e.sb.id;
       return { exec: (argv, o) => mgr.use(id, (x) => x.sb.exec(argv, o), { internal: true }), destroy };
     };
@@ -97,9 +96,7 @@ export function evaluateRoutes(app: FastifyInstance, ctx: RouteContext, cfg: Eva
         {
           timeoutS: timeoutMs / 1000,
           ...(b.model === undefined ? {} : { modelName: b.model }),
-          ...(b.run_id === undefined
-            ? {}
-            : { record: { reportDir: cfg.reportsDir, runId: b.run_id, datasetIds: ds.ids }, environment: await resolveEnvDigest(reg, it.ref) }),
+          ...(b.run_id === undefined ? {} : { record: { reportDir: cfg.reportsDir, runId: b.run_id, datasetIds: ds.ids }, environment: () => made?.digest }),
           signal,
         },
       );
