@@ -3,9 +3,7 @@
  * Sandboxes are opened from refs (pulled on demand, leased) and forked through the runtime; what a
  * crashed predecessor left is reaped at start; SIGTERM/SIGINT destroy every sandbox before exit.
  */
-import { randomBytes } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
+import { resolve } from 'node:path';
 import { isIP } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { InvalidInputError, MinisandboxError } from '../errors.js';
@@ -19,6 +17,7 @@ import { type EvalDatasetSource, loadEvalDatasets } from './eval-datasets.js';
 import { batchedLines } from './log-sink.js';
 import { DEFAULT_SANDBOX_NICE } from './sandbox-nice.js';
 import { isErrno } from '../util/fs.js';
+import { loadToken } from './token-file.js';
 import { type SandboxProvider, SandboxManager } from './manager.js';
 
 export interface ServeOptions {
@@ -53,28 +52,6 @@ export function isLoopback(host: string): boolean {
   if (host === 'localhost') return true;
   if (isIP(host) === 4) return host.startsWith('127.');
   return host === '::1';
-}
-
-/**
- * The token: the given file's content, or a new random one written to it (0600). Without a file,
- * a new token goes to `<store>/serve.token`, readable by its owner only.
- */
-export function loadToken(tokenFile: string | undefined, store: StorePaths): { token: string; file: string } {
-  const file = tokenFile ?? join(store.root, 'serve.token');
-  if (tokenFile !== undefined && existsSync(tokenFile)) {
-    const token = readFileSync(tokenFile, 'utf8').trim();
-    if (token.length < 16)
-      throw new InvalidInputError(
-        `--token-file ${tokenFile} holds a token shorter than 16 characters`,
-        'put a long random token in it (e.g. `openssl rand -hex 32`), or point --token-file at a missing file to have one made',
-      );
-    return { token, file };
-  }
-  const token = randomBytes(32).toString('hex');
-  mkdirSync(dirname(file), { recursive: true });
-  writeFileSync(file, `${token}\n`, { mode: 0o600 });
-  chmodSync(file, 0o600); // an existing file keeps its mode through writeFileSync
-  return { token, file };
 }
 
 export function storeProvider(reg: Registry, store: StorePaths): SandboxProvider {
@@ -129,7 +106,7 @@ export async function startServer(reg: Registry, store: StorePaths, o: ServeOpti
     });
   }
   const datasets = await loadEvalDatasets(o.evalDatasets ?? []);
-  const { token, file } = loadToken(o.tokenFile, store);
+  const { token, file } = loadToken(o.tokenFile, store.root);
   await reapStale(store);
   const sink = log === undefined ? batchedLines((text) => void process.stderr.write(text)) : undefined;
   const write = log ?? sink!.write;
