@@ -65,6 +65,8 @@ export const ErrorCode = {
   BODY_TOO_LARGE: 'BODY_TOO_LARGE',
   /** `serve`: the request body is not valid JSON (HTTP 400). */
   MALFORMED_BODY: 'MALFORMED_BODY',
+  /** `serve`: the request is not valid HTTP, or its URL cannot be decoded (HTTP 400; 431 headers too large, 408 too slow). */
+  MALFORMED_REQUEST: 'MALFORMED_REQUEST',
   /** `serve`: the route needs what this server was not given, e.g. a store and registry (HTTP 501). */
   NOT_CONFIGURED: 'NOT_CONFIGURED',
   /**

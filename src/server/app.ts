@@ -5,11 +5,12 @@
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { resolve } from 'node:path';
+import type { Duplex } from 'node:stream';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { InvalidFieldError, MinisandboxError, type ErrorCode } from '../errors.js';
 import type { Registry } from '../registry/registry.js';
 import type { StorePaths } from '../store/paths.js';
-import type { RouteContext } from './http.js';
+import { dropHeaders, type RouteContext } from './http.js';
 import { RetryLaterError, type SandboxManager } from './manager.js';
 import { openApiRoutes, recordRoutes } from './openapi.js';
 import { execRoutes } from './routes-exec.js';
@@ -49,6 +50,7 @@ const STATUS: Partial<Record<ErrorCode, number>> = {
   SANDBOX_FREEZE: 503,
   BODY_TOO_LARGE: 413,
   MALFORMED_BODY: 400,
+  MALFORMED_REQUEST: 400,
   SANDBOX_DESTROYED: 410,
   SESSION_CLOSED: 410,
   ABORTED: 499,
@@ -60,11 +62,73 @@ function tokenDigest(t: string): Buffer {
   return createHash('sha256').update(t).digest();
 }
 
+/** A fastify error's own code (FST_ERR_...), if it has one. */
+function fastifyCode(err: unknown): string | undefined {
+  return typeof err === 'object' && err !== null && 'code' in err && typeof err.code === 'string' ? err.code : undefined;
+}
+
+export interface ErrorBody {
+  error: { code: ErrorCode; message: string; hint?: string; field?: string };
+}
+
+/** The status and body the server answers `err` with: every error, ours or fastify's, in one shape. */
+export function errorAnswer(err: unknown): { status: number; body: ErrorBody } {
+  let message = err instanceof Error ? err.message : String(err);
+  const answer = (status: number, code: ErrorCode, hint: string | undefined, field?: string) => ({
+    status,
+    body: { error: { code, message, ...(hint === undefined ? {} : { hint }), ...(field === undefined ? {} : { field }) } },
+  });
+  if (err instanceof MinisandboxError) {
+    // runtime failures (a sandbox that would not start, a registry that failed) are the server's side
+    return answer(STATUS[err.code] ?? 500, err.code, err.hint, err instanceof InvalidFieldError && err.field !== '' ? err.field : undefined);
+  }
+  // fastify's own: body parsing and limits, URLs
+  const sc = typeof err === 'object' && err !== null && 'statusCode' in err && typeof err.statusCode === 'number' ? err.statusCode : 500;
+  if (sc === 413) return answer(413, 'BODY_TOO_LARGE', 'send less; files go with PUT /v1/sandboxes/:id/files as application/octet-stream');
+  if (sc === 415) return answer(415, 'INVALID_INPUT', 'send JSON (application/json), or file bytes as application/octet-stream');
+  if (fastifyCode(err) === 'FST_ERR_BAD_URL') return answer(400, 'MALFORMED_REQUEST', 'percent-encode the path and query (e.g. encodeURIComponent)');
+  if (fastifyCode(err) === 'FST_ERR_MAX_PARAM_LENGTH') return answer(414, 'INVALID_INPUT', 'a path part (an id) is at most 100 characters');
+  if (sc >= 400 && sc < 500) return answer(400, 'MALFORMED_BODY', 'the body must be valid JSON');
+  message = `internal error: ${message}`;
+  return answer(500, 'INTERNAL', 'a bug in the server: report it with the request log line');
+}
+
+/** Fastify's clientErrorHandler: a request that is not HTTP gets the server's shape, and the connection ends. */
+function answerClientError(err: Error & { code?: string }, socket: Duplex): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  const [status, reason, message] =
+    err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+      ? [408, 'Request Timeout', 'the request did not arrive in time']
+      : err.code === 'HPE_HEADER_OVERFLOW'
+        ? [431, 'Request Header Fields Too Large', 'the request headers are too large']
+        : [400, 'Bad Request', `the request is not valid HTTP (${err.code ?? 'unparsable'})`];
+  const body = JSON.stringify({
+    error: { code: 'MALFORMED_REQUEST', message, hint: 'send HTTP/1.1 with printable header values (names go in JSON bodies or percent-encoded queries)' },
+  });
+  if (socket.writable) {
+    const head = `HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}`;
+    socket.write(`${head}\r\nConnection: close\r\n\r\n${body}`);
+  }
+  socket.destroy();
+}
+
 export function buildApp(mgr: SandboxManager, opts: AppOptions): FastifyInstance {
   const want = tokenDigest(opts.token);
   const log = opts.log ?? ((l: string) => void process.stderr.write(`${l}\n`));
   const fileLimit = opts.fileLimit ?? 256 << 20;
-  const app = Fastify({ logger: false, bodyLimit: opts.bodyLimit ?? 8 << 20 });
+  const app = Fastify({
+    logger: false,
+    bodyLimit: opts.bodyLimit ?? 8 << 20,
+    // what is not HTTP at all (a bad request line or header, headers too large, too slow) is
+    // answered here, before any route or hook: in the server's shape too
+    clientErrorHandler: answerClientError,
+    // a URL that cannot be decoded, or a path part too long, is refused before routing: same shape
+    frameworkErrors: (err, _req, reply: FastifyReply) => {
+      const { status, body } = errorAnswer(err);
+      mgr.metrics.error(body.error.code);
+      void reply.code(status).send(body);
+    },
+  });
   recordRoutes(app);
 
   // Clients that send `Content-Type: application/json` on every request (a session object with
@@ -120,31 +184,11 @@ export function buildApp(mgr: SandboxManager, opts: AppOptions): FastifyInstance
   });
 
   app.setErrorHandler(async (err: unknown, _req: FastifyRequest, reply: FastifyReply) => {
-    let code: ErrorCode;
-    let status: number;
-    let message = err instanceof Error ? err.message : String(err);
-    let hint: string | undefined;
-    let field: string | undefined;
-    if (err instanceof MinisandboxError) {
-      code = err.code;
-      // runtime failures (a sandbox that would not start, a registry that failed) are the server's side
-      status = STATUS[code] ?? 500;
-      hint = err.hint;
-      if (err instanceof InvalidFieldError && err.field !== '') field = err.field;
-      if (err instanceof RetryLaterError) void reply.header('retry-after', String(err.retryAfterS));
-    } else {
-      // fastify's own: body parsing and limits
-      const sc = typeof err === 'object' && err !== null && 'statusCode' in err && typeof err.statusCode === 'number' ? err.statusCode : 500;
-      if (sc === 413) [code, status, hint] = ['BODY_TOO_LARGE', 413, 'send less; files go with PUT /v1/sandboxes/:id/files as application/octet-stream'];
-      else if (sc === 415) [code, status, hint] = ['INVALID_INPUT', 415, 'send JSON (application/json), or file bytes as application/octet-stream'];
-      else if (sc >= 400 && sc < 500) [code, status, hint] = ['MALFORMED_BODY', 400, 'the body must be valid JSON'];
-      else {
-        [code, status, hint] = ['INTERNAL', 500, 'a bug in the server: report it with the request log line'];
-        message = `internal error: ${message}`;
-      }
-    }
-    mgr.metrics.error(code);
-    return reply.code(status).send({ error: { code, message, ...(hint === undefined ? {} : { hint }), ...(field === undefined ? {} : { field }) } });
+    const { status, body } = errorAnswer(err);
+    dropHeaders(reply);
+    if (err instanceof RetryLaterError) void reply.header('retry-after', String(err.retryAfterS));
+    mgr.metrics.error(body.error.code);
+    return reply.code(status).send(body);
   });
 
   app.setNotFoundHandler(async (req, reply) => {

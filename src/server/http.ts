@@ -53,6 +53,15 @@ export function outcomeBody(o: CommandOutcome): Record<string, unknown> {
   };
 }
 
+/**
+ * Removes every header an answer had before it failed: an error answer describes none of them, and
+ * one may be why it failed (an invalid value makes writing the headers throw, after which fastify
+ * answers in its own shape, not the server's).
+ */
+export function dropHeaders(reply: FastifyReply): void {
+  for (const name of Object.keys(reply.getHeaders())) reply.removeHeader(name);
+}
+
 /** Aborts when the client goes away before its answer was sent: a disconnect kills the command. */
 export function disconnectSignal(reply: FastifyReply): AbortSignal {
   const ac = new AbortController();

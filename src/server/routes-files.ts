@@ -6,6 +6,9 @@ import { InvalidInputError, MinisandboxError } from '../errors.js';
 import { type RouteContext, parse } from './http.js';
 import { DiffQuerySchema, FileQuerySchema, IdParamsSchema } from './schemas.js';
 
+/** Permission bits as stat's `%a` prints them. */
+const FILE_MODE = /^[0-7]{1,4}$/;
+
 export function fileRoutes(app: FastifyInstance, ctx: RouteContext): void {
   const { mgr, fileLimit } = ctx;
   app.get('/v1/sandboxes/:id/files', async (req, reply) => {
@@ -17,7 +20,8 @@ export function fileRoutes(app: FastifyInstance, ctx: RouteContext): void {
       const st = await e.sb.exec(['/bin/sh', '-c', 'exec stat -L -c %a -- "$1"', 'msb-stat', q.path], { timeoutMs: 30_000 });
       return [bytes, st.status === 'ok' && st.exitCode === 0 ? st.stdout.trim() : undefined] as const;
     });
-    if (mode !== undefined) void reply.header('x-file-mode', mode);
+    // what the sandbox's stat printed is the tenant's to choose: only permission bits go in a header
+    if (mode !== undefined && FILE_MODE.test(mode)) void reply.header('x-file-mode', mode);
     return reply.type('application/octet-stream').send(data);
   });
 

@@ -13,7 +13,7 @@
 import multipart from '@fastify/multipart';
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { errorMessage, InvalidInputError } from '../errors.js';
-import { disconnectSignal, FieldError, parse, type RouteContext } from './http.js';
+import { disconnectSignal, dropHeaders, FieldError, parse, type RouteContext } from './http.js';
 import type { Entry } from './manager.js';
 import { executeCommand, readText, writeText } from './swerex-exec.js';
 import { SwerexError } from './swerex-exceptions.js';
@@ -59,6 +59,7 @@ export const swerexRoutes: FastifyPluginAsync<SwerexPluginOptions> = async (app,
 
   app.setErrorHandler(async (err: unknown, _req, reply) => {
     if (err instanceof SwerexError) {
+      dropHeaders(reply);
       mgr.metrics.error(err.code);
       return reply.code(511).send({
         swerexception: {
