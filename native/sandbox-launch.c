@@ -679,10 +679,41 @@ static void mount_idmapped_lowers(const struct opts *o, int sock, char *lowerdir
 }
 
 /*
- * `idmap_sock` >= 0: the mapper also sends the holder an idmapped mount of each lower dir on it
- * (see send_idmapped_lowers).
+ * Over shifted layers the holder mounts the lower dirs itself, as root of the sandbox's user
+ * namespace: a subordinate uid, with no right to the store above them (0700, its owner's alone; a
+ * host process of that uid must reach no layer file, issue 25). So each lower dir is opened first,
+ * in the holder's new mount namespace (overlayfs takes only lower dirs of the mounter's own) but
+ * while the holder is still the store's owner's uid (host root, or the rootless user), and the
+ * overlay is given them as /proc/self/fd/N: the kernel resolves such a link to the open dir itself,
+ * without walking (or checking) the path above it again. Returns how many; close-on-exec.
  */
-static void enter_user_namespace_with(const struct opts *o, int idmap_sock) {
+static int open_lowers(const struct opts *o, int *fds) {
+  char buf[16384];
+  char *paths[MAX_LOWERS];
+  int n = split_lowers(o->lower, buf, sizeof buf, paths);
+  for (int i = 0; i < n; i++) {
+    fds[i] = open(paths[i], O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (fds[i] < 0) die("open lower dir %s", paths[i]);
+  }
+  return n;
+}
+
+/* The overlay lowerdir option naming the lower dirs open_lowers opened, top first; closes nothing. */
+static void lowers_by_fd(const int *fds, int n, char *lowerdir, size_t cap) {
+  size_t len = 0;
+  lowerdir[0] = '\0';
+  for (int i = 0; i < n; i++) {
+    xsnprintf(lowerdir + len, cap - len, "%s/proc/self/fd/%d", i == 0 ? "" : ":", fds[i]);
+    len += strlen(lowerdir + len);
+  }
+}
+
+/*
+ * `idmap_sock` >= 0: the mapper also sends the holder an idmapped mount of each lower dir on it
+ * (see send_idmapped_lowers). `before_root`, if given, runs once the maps are written, still as
+ * the caller's host uid (with every capability in the new namespace, none over files outside it).
+ */
+static void enter_user_namespace_with(const struct opts *o, int idmap_sock, void (*before_root)(void *), void *arg) {
   int go[2];
   if (pipe2(go, O_CLOEXEC) < 0) die("pipe");
   pid_t self = getpid();
@@ -704,6 +735,7 @@ static void enter_user_namespace_with(const struct opts *o, int idmap_sock) {
     errno = 0;
     die(idmap_sock >= 0 ? "writing the uid_map/gid_map of the sandbox or mounting its layers idmapped failed" : "writing the uid_map/gid_map of the sandbox failed");
   }
+  if (before_root != NULL) before_root(arg);
   become_ns_root(o->map_self);
   /*
    * The credential change made this process non-dumpable, which would stop the runtime (when it is
@@ -714,7 +746,7 @@ static void enter_user_namespace_with(const struct opts *o, int idmap_sock) {
 }
 
 static void enter_user_namespace(const struct opts *o) {
-  enter_user_namespace_with(o, -1);
+  enter_user_namespace_with(o, -1, NULL, NULL);
 }
 
 static void extract_tar(const struct opts *o, const char *dest) {
@@ -911,11 +943,12 @@ static void init_main(const struct opts *o, int holder_alive) {
 }
 
 /*
- * Over idmapped layers the sandbox's ids need reach no path of the store at all: the holder, still
- * host root, moves into the sandbox's dir (the parent of --upper and --merged), and every later path
- * (the upper, the merged root, the overlay's options, init's mounts, a fork's tar) is relative to
- * it, so the dirs above it may be private to root. Lookups from the working directory check only
- * the components they walk.
+ * The sandbox's ids need reach no path of the store at all: the holder, still the store's owner
+ * (host root, or the rootless user), moves into the sandbox's dir (the parent of --upper and
+ * --merged), and every later path (the upper, the merged root, init's mounts, a fork's tar) is
+ * relative to it, while the lower dirs come as open dirs (idmapped mounts, or open_lowers' fds), so
+ * the dirs above it may be private to the owner. Lookups from the working directory check only the
+ * components they walk.
  */
 static void work_from_sandbox_dir(struct opts *o) {
   static char up[4096], mg[4096];
@@ -929,6 +962,20 @@ static void work_from_sandbox_dir(struct opts *o) {
   xsnprintf(mg, sizeof mg, "%s", sm + 1);
   o->upper = up;
   o->merged = mg;
+}
+
+struct holder_mounts {
+  const struct opts *o;
+  int lower_fds[MAX_LOWERS];
+  int n_lower_fds;
+};
+
+/* The holder's private mount namespace, made (owned by the sandbox's user namespace) before it becomes the namespace's root. */
+static void own_mount_namespace(void *arg) {
+  struct holder_mounts *m = arg;
+  if (unshare(CLONE_NEWNS) < 0) die("unshare a mount namespace");
+  mount_or_die("none", "/", NULL, MS_REC | MS_PRIVATE, NULL);
+  if (!m->o->idmap_lowers) m->n_lower_fds = open_lowers(m->o, m->lower_fds);
 }
 
 /*
@@ -1006,15 +1053,15 @@ static void make_etc_layer(const struct opts *o, const char *dir) {
  */
 static void holder_setup(struct opts *o) {
   if (o->upper == NULL || o->merged == NULL || o->lower == NULL || o->uid_count == 0 || o->gid_count == 0) usage("needs --upper --merged --lower --uid-map --gid-map");
-  if (o->idmap_lowers) work_from_sandbox_dir(o);
+  work_from_sandbox_dir(o);
   join_cgroups(o);
   set_rlimits(o, -1);
+  struct holder_mounts m = {o, {0}, 0};
   int idmap[2] = {-1, -1};
   if (o->idmap_lowers && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, idmap) < 0) die("socketpair");
-  enter_user_namespace_with(o, idmap[0]);
+  enter_user_namespace_with(o, idmap[0], own_mount_namespace, &m);
   if (idmap[0] >= 0) close(idmap[0]);
-  if (unshare(CLONE_NEWNS) < 0) die("unshare a mount namespace");
-  mount_or_die("none", "/", NULL, MS_REC | MS_PRIVATE, NULL);
+  int *lower_fds = m.lower_fds, n_lower_fds = m.n_lower_fds;
   if (o->tmpfs_size != NULL) {
     char data[96];
     xsnprintf(data, sizeof data, "size=%s,mode=755", o->tmpfs_size);
@@ -1029,13 +1076,11 @@ static void holder_setup(struct opts *o) {
     extract_tar(o, u);
     close(o->from_tar_fd);
   }
-  const char *lower = o->lower;
-  char idmapped[8192];
+  char lower[8192];
   if (idmap[1] >= 0) {
-    mount_idmapped_lowers(o, idmap[1], idmapped, sizeof idmapped);
+    mount_idmapped_lowers(o, idmap[1], lower, sizeof lower);
     close(idmap[1]);
-    lower = idmapped;
-  }
+  } else lowers_by_fd(lower_fds, n_lower_fds, lower, sizeof lower);
   char e[4096], lowers[16384];
   xsnprintf(e, sizeof e, "%s/e", o->upper);
   make_etc_layer(o, e);
@@ -1050,6 +1095,8 @@ static void holder_setup(struct opts *o) {
   else xsnprintf(lowers, sizeof lowers, "%.*s%s:%s", (int)(rest - lower), lower, e, rest);
   xsnprintf(data, sizeof data, "lowerdir=%s,upperdir=%s,workdir=%s,userxattr%s", lowers, u, w, o->volatile_upper ? ",volatile" : "");
   mount_or_die("msb-root", o->merged, "overlay", 0, data);
+  /* the overlay holds the lower dirs now */
+  for (int i = 0; i < n_lower_fds; i++) close(lower_fds[i]);
   int rootfd = open(o->merged, O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
   if (rootfd < 0) die("open %s", o->merged);
   claim_mount_points(rootfd);

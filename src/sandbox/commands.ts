@@ -258,11 +258,11 @@ export function ownRunCommand(
 export const WORKDIR_FAILURE = 'minisandbox: cannot enter workdir';
 
 /**
- * `relative`: the source's holder works from its sandbox dir (over idmapped layers, see the
- * launcher's work_from_sandbox_dir): tar starts there (nsenter opens the holder's working
- * directory before it enters the namespaces), so the sandbox's ids need not reach the store.
+ * The source's holder works from its sandbox dir (see the launcher's work_from_sandbox_dir): tar
+ * starts there (nsenter opens the holder's working directory before it enters the namespaces), so
+ * the sandbox's ids need not reach the store above it.
  */
-export function forkSourceTarCommand(holderPid: number, upperDir: string, relative = false): string[] {
-  const from = relative ? ['--wd', '--', 'tar', '-C', `${basename(upperDir)}/u`] : ['--', 'tar', '-C', `${upperDir}/u`];
+export function forkSourceTarCommand(holderPid: number, upperDir: string): string[] {
+  const from = ['--wd', '--', 'tar', '-C', `${basename(upperDir)}/u`];
   return ['nsenter', `--target=${holderPid}`, '--user', '--mount', ...from, '--xattrs', '--xattrs-include=user.*', '--numeric-owner', '-cpf', '-', '.'];
 }

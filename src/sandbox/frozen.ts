@@ -61,12 +61,14 @@ export async function freezeUpper(stateDir: string, state: SandboxState, isRoot:
     if (isRoot) chownSync(dir, state.idMap.uidStart, state.idMap.gidStart);
     else await runArgv(await asSubordinateRoot(state.idMap, ['chown', '0:0', dir]));
   }
-  const extract = ['tar', '-C', dir, '--xattrs', '--xattrs-include=user.*', '--numeric-owner', '-xpf', '-'];
+  // tar starts in the new dir (nsenter keeps its working directory), so in the sandbox's user
+  // namespace its ids need not reach the store above it
+  const extract = ['tar', '--xattrs', '--xattrs-include=user.*', '--numeric-owner', '-xpf', '-'];
   const dst = idmapped ? extract : ['nsenter', `--target=${state.holderPid}`, '--user', '--', ...extract];
-  const src = forkSourceTarCommand(state.holderPid, state.upperDir, idmapped);
+  const src = forkSourceTarCommand(state.holderPid, state.upperDir);
   const thaw = await freezeSandbox(state);
   try {
-    await pipeCommands(src, dst);
+    await pipeCommands(src, dst, dir);
   } catch (e) {
     await removeTree(dir, state.idMap).catch(() => undefined);
     throw e;
@@ -90,11 +92,11 @@ async function runArgv(argv: string[]): Promise<void> {
   }
 }
 
-/** `a | b` (the pipe handed from one to the other, never read here), failing with either's stderr. */
-async function pipeCommands(a: string[], b: string[]): Promise<void> {
+/** `a | b` (the pipe handed from one to the other, never read here; b in `bDir`), failing with either's stderr. */
+async function pipeCommands(a: string[], b: string[], bDir: string): Promise<void> {
   const opts = { env: { PATH: HOST_PATH } };
   const pa = spawn(a[0]!, a.slice(1), { ...opts, stdio: ['ignore', 'pipe', 'pipe'] });
-  const pb = spawn(b[0]!, b.slice(1), { ...opts, stdio: [pa.stdout, 'ignore', 'pipe'] });
+  const pb = spawn(b[0]!, b.slice(1), { ...opts, cwd: bDir, stdio: [pa.stdout, 'ignore', 'pipe'] });
   // b holds its end now: ours would only keep the pipe open
   pa.stdout.destroy();
   const done = (p: ChildProcess): Promise<{ code: number | null; err: string }> =>

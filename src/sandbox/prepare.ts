@@ -48,9 +48,9 @@ export async function prepareSandbox(
       'lay layers out shifted for this user (pull with `--id-shift auto`) and leave idmapLowers off',
     );
   }
-  // Over idmapped layers the holder reaches its dir from inside it: the dirs above may be private.
+  // The holder reaches its dir from inside it (and its lower dirs as open dirs): the dirs above may be private.
   mark('start: options parsed');
-  makeStateDir(opts.stateDir, { othersReachParents: !opts.idmapLowers });
+  makeStateDir(opts.stateDir);
   const dir = sandboxDir(opts.stateDir, id);
   // Over idmapped layers, a range of the sandbox's own; else the one its layers were shifted to.
   const range = opts.idmapLowers ? sandboxIdRange(id, host.idMap, warn) : { idMap: host.idMap };

@@ -677,7 +677,7 @@ async function startSandbox(opts: ParsedOptions, hooks: CreateHooks, forkFrom: S
 
 /** Pipes a tar of the source's upper dir (read inside its mount namespace) into the new holder's fd 4. */
 async function streamUpper(src: Sandbox, holder: ChildProcess): Promise<void> {
-  const argv = forkSourceTarCommand(src.state.holderPid, src.state.upperDir, src.state.idmapLowers === true);
+  const argv = forkSourceTarCommand(src.state.holderPid, src.state.upperDir);
   const tar = spawn(argv[0]!, argv.slice(1), { stdio: ['ignore', 'pipe', 'pipe'], env: { PATH: HOST_PATH } });
   let err = '';
   tar.stderr!.on('data', (c: Buffer) => {

@@ -30,7 +30,7 @@ afterAll(async () => {
 
 /** The paths in the sandbox's upper dir, as a fork would copy them. */
 async function upperEntries(sb: Sandbox): Promise<string[]> {
-  const [cmd, ...args] = forkSourceTarCommand(sb.state.holderPid, sb.state.upperDir, sb.state.idmapLowers === true);
+  const [cmd, ...args] = forkSourceTarCommand(sb.state.holderPid, sb.state.upperDir);
   const tar = await run(cmd!, args, { encoding: 'buffer', maxBuffer: 64 << 20 });
   const list = await new Promise<string>((resolve, reject) => {
     const t = execFile('tar', ['-t'], (e, out) => (e === null ? resolve(out) : reject(e)));

@@ -244,26 +244,12 @@ async function removeEmptySandboxDir(dir: string): Promise<boolean> {
 }
 
 /**
- * `othersReachParents` (default): the sandbox's ids walk the whole path to their mount points, so
- * every parent must be searchable by others; a holder over idmapped layers starts from inside its
- * own dir (see sandbox-launch.c work_from_sandbox_dir) and needs only the state dir itself.
+ * The sandboxes' dir. A holder starts from inside its own sandbox dir and gets its lower dirs as
+ * open dirs (see sandbox-launch.c work_from_sandbox_dir), so no dir above may need to let the
+ * sandbox's ids through: a store keeps its root its owner's alone (src/store/private.ts).
  */
-export function makeStateDir(stateDir: string, opts: { othersReachParents?: boolean } = {}): void {
-  // Searchable by others: the sandbox's own root (a subordinate id, "other" to us) walks through it
-  // to its mount points; names inside are not listable.
+export function makeStateDir(stateDir: string): void {
+  // Searchable by others: the sandbox's own root (a subordinate id, "other" to us) walks through
+  // each sandbox's dir to its mount points; names inside are not listable.
   mkdirSync(stateDir, { recursive: true, mode: 0o711 });
-  if (opts.othersReachParents === false) return;
-  for (let d = stateDir; ; d = dirname(d)) {
-    const st = statSync(d);
-    // 0710: a private store's root, its ACL granting the sandboxes' root uid search (the mask
-    // shows in the group bits; src/store/private.ts). Without that ACL the holder's start fails
-    // with a hint.
-    if ((st.mode & 0o001) === 0 && (st.mode & 0o777) !== 0o710) {
-      throw new InvalidInputError(
-        `${d} is not searchable by others, so the sandbox's subordinate ids cannot reach their mount points under ${stateDir}`,
-        `\`chmod o+x ${d}\`, or pick a state dir whose every parent is o+x`,
-      );
-    }
-    if (d === dirname(d)) break;
-  }
 }

@@ -4,6 +4,11 @@
  * the store), the export is stripped of setuid bits and device nodes, and inside a sandbox the
  * layer's node is no usable device. The same for an unprivileged user's own store. A store made
  * by the code before this rule is made private in place.
+ *
+ * Issue 25: nor does a host process running as the sandboxes' root uid (the first subordinate uid,
+ * root inside every sandbox over shifted layers): it can neither exec the layer's setuid-root file
+ * nor read a layer file, while sandboxes still run over idmapped and over shifted layers, and
+ * rootless. Only the sandboxes' own mount namespaces reach layer files as that uid.
  */
 import { execFile } from 'node:child_process';
 import { chmodSync, chownSync, copyFileSync, lstatSync, mkdirSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs';
@@ -13,6 +18,8 @@ import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureTestUser } from '../../test/helpers/test-user.js';
+import { resolveIdMap } from '../host/subid.js';
+import { FsmetaStream } from './fsmeta.js';
 
 const run = promisify(execFile);
 const REPO = resolve(import.meta.dirname, '..', '..');
@@ -21,6 +28,10 @@ const CLI = join(REPO, 'bin/minisandbox');
 const OWNER = 'msbpriv';
 /** The other host user, who must reach nothing. */
 const OTHER = 'nobody';
+/** Root's first subordinate uid (bin/setup's root:1000000:...): root of root's sandboxes over shifted layers. */
+let SANDBOX_ROOT_UID: number;
+/** The owner's first subordinate uid: root of its rootless sandboxes. */
+let OWNER_SANDBOX_ROOT_UID: number;
 /** The last commit before the store became private: its stores are what an upgrade meets. */
 const BEFORE_PRIVATE = '79cb3b7';
 /** Writes to the layer's kmsg node if it is a device (root's lay-out keeps it; a rootless one cannot make it). */
@@ -34,9 +45,10 @@ interface Ran {
   stderr: string;
 }
 
-async function exec(cmd: string, args: string[], opts: { cwd?: string } = {}): Promise<Ran> {
+async function exec(cmd: string, args: string[], opts: { cwd?: string; env?: Record<string, string> } = {}): Promise<Ran> {
   try {
-    const r = await run(cmd, args, { cwd: opts.cwd ?? work, timeout: 240_000, maxBuffer: 64 << 20 });
+    const env = opts.env === undefined ? undefined : { ...process.env, ...opts.env };
+    const r = await run(cmd, args, { cwd: opts.cwd ?? work, timeout: 240_000, maxBuffer: 64 << 20, ...(env === undefined ? {} : { env }) });
     return { code: 0, stdout: r.stdout, stderr: r.stderr };
   } catch (e) {
     const x = e as { code?: number; stdout?: string; stderr?: string };
@@ -44,9 +56,9 @@ async function exec(cmd: string, args: string[], opts: { cwd?: string } = {}): P
   }
 }
 
-function cli(store: string, args: string[], as?: string): Promise<Ran> {
+function cli(store: string, args: string[], as?: string, env?: Record<string, string>): Promise<Ran> {
   const argv = [CLI, '--registry', join(work, 'reg'), '--store', store, ...args];
-  if (as === undefined) return exec(argv[0]!, argv.slice(1));
+  if (as === undefined) return exec(argv[0]!, argv.slice(1), env === undefined ? {} : { env });
   return exec('runuser', ['-u', as, '--', 'env', `HOME=${join(work, 'home')}`, `PATH=${process.env.PATH ?? '/usr/bin:/bin'}`, ...argv]);
 }
 
@@ -67,10 +79,62 @@ async function reachedByOther(paths: string[]): Promise<string[]> {
   return reached;
 }
 
+/** The ACL stores were made private with before issue 25: owner rwx, `uid` --x, mask --x (linux/posix_acl_xattr.h). */
+function searchAclOfIssue14(uid: number): Buffer {
+  const entries: Array<[tag: number, perm: number, id: number]> = [
+    [0x01, 7, 0xffffffff],
+    [0x02, 1, uid],
+    [0x04, 0, 0xffffffff],
+    [0x10, 1, 0xffffffff],
+    [0x20, 0, 0xffffffff],
+  ];
+  const b = Buffer.alloc(4 + 8 * entries.length);
+  b.writeUInt32LE(2, 0);
+  entries.forEach(([tag, perm, id], i) => {
+    b.writeUInt16LE(tag, 4 + 8 * i);
+    b.writeUInt16LE(perm, 6 + 8 * i);
+    b.writeUInt32LE(id, 8 + 8 * i);
+  });
+  return b;
+}
+
+/**
+ * A host process of `uid` (no account: a subordinate id) running `argv`: a shell of that uid execs
+ * it, as an attacker's process would (setpriv's own exec of a path it was given reaches further).
+ */
+function asUid(uid: number, argv: string[]): Promise<Ran> {
+  return exec('setpriv', [`--reuid=${uid}`, `--regid=${uid}`, '--clear-groups', '--', '/bin/sh', '-c', 'exec "$@"', 'sh', ...argv]);
+}
+
+/**
+ * What a host process of the sandboxes' root uid reaches in `store`: the setuid files it could run
+ * (with the euid they gave it) and the layer files and nodes it could reach. Both must be empty.
+ */
+async function reachedBySandboxUid(store: string, uid: number): Promise<{ ran: string[]; read: string[] }> {
+  const found = await dangerousPaths(store);
+  const ran: string[] = [];
+  for (const p of found.filter((f) => f.endsWith('/bin/rootid'))) {
+    // coreutils' id, setuid root: it prints the euid the setuid bit gave (busybox drops it)
+    const r = await asUid(uid, [p, '-u']);
+    if (r.code === 0) ran.push(`${p} -> euid ${r.stdout.trim()}`);
+    else expect(r.stderr).toMatch(/Permission denied/);
+  }
+  const read: string[] = [];
+  const files = [...found, ...found.filter((f) => f.endsWith('/bin/rootsh')).map((f) => join(f, '..', 'busybox'))];
+  for (const p of files) {
+    const r = await asUid(uid, ['/bin/busybox', 'stat', '-c', '%a', p]);
+    if (r.code === 0) read.push(p);
+  }
+  expect((await asUid(uid, ['/bin/ls', store])).code).not.toBe(0);
+  return { ran, read };
+}
+
 beforeAll(async () => {
   if (process.getuid?.() !== 0) throw new Error('this test makes device nodes and users as root');
   // helpers compiled by root, as bin/setup does, so the unprivileged user finds them
   ({ uid: ownerUid } = await ensureTestUser(OWNER, 500_000, { compileHelpers: true }));
+  SANDBOX_ROOT_UID = (await resolveIdMap()).uidStart;
+  OWNER_SANDBOX_ROOT_UID = (await resolveIdMap({ user: { name: OWNER, uid: ownerUid } })).uidStart;
   work = await mkdtemp(join(tmpdir(), 'msb-private-'));
   chmodSync(work, 0o755);
   const tree = join(work, 'tree');
@@ -79,6 +143,8 @@ beforeAll(async () => {
   symlinkSync('busybox', join(tree, 'bin/sh'));
   copyFileSync('/bin/busybox', join(tree, 'bin/rootsh'));
   chmodSync(join(tree, 'bin/rootsh'), 0o4755);
+  copyFileSync('/usr/bin/id', join(tree, 'bin/rootid'));
+  chmodSync(join(tree, 'bin/rootid'), 0o4755);
   copyFileSync('/bin/busybox', join(tree, 'bin/groupsh'));
   chmodSync(join(tree, 'bin/groupsh'), 0o2755);
   await run('mknod', ['-m', '0666', join(tree, 'kmsg'), 'c', '1', '11']);
@@ -130,6 +196,14 @@ describe("a layer's setuid files and device nodes", () => {
     expect(found.filter((p) => p.endsWith('/bin/rootsh')).length).toBeGreaterThanOrEqual(1);
     expect(await reachedByOther(found)).toEqual([]);
     expect((await exec('runuser', ['-u', OTHER, '--', 'ls', store])).code).not.toBe(0);
+
+    // sandboxes over shifted layers (hosts without idmapped mounts) run as the first subordinate
+    // uid, with no right to the store above their own dir ...
+    const shifted = await cli(store, ['run', 'priv/tree', '--', '/bin/sh', '-c', 'id -u; echo shifted'], undefined, { MINISANDBOX_IDMAP: '0' });
+    expect(shifted.stdout, shifted.stderr).toBe('0\nshifted\n');
+    // ... and a host process of that uid reaches no layer file, the shifted lay-out's included
+    expect((await dangerousPaths(store)).some((p) => /\+\d+\/bin\/rootid$/.test(p))).toBe(true);
+    expect(await reachedBySandboxUid(store, SANDBOX_ROOT_UID)).toEqual({ ran: [], read: [] });
   }, 300_000);
 
   it("are out of other users reach in an unprivileged user's own store, which its first command makes private", async () => {
@@ -154,6 +228,8 @@ describe("a layer's setuid files and device nodes", () => {
     const found = await dangerousPaths(store);
     expect(found.some((p) => p.endsWith('/bin/rootsh'))).toBe(true);
     expect(await reachedByOther(found)).toEqual([]);
+    // the owner's sandboxes' root uid (its first subordinate uid) reaches none of its layers either
+    expect(await reachedBySandboxUid(store, OWNER_SANDBOX_ROOT_UID)).toEqual({ ran: [], read: [] });
   }, 300_000);
 
   it('are taken out of reach in a store made before the store became private, on its next command', async () => {
@@ -186,5 +262,23 @@ describe("a layer's setuid files and device nodes", () => {
     // and sandboxes still run from it
     const ran = await cli(store, ['run', 'priv/tree', '--', '/bin/sh', '-c', 'echo inside']);
     expect(ran.stdout, ran.stderr).toBe('inside\n');
+
+    // as the code before issue 25 made stores private: 0710, the mask of an ACL that lets the
+    // sandboxes' root uid search the root
+    chmodSync(store, 0o710);
+    const helper = await FsmetaStream.start(store);
+    helper.setxattr(store, 'system.posix_acl_access', searchAclOfIssue14(SANDBOX_ROOT_UID));
+    await helper.close();
+    expect((await asUid(SANDBOX_ROOT_UID, ['/bin/busybox', 'stat', join(store, 'layers')])).code).toBe(0);
+    const upgraded = await cli(store, ['verify']);
+    expect(upgraded.code, upgraded.stdout + upgraded.stderr).toBe(0);
+    expect(lstatSync(store).mode & 0o7777).toBe(0o700);
+    expect(await reachedBySandboxUid(store, SANDBOX_ROOT_UID)).toEqual({ ran: [], read: [] });
+    // the ACL itself is gone, not only masked: group bits given back let that uid in no more
+    chmodSync(store, 0o710);
+    expect((await asUid(SANDBOX_ROOT_UID, ['/bin/busybox', 'stat', join(store, 'layers')])).code).not.toBe(0);
+    chmodSync(store, 0o700);
+    const again = await cli(store, ['run', 'priv/tree', '--', '/bin/sh', '-c', 'echo inside']);
+    expect(again.stdout, again.stderr).toBe('inside\n');
   }, 300_000);
 });

@@ -4,22 +4,23 @@
  * root (or a sandbox's uid) or writes to a device (issue 14). So, as Docker and containerd do with
  * their state directories, nobody else may traverse the store's root:
  *
- *   <store>/            0700 + an ACL granting search (x) to the sandboxes' root uid, which the
- *                       holder runs as when it mounts layers and uppers from beneath (shown 0710:
- *                       the ACL mask sits in the group bits); where the file system has no ACLs,
- *                       0711 and a warning
- *   layers/ sandboxes/  0711: the holder walks through them to the layer and sandbox dirs
+ *   <store>/            0700: not even the sandboxes' root uid passes (issue 25: a host process
+ *                       of that uid ran a layer's setuid-root file through the search ACL it once
+ *                       had). The holder reaches its sandbox dir and its lower dirs from before it
+ *                       takes the sandbox's ids (native/sandbox-launch.c work_from_sandbox_dir,
+ *                       open_lowers), so only the sandboxes' own mount namespaces reach layer files
+ *                       as that uid
+ *   layers/ sandboxes/  0711 (inside a root no one else passes)
  *   everything else     0700: only the owner (and its lay-out helper) ever reads it
  *
  * The root is made with mode 0700 by its first mkdir (never a wider window), and checked on every
  * command that touches the store: a store of our own with looser modes (one made before this
- * rule) is fixed in place, someone else's is refused with a hint.
+ * rule) is fixed in place, its old search ACL removed; someone else's is refused with a hint.
  */
 import { lstatSync, type Stats, statSync } from 'node:fs';
 import { chmod, lstat, mkdir, stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { MinisandboxError } from '../errors.js';
-import { resolveIdMap } from '../host/subid.js';
 import { isErrno } from '../util/fs.js';
 import type { StorePaths } from './paths.js';
 
@@ -81,12 +82,13 @@ async function makePrivate(root: string, warn: (message: string) => void): Promi
     return;
   }
   const rootMode = st.mode & 0o7777;
-  // 0710: private, with our ACL; 0711: a file system without ACLs (warned when it was set)
-  if (rootMode !== 0o710 && rootMode !== 0o711) {
-    // Close the root first (a store made before this rule was open to all), then let the sandboxes' root uid search it.
+  if (rootMode !== 0o700) {
     await chmod(root, 0o700);
-    await grantSandboxSearch(root, warn);
-    if ((rootMode & 0o077) !== 0) warn(`store ${root} was open to other users (mode ${rootMode.toString(8)}); made it private (see README: Store)`);
+    // 0710: the sandboxes' root uid's search ACL (its mask shows in the group bits); 0711 where the
+    // file system had no ACLs. Both were this code's own, so only a wider mode is worth a warning.
+    if (rootMode === 0o710) await dropAcl(root);
+    else if (rootMode !== 0o711 && (rootMode & 0o077) !== 0)
+      warn(`store ${root} was open to other users (mode ${rootMode.toString(8)}); made it private (see README: Store)`);
   }
   for (const d of [...SEARCHABLE, ...OWNER_ONLY]) {
     const want = SEARCHABLE.includes(d) ? 0o711 : 0o700;
@@ -124,42 +126,35 @@ function lstatOrUndefined(p: string): Stats | undefined {
 }
 
 /**
- * POSIX ACL (system.posix_acl_access, format of linux/posix_acl_xattr.h): owner rwx, the
- * sandboxes' root uid --x, group and others nothing, mask --x.
+ * A POSIX ACL (system.posix_acl_access, format of linux/posix_acl_xattr.h) of the owner's, group's
+ * and others' entries only, from the mode bits. Setting it removes any other entry, and the kernel
+ * then drops the xattr altogether, since such an ACL says no more than the mode.
  */
-export function searchAcl(uid: number): Buffer {
-  const entries: Array<[tag: number, perm: number, id: number]> = [
-    [0x01, 7, 0xffffffff], // ACL_USER_OBJ
-    [0x02, 1, uid], // ACL_USER
-    [0x04, 0, 0xffffffff], // ACL_GROUP_OBJ
-    [0x10, 1, 0xffffffff], // ACL_MASK
-    [0x20, 0, 0xffffffff], // ACL_OTHER
+export function modeOnlyAcl(mode: number): Buffer {
+  const entries: Array<[tag: number, perm: number]> = [
+    [0x01, (mode >> 6) & 7], // ACL_USER_OBJ
+    [0x04, (mode >> 3) & 7], // ACL_GROUP_OBJ
+    [0x20, mode & 7], // ACL_OTHER
   ];
   const b = Buffer.alloc(4 + 8 * entries.length);
   b.writeUInt32LE(2, 0);
-  entries.forEach(([tag, perm, id], i) => {
+  entries.forEach(([tag, perm], i) => {
     b.writeUInt16LE(tag, 4 + 8 * i);
     b.writeUInt16LE(perm, 6 + 8 * i);
-    b.writeUInt32LE(id, 8 + 8 * i);
+    b.writeUInt32LE(0xffffffff, 8 + 8 * i);
   });
   return b;
 }
 
-async function grantSandboxSearch(root: string, warn: (message: string) => void): Promise<void> {
-  // Without a subordinate range no sandbox runs here: the root stays 0700.
-  const idMap = await resolveIdMap().catch(() => undefined);
-  if (idMap === undefined) return;
+/** Removes the search ACL earlier code gave the sandboxes' root uid (the chmod to 0700 masked it already). */
+async function dropAcl(root: string): Promise<void> {
   const { FsmetaStream } = await import('./fsmeta.js'); // the helper's module is large; most checks never need it
   const helper = await FsmetaStream.start(root);
-  helper.setxattr(root, 'system.posix_acl_access', searchAcl(idMap.uidStart));
+  helper.setxattr(root, 'system.posix_acl_access', modeOnlyAcl(0o700));
   try {
     await helper.close();
   } catch (e) {
+    // no ACLs here after all: nothing to remove
     if (!/Operation not supported|EOPNOTSUPP/.test(String(e))) throw e;
-    await chmod(root, 0o711);
-    warn(
-      `store ${root}: its file system has no POSIX ACLs, so the root is 0711 (others may pass ` +
-        `through to names they know); put the store on ext4, xfs, btrfs or tmpfs to make it private`,
-    );
   }
 }
