@@ -10,6 +10,7 @@
  *    soon as its layer is published (the CLI's choice).
  */
 import { spawn } from 'node:child_process';
+import { ownedName } from '../util/owned-name.js';
 import { randomBytes } from 'node:crypto';
 import { mkdir, rename } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -39,7 +40,7 @@ export class Discarder {
    * teardown deletes it as before.
    */
   async moveAside(upperDir: string): Promise<string | null> {
-    const trash = join(this.tmpDir, `trash-${process.pid}-${randomBytes(6).toString('hex')}`);
+    const trash = join(this.tmpDir, ownedName('trash-', randomBytes(6).toString('hex')));
     try {
       await mkdir(trash, { recursive: true });
       await rename(upperDir, join(trash, 'upper'));

@@ -135,10 +135,10 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
         let dir = source;
         let scratch: string | null = null;
         if (!st.isDirectory()) {
-          // named by our pid: the next import removes it if we are killed (removeImportLeftovers)
-          const { removeImportLeftovers } = await import('../store/leftovers.js');
-          await removeImportLeftovers(ctx.store);
-          scratch = join(ctx.store.tmpDir, `import-${process.pid}-${randomBytes(6).toString('hex')}`);
+          // named by our pid and start time: the next import removes it if we are killed (store/leftovers.ts)
+          const [{ removeDeadLeftovers }, { ownedName }] = await Promise.all([import('../store/leftovers.js'), import('../util/owned-name.js')]);
+          await removeDeadLeftovers(ctx.store);
+          scratch = join(ctx.store.tmpDir, ownedName('import-', randomBytes(6).toString('hex')));
           ctx.out.progress({ phase: 'extract', message: `extracting ${source}` });
           dir = scratch;
         }
@@ -453,16 +453,21 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
     .option('--registry-only', 'leave the store alone')
     .action(async (o: { dryRun?: boolean; grace: number; storeOnly?: boolean; registryOnly?: boolean }) => {
       const ctx = await storeContext(globals());
-      const [{ reapStale, shiftedLayersObsolete }, { gcStore }, { gcRegistry }, { storeOwners }] = await Promise.all([
+      const [{ reapStale, shiftedLayersObsolete }, { gcStore }, { gcRegistry }, { storeOwners }, { removeDeadLeftovers }] = await Promise.all([
         import('../runtime/open.js'),
         import('../store/gc.js'),
         import('../registry/gc.js'),
         import('../store/owners.js'),
+        import('../store/leftovers.js'),
       ]);
       const graceMs = o.grace;
       const dryRun = o.dryRun === true;
-      // Sandboxes left by a crashed runtime hold leases and mounts: reclaim them first.
+      // Sandboxes left by a crashed runtime hold leases and mounts: reclaim them first; then what
+      // killed commands left (whatever its age).
       const reaped = o.registryOnly || dryRun ? 0 : await reapStale(ctx.store);
+      if (!o.registryOnly && !dryRun) {
+        await removeDeadLeftovers(ctx.store);
+      }
       const store = o.registryOnly
         ? null
         : await gcStore(ctx.store, { graceMs, dryRun, owners: await storeOwners(), dropShifted: await shiftedLayersObsolete(ctx.store) });

@@ -19,6 +19,7 @@ import { NotFoundError } from '../errors.js';
 import { loadCatalog, type ObjectCatalog } from '../store/catalog.js';
 import type { StorePaths } from '../store/paths.js';
 import { compressFile } from '../store/zstdfile.js';
+import { ownedName } from '../util/owned-name.js';
 
 export interface PushOptions {
   /** Environment to stack the new layer on. */
@@ -46,7 +47,8 @@ export interface PushResult {
 
 export async function pushTree(reg: Registry, store: StorePaths, dir: string, opts: PushOptions = {}): Promise<PushResult> {
   if (opts.tag !== undefined) parseRefName(opts.tag);
-  const work = join(store.tmpDir, `push-${process.pid}-${randomBytes(6).toString('hex')}`);
+  // named by our pid and start time: whoever finds it after we were killed removes it (store/leftovers.ts)
+  const work = join(store.tmpDir, ownedName('push-', randomBytes(6).toString('hex')));
   await mkdir(work, { recursive: true });
   try {
     opts.onProgress?.({ phase: 'catalog' });

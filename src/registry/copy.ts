@@ -8,6 +8,7 @@
  * A crash anywhere leaves the target valid; a rerun skips what already arrived and finishes.
  */
 import { createHash, randomBytes } from 'node:crypto';
+import { ownedName } from '../util/owned-name.js';
 import { createWriteStream } from 'node:fs';
 import { mkdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -84,7 +85,7 @@ async function copyBlob(
     return;
   }
   await mkdir(opts.tmpDir, { recursive: true });
-  const tmp = join(opts.tmpDir, `copy-${process.pid}-${randomBytes(8).toString('hex')}`);
+  const tmp = join(opts.tmpDir, ownedName('copy-', randomBytes(8).toString('hex')));
   try {
     await pipeline(await from.openBlob(digest), verifying(digest, what), createWriteStream(tmp, { mode: 0o600 }));
     await to.putBlobFile(digest, tmp);

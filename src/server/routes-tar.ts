@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { InvalidInputError, MinisandboxError } from '../errors.js';
 import { streamInSandbox } from '../sandbox/stream.js';
+import { ownedName } from '../util/owned-name.js';
 import { type RouteContext, disconnectSignal, parse } from './http.js';
 import { DirQuerySchema, IdParamsSchema } from './schemas.js';
 import { TarTooLargeError, spoolCheckedTar } from './tar-upload.js';
@@ -158,7 +159,8 @@ export function tarRoutes(app: FastifyInstance, ctx: RouteContext): void {
     if (declared > fileLimit) throw new TarTooLargeError(fileLimit);
     // the archive is spooled whole before any of it is extracted: all or nothing
     if (ctx.store !== undefined) await mkdir(ctx.store.tmpDir, { recursive: true, mode: 0o700 });
-    const spoolDir = await mkdtemp(join(ctx.store?.tmpDir ?? tmpdir(), 'tar-upload-'));
+    // named by our pid and start time: a restarted server removes what a killed one left (store/leftovers.ts)
+    const spoolDir = await mkdtemp(join(ctx.store?.tmpDir ?? tmpdir(), ownedName('tar-upload-', '')));
     const signal = disconnectSignal(reply);
     try {
       await mgr.use(id, async (e) => {

@@ -1,7 +1,8 @@
 /**
  * `minisandbox serve`: one long-lived process per node over its store and the configured registry.
  * Sandboxes are opened from refs (pulled on demand, leased) and forked through the runtime; what a
- * crashed predecessor left is reaped at start; SIGTERM/SIGINT destroy every sandbox before exit.
+ * crashed predecessor left (sandboxes, work dirs and upload spools) is reaped
+ * at start; SIGTERM/SIGINT destroy every sandbox before exit.
  */
 import { resolve } from 'node:path';
 import { isIP } from 'node:net';
@@ -11,6 +12,7 @@ import type { Registry } from '../registry/registry.js';
 import { forkShared, openSandbox, reapStale, resetLeased } from '../runtime/open.js';
 import { Snapshots } from '../runtime/snapshot.js';
 import { type HostInfo, probeHost } from '../sandbox/host.js';
+import { removeDeadLeftovers } from '../store/leftovers.js';
 import type { StorePaths } from '../store/paths.js';
 import { buildApp } from './app.js';
 import { type EvalDatasetSource, loadEvalDatasets } from './eval-datasets.js';
@@ -107,10 +109,13 @@ export async function startServer(reg: Registry, store: StorePaths, o: ServeOpti
   }
   const datasets = await loadEvalDatasets(o.evalDatasets ?? []);
   const { token, file } = loadToken(o.tokenFile, store.root);
+  // what a killed predecessor left: its sandboxes, its work dirs and spools
   await reapStale(store);
+  await removeDeadLeftovers(store);
+  const provider = storeProvider(reg, store);
   const sink = log === undefined ? batchedLines((text) => void process.stderr.write(text)) : undefined;
   const write = log ?? sink!.write;
-  const manager = new SandboxManager(storeProvider(reg, store), {
+  const manager = new SandboxManager(provider, {
     maxSandboxes: o.maxSandboxes,
     ttlMs: o.ttlMs,
     idleMs: o.idleTimeoutMs,

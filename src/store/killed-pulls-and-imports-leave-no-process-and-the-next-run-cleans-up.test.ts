@@ -2,7 +2,8 @@
  * No orphans (issue 14): `kill -9` of a pull left its lay-out helper waiting on its own pipe for
  * minutes, holding the staging dir. Now every process of the pull dies with it, and the next pull
  * removes what the killed one left (its staging dir, its half laid-out tree); the next import
- * removes the extractions of dead imports, never those of live ones.
+ * removes the extractions of dead imports, never those of live ones, and so every leftover named
+ * after a dead process (a push's spool, a tar upload's), one whose pid a later process took included.
  */
 import { execFile, spawn } from 'node:child_process';
 import { chmodSync, copyFileSync, existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, symlinkSync } from 'node:fs';
@@ -15,6 +16,8 @@ import { digestHex } from '../cas/digest.js';
 import { LocalRegistry } from '../registry/local.js';
 import { resolveEnv } from '../registry/resolve-env.js';
 import { eventually } from '../../test/helpers/eventually.js';
+import { ownerOfName } from '../util/owned-name.js';
+import { processStartTime } from '../util/process.js';
 
 const run = promisify(execFile);
 const CLI = resolve(import.meta.dirname, '..', '..', 'bin/minisandbox');
@@ -95,8 +98,8 @@ describe('a pull killed with SIGKILL', () => {
       await eventually(() => processesNaming(store).length === 0);
       expect(processesNaming(store)).toEqual([]);
       await closed;
-      const staged = (await readdir(join(store, 'tmp'))).filter((n) => n.startsWith(`stage-${puller}-`));
-      const halfTrees = (await readdir(join(store, 'layers'))).filter((n) => n.startsWith(`.tmp-${puller}-`));
+      const staged = (await readdir(join(store, 'tmp'))).filter((n) => ownerOfName(n, 'stage-')?.pid === puller);
+      const halfTrees = (await readdir(join(store, 'layers'))).filter((n) => ownerOfName(n, '.tmp-')?.pid === puller);
       expect(staged.length + halfTrees.length, 'the killed pull left work behind').toBeGreaterThan(0);
     } finally {
       pull.kill('SIGKILL');
@@ -117,13 +120,22 @@ describe('an import', () => {
     const live = join(store, 'tmp', `import-${process.pid}-def`);
     mkdirSync(join(dead, 'usr'), { recursive: true });
     mkdirSync(live, { recursive: true });
+    // named as today's code names them, with the owner's start time: a dead push's spool and tar
+    // upload's, one of a process that had our pid before us (another start time), and ours
+    const me = `${process.pid}.${processStartTime(process.pid)}`;
+    const deadOnes = [`push-${await deadPid()}.123-aa`, `tar-upload-${await deadPid()}.123-bb`, `push-${process.pid}.1-cc`, `copy-${await deadPid()}.9-dd`];
+    const liveOnes = [`push-${me}-ee`, `tar-upload-${me}-ff`, `trash-${process.ppid}.${processStartTime(process.ppid)}-gg`];
+    for (const n of [...deadOnes, ...liveOnes]) mkdirSync(join(store, 'tmp', n, 'sub'), { recursive: true });
     const tarball = join(work, 'tree.tar');
     await run('tar', ['-cf', tarball, '-C', join(work, 'tree'), '.']);
     const r = await cli(store, ['import', tarball, '--tag', 'o/tar']);
     expect(r.code, r.stderr).toBe(0);
     expect(existsSync(dead)).toBe(false);
     expect(existsSync(live)).toBe(true);
+    expect(deadOnes.filter((n) => existsSync(join(store, 'tmp', n)))).toEqual([]);
+    expect(liveOnes.filter((n) => existsSync(join(store, 'tmp', n)))).toEqual(liveOnes);
     rmSync(live, { recursive: true });
+    for (const n of liveOnes) rmSync(join(store, 'tmp', n), { recursive: true });
     const bad = join(work, 'bad.tar');
     await run('sh', ['-c', `head -c 100000 /dev/urandom > ${bad}`]);
     expect((await cli(store, ['import', bad, '--tag', 'o/bad'])).code).toBe(2);

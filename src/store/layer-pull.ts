@@ -5,6 +5,7 @@
  * first) none of this code is needed.
  */
 import { randomBytes } from 'node:crypto';
+import { ownedName } from '../util/owned-name.js';
 import { lstatSync } from 'node:fs';
 import { mkdir, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -49,7 +50,7 @@ export async function ensureLayer(reg: Registry, store: StorePaths, layer: Layer
     `${dir}.lock`,
     () => exists(dir),
     async () => {
-      const tmp = join(store.layersDir, `.tmp-${process.pid}-${randomBytes(6).toString('hex')}`);
+      const tmp = join(store.layersDir, ownedName('.tmp-', randomBytes(6).toString('hex')));
       await mkdir(tmp, { mode: 0o700 });
       // One helper process does the lay-out's file-system calls and writes the fetched objects. It
       // starts while the manifest is fetched and scanned: its start was a tenth of a small pull.
@@ -76,7 +77,7 @@ export async function ensureLayer(reg: Registry, store: StorePaths, layer: Layer
       const { unique, repeated, plain } = contents;
       unique.clear();
       // Fetched objects wait in a directory of this pull's own until lay-out moves them into the pool.
-      const staging = join(store.tmpDir, `stage-${process.pid}-${randomBytes(6).toString('hex')}`);
+      const staging = join(store.tmpDir, ownedName('stage-', randomBytes(6).toString('hex')));
       const expected = new Set<string>();
       for (const d of missing.keys()) expected.add(digestHex(d));
       let fetching: Promise<void> = Promise.resolve();
@@ -103,7 +104,7 @@ export async function ensureLayer(reg: Registry, store: StorePaths, layer: Layer
               whiteouts: WHITEOUTS,
               overlayXattrNs: 'user',
               linksDir: store.linksDir,
-              tmpPrefix: join(store.tmpDir, `link-${process.pid}-${randomBytes(6).toString('hex')}-`),
+              tmpPrefix: join(store.tmpDir, `${ownedName('link-', randomBytes(6).toString('hex'))}-`),
               expected,
               repeated,
             });

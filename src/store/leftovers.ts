@@ -1,46 +1,39 @@
 /**
- * Leftovers of killed imports and pulls: work dirs and files named `<prefix><pid>-...` by the
- * process that made them. The next run of the same command removes those whose process is dead,
- * and only those: a live pull's staging dir is never touched (gc removes whatever is left after
- * its grace period). A pid reused by an unrelated process keeps its leftovers until then: the
- * safe side.
+ * Leftovers of killed commands: the work dirs and files a process names after itself in the
+ * store's tmp and layers dirs (see util/owned-name.ts) while it pulls, imports, pushes (a snapshot
+ * of `serve` is a push), copies, discards a build's upper or spools a tar upload. Whoever next
+ * pulls, imports, runs `gc` or starts `serve` on the store removes every one whose owner is dead
+ * (its pid gone, or taken by a process that started later), and only those: a live process's work
+ * is never touched. What names no owner is left to `gc`, after its grace period.
  */
 import { join } from 'node:path';
 import { readdirOrEmpty } from '../util/fs.js';
-import { pidAlive } from './lock.js';
+import { ownerGone, ownerOfName } from '../util/owned-name.js';
 import { type Owners, ownersFor, removeOwnedTree } from './owners.js';
 import type { StorePaths } from './paths.js';
 
-/** The pid a leftover's name starts with after `prefix`, or null when it is not one of these. */
-export function leftoverPid(name: string, prefix: string): number | null {
-  if (!name.startsWith(prefix)) return null;
-  const m = /^(\d+)-/.exec(name.slice(prefix.length));
-  return m === null ? null : Number(m[1]);
-}
+/** What the store's commands name after their process in its tmp dir. */
+const TMP_PREFIXES = ['stage-', 'link-', 'w-', 'import-', 'image-', 'push-', 'copy-', 'trash-', 'tar-upload-'] as const;
+/** ... and in its layers dir: half laid-out trees. */
+const LAYER_PREFIXES = ['.tmp-'] as const;
 
-/** Removes the entries of `dir` named `<prefix><pid>-...` whose process is dead; returns how many. */
-export async function removeDeadLeftovers(dir: string, prefixes: readonly string[], owners: Owners): Promise<number> {
+/** Removes the entries of `dir` named after a dead owner with one of `prefixes`; returns how many. */
+async function removeDeadIn(dir: string, prefixes: readonly string[], owners: Owners): Promise<number> {
   let n = 0;
   for (const name of await readdirOrEmpty(dir)) {
-    for (const prefix of prefixes) {
-      const pid = leftoverPid(name, prefix);
-      if (pid === null || pid === process.pid || pidAlive(pid)) continue;
-      await removeOwnedTree(owners, join(dir, name));
-      n++;
-      break;
-    }
+    const owner = prefixes.map((p) => ownerOfName(name, p)).find((o) => o !== null);
+    if (owner === undefined || !ownerGone(owner)) continue;
+    await removeOwnedTree(owners, join(dir, name));
+    n++;
   }
   return n;
 }
 
-/** What killed pulls leave: staging dirs, pool links in flight, half laid-out trees, half-written files. */
-export async function removePullLeftovers(store: StorePaths, idShift: number): Promise<number> {
-  // files of a rootless lay-out belong to subordinate ids: removed through its user namespace
-  const owners = await ownersFor(idShift);
-  return (await removeDeadLeftovers(store.tmpDir, ['stage-', 'link-', 'w-'], owners)) + (await removeDeadLeftovers(store.layersDir, ['.tmp-'], owners));
-}
-
-/** What killed imports leave: their tarball's partial extraction. */
-export async function removeImportLeftovers(store: StorePaths): Promise<number> {
-  return removeDeadLeftovers(store.tmpDir, ['import-'], await ownersFor(0));
+/**
+ * Removes every leftover of a dead process in the store; returns how many. Files of a rootless
+ * lay-out belong to subordinate ids: they go through the user's namespace (removeOwnedTree).
+ */
+export async function removeDeadLeftovers(store: StorePaths): Promise<number> {
+  const owners = await ownersFor(0);
+  return (await removeDeadIn(store.tmpDir, TMP_PREFIXES, owners)) + (await removeDeadIn(store.layersDir, LAYER_PREFIXES, owners));
 }

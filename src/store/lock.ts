@@ -5,9 +5,9 @@
  * withExclusiveLock: mutual exclusion across processes, for read-modify-writes of a shared file.
  */
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import { link, open, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { isErrno } from '../util/fs.js';
+import { processStartTime } from '../util/process.js';
 
 export function pidAlive(pid: number): boolean {
   try {
@@ -42,23 +42,12 @@ export async function withLock<T>(lockPath: string, done: () => Promise<boolean>
   }
 }
 
-/** The kernel's start time of a process (clock ticks after boot), so a reused pid is not taken for its predecessor. */
-function startTimeOf(pid: number): string | undefined {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    // fields after the command name (which may hold spaces and parentheses): state is field 3, starttime field 22
-    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19];
-  } catch {
-    return undefined;
-  }
-}
-
 function ownerAlive(content: string): boolean {
   const [pidText, start] = content.split(' ');
   const pid = Number(pidText);
   if (!Number.isInteger(pid) || pid <= 0) return false; // not a lock this code wrote: nobody holds it
   if (!pidAlive(pid)) return false;
-  const now = startTimeOf(pid);
+  const now = processStartTime(pid);
   return start === undefined || start === '-' || now === undefined || now === start;
 }
 
@@ -74,7 +63,7 @@ const STALE_BREAKER_MS = 10_000;
  * still holds the dead owner: two waiters can never both break it and each take one.
  */
 export async function withExclusiveLock<T>(lockPath: string, work: () => Promise<T>, pollMs = 10): Promise<T> {
-  const mine = `${process.pid} ${startTimeOf(process.pid) ?? '-'} ${randomBytes(6).toString('hex')}\n`;
+  const mine = `${process.pid} ${processStartTime(process.pid) ?? '-'} ${randomBytes(6).toString('hex')}\n`;
   for (;;) {
     const aside = `${lockPath}.${process.pid}.${randomBytes(6).toString('hex')}`;
     await writeFile(aside, mine);

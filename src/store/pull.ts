@@ -4,6 +4,7 @@
  * only for a layer the store lacks).
  */
 import { existsSync } from 'node:fs';
+import { ownedName } from '../util/owned-name.js';
 import { mkdir, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Digest } from '../cas/digest.js';
@@ -15,7 +16,7 @@ import { readTextOrUndefined } from '../util/fs.js';
 import { randomHex } from '../util/lazy-crypto.js';
 import type { StorePaths } from './paths.js';
 import { ensurePrivateStore } from './private.js';
-import { removePullLeftovers } from './leftovers.js';
+import { removeDeadLeftovers } from './leftovers.js';
 import { readEnvConfig, resolveEnvDigest } from '../registry/resolve-env.js';
 
 export interface PullOptions {
@@ -61,7 +62,7 @@ export async function pullEnv(reg: Registry, store: StorePaths, refOrDigest: str
     throwIfAborted(opts.signal, `pull ${refOrDigest}`);
     let r = await laidOut(store, layer, idShift, opts);
     if (r === undefined) {
-      await cleanedOnce(store, idShift);
+      await cleanedOnce(store);
       r = await ensureLayer(reg, store, layer, idShift, opts);
     }
     layerDirs.push(r.dir);
@@ -90,18 +91,16 @@ function storedEnvConfig(store: StorePaths, digest: Digest): EnvConfig | undefin
   }
 }
 
-const cleaned = new WeakMap<StorePaths, Map<number, Promise<number>>>();
+const cleaned = new WeakMap<StorePaths, Promise<number>>();
 
 /**
- * The leftovers of killed pulls are removed by the next pull that lays a layer out, once per store
- * and shift in a process: not by an open of an environment the store holds whole, which would
- * list every layer of the store to find none (gc removes whatever is left meanwhile).
+ * The leftovers of killed commands are removed by the next pull that lays a layer out, once per
+ * store in a process: not by an open of an environment the store holds whole, which would list
+ * the store's tmp and layers dirs to find nothing (gc removes whatever is left meanwhile).
  */
-function cleanedOnce(store: StorePaths, idShift: number): Promise<number> {
-  let byShift = cleaned.get(store);
-  if (byShift === undefined) cleaned.set(store, (byShift = new Map()));
-  let p = byShift.get(idShift);
-  if (p === undefined) byShift.set(idShift, (p = removePullLeftovers(store, idShift)));
+function cleanedOnce(store: StorePaths): Promise<number> {
+  let p = cleaned.get(store);
+  if (p === undefined) cleaned.set(store, (p = removeDeadLeftovers(store)));
   return p;
 }
 
@@ -135,7 +134,7 @@ async function writeAtomic(store: StorePaths, path: string, data: string): Promi
   if (readTextOrUndefined(path) === data) return;
   await mkdir(join(path, '..'), { recursive: true });
   await mkdir(store.tmpDir, { recursive: true });
-  const tmp = join(store.tmpDir, `w-${process.pid}-${randomHex(6)}`);
+  const tmp = join(store.tmpDir, ownedName('w-', randomHex(6)));
   await writeFile(tmp, data);
   await rename(tmp, path);
 }

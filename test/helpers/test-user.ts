@@ -34,7 +34,7 @@ export async function ensureTestUser(name: string, subidStart: number, opts: { c
 
 /**
  * Runs a TypeScript scenario (tsx) as the test user: in a work dir of the user's that others may
- * only traverse (0711, as a store's parents must be for the sandbox ids), with `stateDir`, an empty
+ * only traverse (0711), with `stateDir`, an empty
  * 0711 dir of the user's inside it, for its sandboxes. `scenario` gets the state dir and returns
  * the script's text, which prints its result as the last line of JSON. The caller removes `work`.
  */
