@@ -453,20 +453,22 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
     .option('--registry-only', 'leave the store alone')
     .action(async (o: { dryRun?: boolean; grace: number; storeOnly?: boolean; registryOnly?: boolean }) => {
       const ctx = await storeContext(globals());
-      const [{ reapStale, shiftedLayersObsolete }, { gcStore }, { gcRegistry }, { storeOwners }, { removeDeadLeftovers }] = await Promise.all([
+      const [{ reapStale, shiftedLayersObsolete }, { gcStore }, { gcRegistry }, { storeOwners }, { removeDeadLeftovers }, { Snapshots }] = await Promise.all([
         import('../runtime/open.js'),
         import('../store/gc.js'),
         import('../registry/gc.js'),
         import('../store/owners.js'),
         import('../store/leftovers.js'),
+        import('../runtime/snapshot.js'),
       ]);
       const graceMs = o.grace;
       const dryRun = o.dryRun === true;
       // Sandboxes left by a crashed runtime hold leases and mounts: reclaim them first; then what
-      // killed commands left (whatever its age).
+      // killed commands left (whatever its age), and snapshots a killed server left half made.
       const reaped = o.registryOnly || dryRun ? 0 : await reapStale(ctx.store);
       if (!o.registryOnly && !dryRun) {
         await removeDeadLeftovers(ctx.store);
+        await new Snapshots(ctx.store, ctx.registry).reapUnfinished();
       }
       const store = o.registryOnly
         ? null

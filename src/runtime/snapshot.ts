@@ -13,6 +13,13 @@
  * The capture is consistent while the sandbox runs: its processes are held (frozen in its cgroup,
  * or stopped by user namespace without one: sandbox/freeze.ts) from the first file read until the
  * contents are packed; and safe whatever they do, since it never follows a link (layer/capture.ts).
+ *
+ * A snapshot exists once its record (`<id>.json`) is written, last. Before anything else of it, a
+ * marker `<id>.taking` names its taker (pid and start time): a taker killed part way (a `serve`
+ * killed mid-snapshot) leaves a marker of a dead process beside what it had made (packs, the ref,
+ * a laid-out layer), which reapUnfinished removes (`serve` at start, `gc`); a ref without a record
+ * whose taker is not alive (a delete killed part way) goes the same way. A live taker's is never
+ * touched, and a snapshot whose record was written stays.
  */
 import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, readdir, rename, rm, writeFile } from 'node:fs/promises';
@@ -36,6 +43,8 @@ import { liveLeases } from '../store/leases.js';
 import { ownersFor, removeOwnedTree } from '../store/owners.js';
 import type { StorePaths } from '../store/paths.js';
 import { pullEnv } from '../store/pull.js';
+import { ownedName, ownerGone, ownerOfName } from '../util/owned-name.js';
+import { processStartTime, sameProcessAlive } from '../util/process.js';
 import { layerIdShift, layerMapping, openSandbox, type OpenOptions } from './open.js';
 import { probeHost } from '../sandbox/host.js';
 
@@ -58,6 +67,9 @@ export const SnapshotRecordSchema = z.strictObject({
   pushed: z.array(z.string()).default([]),
 });
 export type SnapshotRecord = z.output<typeof SnapshotRecordSchema>;
+
+/** `<id>.taking`: who is taking the snapshot, written before anything of it exists. */
+const TakerSchema = z.strictObject({ pid: z.number().int().positive(), startTime: z.string().optional() });
 
 export class SnapshotInUseError extends MinisandboxError {
   constructor(id: string, users: string[]) {
@@ -101,11 +113,99 @@ export class Snapshots {
     return join(this.dir, `${id}.json`);
   }
 
+  private takerPath(id: string): string {
+    return join(this.dir, `${id}.taking`);
+  }
+
   private async writeRecord(r: SnapshotRecord): Promise<void> {
     await mkdir(this.dir, { recursive: true, mode: 0o700 });
     const p = this.recordPath(r.id);
-    await writeFile(`${p}.tmp`, JSON.stringify(SnapshotRecordSchema.parse(r)));
-    await rename(`${p}.tmp`, p);
+    // named after its writer (reapUnfinished removes one a dead writer left)
+    const tmp = join(this.dir, ownedName(`${r.id}.json.`, `${randomBytes(4).toString('hex')}.tmp`));
+    await writeFile(tmp, JSON.stringify(SnapshotRecordSchema.parse(r)));
+    await rename(tmp, p);
+  }
+
+  private async hasRecord(id: string): Promise<boolean> {
+    return await this.get(id).then(
+      () => true,
+      () => false,
+    );
+  }
+
+  /** Whether a live process is taking snapshot `id` (its marker names it). */
+  private async takenNow(id: string): Promise<boolean> {
+    const text = await readFile(this.takerPath(id), 'utf8').catch(() => undefined);
+    if (text === undefined) return false;
+    let json: unknown;
+    try {
+      json = JSON.parse(text);
+    } catch {
+      return false;
+    }
+    const t = TakerSchema.safeParse(json);
+    return t.success && sameProcessAlive(t.data.pid, t.data.startTime);
+  }
+
+  /**
+   * Removes what a snapshot without a record left: its ref (here and in the store), and its laid-out
+   * layer unless a recorded snapshot has the same one or a live sandbox leases it. Its packs go with
+   * the next collection of the snapshots' registry.
+   */
+  private async discard(id: string): Promise<void> {
+    const tag = snapshotRef(id);
+    const env =
+      (await this.local.getRef(tag).catch(() => null)) ??
+      (await readFile(this.store.ref(tag), 'utf8').then(
+        (t) => t.trim(),
+        () => null,
+      ));
+    const layer = env === null ? undefined : (await resolveEnv(this.view, env).catch(() => undefined))?.config.layers.at(-1)?.digest;
+    await this.local.deleteRef(tag);
+    await rm(this.store.ref(tag), { force: true });
+    if (layer !== undefined) await this.removeLaidOut(layer);
+  }
+
+  /** The laid-out dirs of `layer`, unless a recorded snapshot has it or a live sandbox leases them. */
+  private async removeLaidOut(layer: Digest): Promise<void> {
+    if ((await this.list()).some((r) => r.layer === layer)) return;
+    const layerHex = digestHex(layer);
+    const leased = new Set((await liveLeases(this.store)).flatMap((l) => l.layers));
+    for (const n of await readdir(this.store.layersDir).catch(() => [] as string[])) {
+      if (n.split('+')[0] !== layerHex || leased.has(n)) continue;
+      const shift = Number(n.split('+')[1] ?? 0);
+      await removeOwnedTree(await ownersFor(shift), join(this.store.layersDir, n));
+    }
+  }
+
+  /**
+   * Removes every snapshot a dead process left half made (see the module's comment), and record
+   * files a dead writer left half written; returns the ids removed. Never one a live process takes.
+   */
+  async reapUnfinished(): Promise<string[]> {
+    const names = await readdir(this.dir).catch(() => [] as string[]);
+    const ids = new Set<string>();
+    for (const n of names) {
+      const id = n.split('.')[0] ?? '';
+      if (!SNAPSHOT_ID_RE.test(id)) continue;
+      if (n === `${id}.taking`) ids.add(id);
+      const writer = ownerOfName(n, `${id}.json.`);
+      if (writer !== null && n.endsWith('.tmp') && ownerGone(writer)) await rm(join(this.dir, n), { force: true });
+    }
+    for await (const r of this.local.listRefs()) if (r.name.startsWith('snapshots/')) ids.add(r.name.slice('snapshots/'.length));
+    for (const f of await readdir(this.store.refsDir).catch(() => [] as string[])) if (f.startsWith('snapshots%')) ids.add(f.slice('snapshots%'.length));
+    const reaped: string[] = [];
+    for (const id of [...ids].sort()) {
+      if (!SNAPSHOT_ID_RE.test(id) || (await this.takenNow(id))) continue;
+      if (!(await this.hasRecord(id))) {
+        await this.discard(id);
+        reaped.push(id);
+      }
+      await rm(this.takerPath(id), { force: true });
+    }
+    // their packs, once unreachable for a grace period (gc condemns first: a snapshot being taken meanwhile keeps its blobs)
+    if (reaped.length > 0) await gcRegistry(this.local, { graceMs: 10 * 60_000, dryRun: false });
+    return reaped;
   }
 
   async get(id: string): Promise<SnapshotRecord> {
@@ -148,6 +248,24 @@ export class Snapshots {
       );
     if (!sb.alive) throw new MinisandboxError('SANDBOX_DESTROYED', `sandbox ${sb.id} was destroyed`, { hint: 'snapshot a live sandbox' });
     const id = newSnapshotId();
+    await mkdir(this.dir, { recursive: true, mode: 0o700 });
+    await writeFile(this.takerPath(id), JSON.stringify({ pid: process.pid, startTime: processStartTime(process.pid) }), { flag: 'wx' });
+    let record: SnapshotRecord;
+    try {
+      record = await this.capture(sb, id, origin);
+    } catch (e) {
+      // what was made of it goes, as a later reapUnfinished would remove it
+      await this.discard(id).catch(() => undefined);
+      throw e;
+    } finally {
+      await rm(this.takerPath(id), { force: true });
+    }
+    if (opts.push === true) return this.push(id, opts.tag);
+    return record;
+  }
+
+  /** The snapshot's layers pushed to the snapshots' registry and laid out, then its record: what take does under its marker. */
+  private async capture(sb: Sandbox, id: string, origin: SandboxOrigin): Promise<SnapshotRecord> {
     const tag = snapshotRef(id);
     const state = sb.state;
     let parent: { digest: Digest; config: EnvConfig } = origin.env;
@@ -191,7 +309,6 @@ export class Snapshots {
       pushed: [],
     };
     await this.writeRecord(record);
-    if (opts.push === true) return this.push(id, opts.tag);
     return record;
   }
 
@@ -251,12 +368,7 @@ export class Snapshots {
     await this.local.deleteRef(snapshotRef(id));
     await rm(this.store.ref(snapshotRef(id)), { force: true });
     // its laid-out layer, unless another snapshot has the very same one ...
-    const shared = (await this.list()).some((r) => r.layer === record.layer);
-    for (const n of shared ? [] : await readdir(this.store.layersDir).catch(() => [] as string[])) {
-      if (n.split('+')[0] !== layerHex) continue;
-      const shift = Number(n.split('+')[1] ?? 0);
-      await removeOwnedTree(await ownersFor(shift), join(this.store.layersDir, n));
-    }
+    await this.removeLaidOut(record.layer);
     // ... and its packs, once unreachable for a grace period (gc condemns first: a snapshot being taken meanwhile keeps its blobs)
     await gcRegistry(this.local, { graceMs: 10 * 60_000, dryRun: false });
   }

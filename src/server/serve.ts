@@ -1,7 +1,7 @@
 /**
  * `minisandbox serve`: one long-lived process per node over its store and the configured registry.
  * Sandboxes are opened from refs (pulled on demand, leased) and forked through the runtime; what a
- * crashed predecessor left (sandboxes, work dirs and upload spools) is reaped
+ * crashed predecessor left (sandboxes, work dirs and upload spools, half-made snapshots) is reaped
  * at start; SIGTERM/SIGINT destroy every sandbox before exit.
  */
 import { resolve } from 'node:path';
@@ -109,10 +109,11 @@ export async function startServer(reg: Registry, store: StorePaths, o: ServeOpti
   }
   const datasets = await loadEvalDatasets(o.evalDatasets ?? []);
   const { token, file } = loadToken(o.tokenFile, store.root);
-  // what a killed predecessor left: its sandboxes, its work dirs and spools
+  // what a killed predecessor left: its sandboxes, its work dirs and spools, its half-made snapshots
   await reapStale(store);
   await removeDeadLeftovers(store);
   const provider = storeProvider(reg, store);
+  await provider.snapshots?.reapUnfinished();
   const sink = log === undefined ? batchedLines((text) => void process.stderr.write(text)) : undefined;
   const write = log ?? sink!.write;
   const manager = new SandboxManager(provider, {
