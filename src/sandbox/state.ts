@@ -3,11 +3,10 @@
  * store's gc treats a live sandbox's lowerDirs as leased, and a restarted runtime reaps what a dead
  * one left behind.
  */
-import { mkdirSync, readdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { rm, rmdir, stat, unlink } from 'node:fs/promises';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { z } from 'zod';
-import { InvalidInputError } from '../errors.js';
 import { isErrno } from '../util/fs.js';
 import { killAndThaw, removeCgroup, unthrottle } from './cgroup.js';
 import { reapStaleIdRanges, releaseIdRange } from './idpool.js';
