@@ -67,6 +67,14 @@ describe('readManifest rejects hostile or broken manifests, naming the entry', (
     expect(await rejection(lines({ type: 'whiteout', path: 'w' }, file('w/g')))).toMatch(/"w\/g"/);
   });
 
+  it('an entry whose parent the layer has no directory entry for (the lay-out makes no directory)', async () => {
+    expect(await rejection(lines(file('work/task.txt')))).toMatch(/"work\/task.txt": its parent "work" is not a directory entry of this layer/);
+    expect(await rejection(lines(dir('a'), file('a-b'), dir('a/b/c')))).toMatch(/"a\/b\/c": its parent "a\/b"/);
+    expect(await rejection(lines(dir('a'), file('a/f'), { type: 'whiteout', path: 'w/x' }))).toMatch(/"w\/x": its parent "w"/);
+    // parents found once per run of siblings, and again after a sibling of theirs
+    expect(await read(lines(dir('a'), file('a/f'), dir('a/g'), file('a/g/x'), file('a/h'), file('b')))).toHaveLength(6);
+  });
+
   it('hardlink to outside the layer', async () => {
     expect(await rejection(lines(hard('h', '../../etc/shadow')))).toMatch(/`\.\.` component/);
     expect(await rejection(lines(hard('h', '/etc/shadow')))).toMatch(/absolute path/);

@@ -2,15 +2,18 @@
  * Streaming, validating manifest reader. A registry may be hostile, so beyond what
  * parseEntryLine checks line by line (schema, safe path, strict order) it checks the manifest
  * as a whole: the header, canonical form, a final newline (no truncation), hardlinks only to
- * an earlier `file` entry, and no entry below a non-directory entry (a path through a symlink).
+ * an earlier `file` entry, no entry below a non-directory entry (a path through a symlink), and
+ * every entry's parent a `dir` entry of the layer (a layer is laid out as a tree of its own:
+ * the lay-out makes no directory the manifest does not hold). What this reader accepts, a
+ * lay-out accepts: `verify` and `import` run it to find what a pull would refuse.
  *
  * native/fsmeta-manifest.c applies the same rules to the manifests the lay-out helper reads
  * itself (see store/pull.ts): a change here must be made there too.
  *
- * Memory: a 32-byte hash per `file` entry (for the hardlink check) and a short chain of
- * recent non-directory entries; never the manifest itself.
- * A consumer that checks hardlink targets against the files it laid out itself, exactly
- * (materialize does), may leave that check out (`hardlinkTargets: 'caller'`): hashing every
+ * Memory: a 32-byte hash per `file` and `dir` entry (for the hardlink and parent checks) and a
+ * short chain of recent non-directory entries; never the manifest itself.
+ * A consumer that checks hardlink targets and parents against what it laid out itself, exactly
+ * (materialize does), may leave those checks out (`parentsAndLinks: 'caller'`): hashing every
  * file's path was about a tenth of the node side of a lay-out (measured).
  */
 import { createHash, hash as oneShotHash } from 'node:crypto';
@@ -21,14 +24,14 @@ import { DigestSet } from './capture-digestset.js';
 import { fastEntryLine } from './capture-line.js';
 import { MANIFEST_HEADER, parseEntryLine, type Entry } from './manifest.js';
 import { canonicalJson } from '../cas/canonical-json.js';
-import { decodePath } from './path.js';
+import { decodePath, encodePath } from './path.js';
 
 const HEADER_LINE = canonicalJson(MANIFEST_HEADER);
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
-export async function* readManifest(source: Readable | string, label: string, opts: { hardlinkTargets?: 'checked' | 'caller' } = {}): AsyncIterable<Entry> {
+export async function* readManifest(source: Readable | string, label: string, opts: { parentsAndLinks?: 'checked' | 'caller' } = {}): AsyncIterable<Entry> {
   const stream = typeof source === 'string' ? createReadStream(source, { highWaterMark: 1 << 20 }) : source;
-  const check = new ManifestChecker(label, opts.hardlinkTargets !== 'caller');
+  const check = new ManifestChecker(label, opts.parentsAndLinks !== 'caller');
   let rest: Buffer | undefined;
   let lineNo = 0;
   try {
@@ -64,13 +67,16 @@ export class ManifestChecker {
   private prev: string | undefined;
   private headerSeen = false;
   private readonly files = new DigestSet();
+  private readonly dirs = new DigestSet();
+  /** The last parent found among `dirs` (entries of one directory come in runs). */
+  private lastParent: Buffer = Buffer.alloc(0);
   /** Entries whose subtree a later entry may still fall in; each is inside the one below it. */
   private readonly open: Array<{ raw: Buffer; path: string }> = [];
 
   constructor(
     private readonly label: string,
-    /** Whether hardlink targets are checked here (see readManifest). */
-    private readonly hardlinkTargets = true,
+    /** Whether hardlink targets and parents are checked here (see readManifest). */
+    private readonly parentsAndLinks = true,
   ) {}
 
   line(line: string, lineNo: number): Entry | undefined {
@@ -89,10 +95,28 @@ export class ManifestChecker {
     this.prev = e.path;
     const raw = decodePath(e.path);
     this.checkParents(e, raw);
-    if (this.hardlinkTargets) this.trackHardlinks(e, raw);
+    if (this.parentsAndLinks) {
+      this.checkParentDir(e, raw);
+      this.trackHardlinks(e, raw);
+    }
     // only non-directories can make a later path unsafe, and their ranges nest like any others'
     if (e.type !== 'dir') this.open.push({ raw, path: e.path });
     return e;
+  }
+
+  /** The parent must be an earlier `dir` entry (or the root): the lay-out makes no other directory. */
+  private checkParentDir(e: Entry, raw: Buffer): void {
+    const slash = raw.lastIndexOf(0x2f);
+    const parent = slash < 0 ? raw.subarray(0, 0) : raw.subarray(0, slash);
+    if (parent.length > 0 && !parent.equals(this.lastParent)) {
+      if (!this.dirs.has(pathKey(parent)))
+        throw new UnsafePathError(
+          e.path,
+          `its parent ${JSON.stringify(encodePath(parent))} is not a directory entry of this layer (a layer holds every directory it has an entry in)`,
+        );
+      this.lastParent = Buffer.from(parent);
+    }
+    if (e.type === 'dir') this.dirs.add(pathKey(raw));
   }
 
   /** A hardlink must name an earlier `file` entry: files are remembered by a hash of their path. */

@@ -141,7 +141,7 @@ async function outcome(layOut: (store: StorePaths, tree: string) => Promise<void
 
 function byNode(manifest: string, idShift = 0): Promise<Outcome> {
   return outcome(async (store, tree) => {
-    await materialize(store, readManifest(manifest, 'm', { hardlinkTargets: 'caller' }), tree, {
+    await materialize(store, readManifest(manifest, 'm', { parentsAndLinks: 'caller' }), tree, {
       idShift,
       share: true,
       whiteouts: 'chardev',

@@ -128,7 +128,7 @@ export async function ensureLayer(reg: Registry, store: StorePaths, layer: Layer
           }
           // materialize links a hardlink only to a file it laid out itself: the reader need not check
           if (!helperLaysOut)
-            await materialize(store, readManifest(manifestPath, `layer ${layer.digest}`, { hardlinkTargets: 'caller' }), tmp, {
+            await materialize(store, readManifest(manifestPath, `layer ${layer.digest}`, { parentsAndLinks: 'caller' }), tmp, {
               idShift,
               share: true,
               whiteouts: WHITEOUTS,

@@ -152,4 +152,22 @@ describe('verify', () => {
     expect(v.code).toBe(1);
     expect(v.problems).toEqual([expect.objectContaining({ kind: 'bad-manifest', subject: `layer ${evil.layers[0]!.digest}` })]);
   });
+
+  it('reports entries whose parent the layer has no directory for (as imports made before implicit parents), which a pull refuses', async () => {
+    const { reg, env, dir } = await freshRegistry();
+    const orphaned = await withManifest(reg, env, (lines) => [...lines, { ...lines.find((e) => e.type === 'file')!, path: 'zz-work/task.txt' }]);
+    await reg.putRef('t/orphans', await putJsonBlob(reg, orphaned));
+    const v = await verify(dir);
+    expect(v.code).toBe(1);
+    expect(v.problems).toEqual([
+      expect.objectContaining({
+        kind: 'bad-manifest',
+        subject: `layer ${orphaned.layers[0]!.digest}`,
+        detail: expect.stringMatching(/"zz-work\/task.txt": its parent "zz-work" is not a directory entry/),
+      }),
+    ]);
+    const pull = await cli(dir, ['pull', 't/orphans']);
+    expect(pull.code).toBe(1);
+    expect(pull.stderr).toMatch(/its parent/);
+  });
 });
