@@ -21,6 +21,7 @@ import { createReadStream } from 'node:fs';
 import type { Readable } from 'node:stream';
 import { InvalidInputError, UnsafePathError } from '../errors.js';
 import { DigestSet } from './capture-digestset.js';
+import { OpenSubtrees } from './open-subtrees.js';
 import { fastEntryLine } from './capture-line.js';
 import { MANIFEST_HEADER, parseEntryLine, type Entry } from './manifest.js';
 import { canonicalJson } from '../cas/canonical-json.js';
@@ -62,6 +63,9 @@ function decodeLine(b: Buffer, lineNo: number, label: string): string {
   }
 }
 
+/** What the whole-manifest rules look at in an entry (a hardlink's target is its file's path). */
+export type Shape = { type: Entry['type']; path: string; target?: string };
+
 /** The whole-manifest rules, fed one line at a time; pure apart from its own state. */
 export class ManifestChecker {
   private prev: string | undefined;
@@ -70,8 +74,8 @@ export class ManifestChecker {
   private readonly dirs = new DigestSet();
   /** The last parent found among `dirs` (entries of one directory come in runs). */
   private lastParent: Buffer = Buffer.alloc(0);
-  /** Entries whose subtree a later entry may still fall in; each is inside the one below it. */
-  private readonly open: Array<{ raw: Buffer; path: string }> = [];
+  /** Non-directory entries whose subtree a later entry may still fall in. */
+  private readonly open = new OpenSubtrees<{ raw: Buffer; path: string }>();
 
   constructor(
     private readonly label: string,
@@ -93,7 +97,26 @@ export class ManifestChecker {
     if (fastEntryLine(e) !== `${line}\n`)
       throw new InvalidInputError(`${this.label}: line ${lineNo}: entry ${JSON.stringify(e.path)} is not in canonical form`);
     this.prev = e.path;
-    const raw = decodePath(e.path);
+    this.together(e, decodePath(e.path));
+    return e;
+  }
+
+  /**
+   * The rules on entries together (see `together`) for the entries a writer emits, in order, as
+   * canonical lines of its own making (an image layer's converter): what a pull would refuse of
+   * its manifest is refused as it is written, without reading it back.
+   */
+  emitted(e: Shape, raw: Buffer): void {
+    if (this.prevRaw !== undefined && Buffer.compare(this.prevRaw, raw) >= 0)
+      throw new InvalidInputError(`${this.label}: entry ${JSON.stringify(e.path)} is out of order or duplicated`);
+    this.prevRaw = raw;
+    this.together(e, raw);
+  }
+
+  private prevRaw: Buffer | undefined;
+
+  /** Parents, paths through non-directories and hardlink targets: what one line cannot show. */
+  private together(e: Shape, raw: Buffer): void {
     this.checkParents(e, raw);
     if (this.parentsAndLinks) {
       this.checkParentDir(e, raw);
@@ -101,11 +124,10 @@ export class ManifestChecker {
     }
     // only non-directories can make a later path unsafe, and their ranges nest like any others'
     if (e.type !== 'dir') this.open.push({ raw, path: e.path });
-    return e;
   }
 
   /** The parent must be an earlier `dir` entry (or the root): the lay-out makes no other directory. */
-  private checkParentDir(e: Entry, raw: Buffer): void {
+  private checkParentDir(e: Shape, raw: Buffer): void {
     const slash = raw.lastIndexOf(0x2f);
     const parent = slash < 0 ? raw.subarray(0, 0) : raw.subarray(0, slash);
     if (parent.length > 0 && !parent.equals(this.lastParent)) {
@@ -120,48 +142,24 @@ export class ManifestChecker {
   }
 
   /** A hardlink must name an earlier `file` entry: files are remembered by a hash of their path. */
-  private trackHardlinks(e: Entry, raw: Buffer): void {
+  private trackHardlinks(e: Shape, raw: Buffer): void {
     if (e.type === 'hardlink') {
-      if (!this.files.has(pathKey(decodePath(e.target)))) {
+      if (e.target === undefined || !this.files.has(pathKey(decodePath(e.target)))) {
         throw new UnsafePathError(e.path, `hardlink target ${JSON.stringify(e.target)} is not an earlier file entry of this layer`);
       }
     } else if (e.type === 'file') this.files.add(pathKey(raw));
   }
 
-  /*
-   * In byte-wise order, everything after X up to the first path that neither starts with `X/`
-   * nor sorts before `X/` is X's subtree or a name extending X with a byte below `/`. Those
-   * ranges nest, so a stack holds the non-directory entries whose range is still open: pop the
-   * ones whose range is over; any left that is a proper ancestor of this entry makes it unsafe.
-   */
-  private checkParents(e: Entry, raw: Buffer): void {
-    while (this.open.length > 0) {
-      const top = this.open[this.open.length - 1]!;
-      if (isBelow(raw, top.raw) || sortsBeforeSlash(raw, top.raw)) break;
-      this.open.pop();
-    }
-    for (const o of this.open) {
-      if (isBelow(raw, o.raw))
-        throw new UnsafePathError(e.path, `its parent ${JSON.stringify(o.path)} is not a directory in this layer (a path through a symlink or file)`);
-    }
+  /** No entry below a non-directory (see OpenSubtrees): a path through a symlink or file. */
+  private checkParents(e: Shape, raw: Buffer): void {
+    this.open.advance(raw);
+    const o = this.open.ancestorOf(raw);
+    if (o !== undefined)
+      throw new UnsafePathError(e.path, `its parent ${JSON.stringify(o.path)} is not a directory in this layer (a path through a symlink or file)`);
   }
 }
 
 function pathKey(raw: Buffer): Buffer {
   // one-shot hash (Node >= 20.12) costs half of createHash's object per call
   return typeof oneShotHash === 'function' ? oneShotHash('sha256', raw, 'buffer') : createHash('sha256').update(raw).digest();
-}
-
-/** p is strictly inside a (p starts with `a/`). */
-function isBelow(p: Buffer, a: Buffer): boolean {
-  return p.length > a.length + 1 && p[a.length] === 0x2f && p.compare(a, 0, a.length, 0, a.length) === 0;
-}
-
-/** p < a + '/' byte-wise (given p > a), without building a + '/' (a buffer per entry showed in profiles). */
-function sortsBeforeSlash(p: Buffer, a: Buffer): boolean {
-  const n = Math.min(p.length, a.length);
-  const c = p.compare(a, 0, n, 0, n);
-  if (c !== 0) return c < 0;
-  // p starts with a's first n bytes: a shorter p sorts first; else the byte after a decides
-  return p.length <= a.length || p[a.length]! < 0x2f;
 }
