@@ -21,6 +21,12 @@ export const Kind = {
   Whiteout: 4,
   /** `DIR/.wh..wh..opq`, recorded on DIR: the payload is empty. */
   Opaque: 5,
+  /**
+   * A directory an entry below it needs at that point of the tar, recorded on the directory
+   * (when it is not known to be one already): a layer that has no entry for it implies it. The
+   * payload is empty.
+   */
+  Parent: 6,
 } as const;
 export type Kind = (typeof Kind)[keyof typeof Kind];
 

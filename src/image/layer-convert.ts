@@ -15,7 +15,19 @@
  * OCI rules: `.wh.NAME` deletes NAME from lower layers (a whiteout entry), `.wh..wh..opq` makes
  * its directory opaque; hardlinks name an earlier entry of the same layer; later entries of the
  * same name replace earlier ones, as extraction would. Hostile input (absolute names, `..`,
- * links to outside the layer, unknown entry types) is refused before anything is published.
+ * links to outside the layer, entries below a symlink or file of the layer, unknown entry types)
+ * is refused before anything is published.
+ *
+ * Implicit parents: a tar may hold `work/task.txt` without `work/`, and a layer is laid out as a
+ * tree of its own, so the layer gets the directory (IMPLICIT_DIR) and lists it for the import,
+ * which gives it the attributes below it in the image (implicit-parents.ts). What an entry needs
+ * above it travels through the sort as Parent records on its ancestors, added only for those not
+ * known to be directories at that point of the tar (a bounded set of recent ones): one per
+ * directory for a tar in directory order, never one per entry held in memory. The merge replays
+ * each path's records in tar order (settle) and sees whether a directory is given, implied,
+ * replaced or missing where something below needs it. Every entry written goes through the
+ * manifest reader's checks of entries together, so a manifest a pull would refuse is never
+ * published.
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
@@ -31,6 +43,7 @@ import { fastEntryLine } from '../layer/capture-line.js';
 import type { LayerRef, PackRef } from '../layer/env.js';
 import { canonicalJson } from '../cas/canonical-json.js';
 import { MANIFEST_HEADER, type Entry, type FileEntry } from '../layer/manifest.js';
+import { ManifestChecker, type Shape } from '../layer/manifest-read.js';
 import { checkRelativePath, encodePath } from '../layer/path.js';
 import { xattrsTooLarge } from '../layer/xattr-room.js';
 import { parsePackIndex } from '../pack/pack-index.js';
@@ -69,6 +82,11 @@ export interface ConvertResult {
   /** `etc/passwd` and `etc/group` of this layer, if it has them (to resolve the config's User). */
   passwd?: string;
   group?: string;
+  /**
+   * The blob listing the directories the layer implies (see implicit-parents.ts), if it has any
+   * whose attributes come from below: a zstd frame of one JSON path per line, in manifest order.
+   */
+  implicitDirs?: Digest;
   newObjects: number;
   reusedObjects: number;
   /** Most entry records held in memory at once (a run, the hardlinks and their paths' versions). */
@@ -134,6 +152,8 @@ interface Group {
 }
 
 const RUN_ENTRIES = 16_384;
+/** Directories remembered as such while a tar is read (see dirsNow). */
+const DIRS_NOW = 65_536;
 const EMPTY = Buffer.alloc(0);
 const key = (raw: Buffer): string => raw.toString('latin1');
 
@@ -150,16 +170,77 @@ async function* byPath(recs: AsyncIterable<Rec>): AsyncGenerator<{ raw: Buffer; 
   if (cur !== undefined) yield cur;
 }
 
-/** A directory replaced by a non-directory drops the entries below it that came before. */
-function noteCuts(raw: Buffer, versions: Rec[], cuts: Map<string, number[]>): void {
-  for (let i = 1; i < versions.length; i++) {
-    const k = versions[i]!.kind;
-    if (versions[i - 1]!.kind === Kind.Dir && (k === Kind.File || k === Kind.Other)) {
-      const c = cuts.get(key(raw));
-      if (c === undefined) cuts.set(key(raw), [versions[i]!.seq]);
-      else c.push(versions[i]!.seq);
+/** What a path holds at the end of the layer, as extraction in tar order would leave it. */
+interface Settled {
+  /** Its last version, a directory the layer implies (an entry below needs it, none is given), or nothing. */
+  last: Rec | 'implicit' | undefined;
+  /** Deleted from the layers below: a whiteout of it, or a non-directory of this layer in its place before. */
+  deleted: boolean;
+  opaque: boolean;
+}
+
+/**
+ * Replays a path's records in tar order (see Settled), skipping those an ancestor's replacement
+ * by a non-directory removed: a directory (given or implied) replaced by a non-directory drops
+ * what was below it before (noted in `cuts`, which the paths below, later in the merge, read);
+ * an entry below a path that is then a non-directory is refused, as extraction would fail or
+ * follow a symlink out of the layer.
+ */
+function settle(raw: Buffer, recs: Rec[], cuts: Map<string, number[]>, what: string): Settled {
+  const from = lastCut(raw, cuts);
+  let last: Settled['last'];
+  let deleted = false;
+  let opaque = false;
+  for (const r of recs) {
+    if (r.seq < from) continue;
+    switch (r.kind) {
+      case Kind.Dir:
+        last = r;
+        break;
+      case Kind.File:
+      case Kind.Other:
+      case Kind.Link:
+        if (last === 'implicit' || last?.kind === Kind.Dir) {
+          const c = cuts.get(key(raw));
+          if (c === undefined) cuts.set(key(raw), [r.seq]);
+          else c.push(r.seq);
+        }
+        last = r;
+        deleted = true;
+        break;
+      case Kind.Opaque:
+      case Kind.Parent:
+        if (last !== undefined && last !== 'implicit' && last.kind !== Kind.Dir) {
+          const path = JSON.stringify(encodePath(raw));
+          if (r.kind === Kind.Opaque) throw new InvalidInputError(`${what}: opaque marker inside ${path}, which is not a directory`);
+          throw new UnsafePathError(encodePath(raw), `${what} has entries below it where it is a ${kindName(last)} (a path through a symlink or file)`);
+        }
+        last ??= 'implicit';
+        if (r.kind === Kind.Opaque) opaque = true;
+        break;
+      case Kind.Whiteout:
+        deleted = true;
+        break;
     }
   }
+  return { last, deleted, opaque };
+}
+
+function kindName(r: Rec): string {
+  if (r.kind === Kind.File) return 'file';
+  if (r.kind === Kind.Link) return 'hardlink';
+  return (JSON.parse(r.payload.toString('utf8')) as Entry).type;
+}
+
+/** The tar position after which an ancestor of `raw` was last replaced by a non-directory (0: never). */
+function lastCut(raw: Buffer, cuts: Map<string, number[]>): number {
+  let at = 0;
+  if (cuts.size === 0) return at;
+  for (let i = raw.indexOf(0x2f); i >= 0; i = raw.indexOf(0x2f, i + 1)) {
+    const c = cuts.get(key(raw.subarray(0, i)));
+    if (c !== undefined) for (const s of c) if (s > at) at = s;
+  }
+  return at;
 }
 
 /** Whether a directory above `raw` was replaced by a non-directory between tar positions `from` and `to`. */
@@ -171,6 +252,16 @@ function cutBetween(raw: Buffer, from: number, to: number, cuts: Map<string, num
   }
   return false;
 }
+
+/**
+ * The version of these conversion rules, recorded with what they made (ImageInfo.converter): an
+ * import reuses only conversions of this version. 2: directories a layer implies are made
+ * (before, a pull refused their entries).
+ */
+export const CONVERTER_VERSION = 2;
+
+/** A directory a layer implies, as the manifest first holds it: what runtimes give a missing parent. */
+export const IMPLICIT_DIR = { type: 'dir', mode: 0o755, uid: 0, gid: 0, mtime: '0' } as const;
 
 const OVERLAY_XATTR = /^(trusted|user)\.overlay\./;
 const WH = '.wh.';
@@ -217,6 +308,28 @@ export async function convertLayer(reg: Registry, chunks: AsyncIterable<Buffer>,
   const sorter = new RunSorter(runDir, opts.runEntries ?? RUN_ENTRIES);
   const links: Array<{ raw: Buffer; seq: number; target: Buffer; self: boolean }> = [];
   let seq = 0;
+  /*
+   * Paths known to be directories at this point of the tar (a dir entry, an opaque marker or a
+   * Parent record since), so that the entries of one directory add no Parent record each: a
+   * record is added for an ancestor of an entry only when it is not known to be one. Holds each
+   * directory's ancestors too, bounded (cleared when full: more records after, never fewer), and
+   * cleared when a non-directory takes the place of one of them (what was below it went).
+   */
+  const dirsNow = new Set<string>();
+  const markParents = async (raw: Buffer, at: number): Promise<void> => {
+    const slash = raw.lastIndexOf(0x2f);
+    if (slash < 0 || dirsNow.has(key(raw.subarray(0, slash)))) return;
+    if (dirsNow.size >= DIRS_NOW) dirsNow.clear();
+    for (let i = raw.indexOf(0x2f); i >= 0; i = raw.indexOf(0x2f, i + 1)) {
+      const k = key(raw.subarray(0, i));
+      if (dirsNow.has(k)) continue;
+      await sorter.add({ raw: Buffer.from(raw.subarray(0, i)), seq: at, kind: Kind.Parent, payload: EMPTY });
+      dirsNow.add(k);
+    }
+  };
+  const replaced = (raw: Buffer): void => {
+    if (dirsNow.has(key(raw))) dirsNow.clear();
+  };
   const used = new Map<Digest, PackRef>();
   const seen = new Set<Digest>();
   let reused = 0;
@@ -254,15 +367,23 @@ export async function convertLayer(reg: Registry, chunks: AsyncIterable<Buffer>,
               `${opts.what}: an opaque marker at the root of the layer`,
               'a layer cannot hide the whole lower image; rebuild the image',
             );
-          await sorter.add({ raw: Buffer.from(parent), seq: at, kind: Kind.Opaque, payload: EMPTY });
+          // the marker needs its directory, as an entry below it would
+          const dir = Buffer.from(parent);
+          await markParents(dir, at);
+          await sorter.add({ raw: dir, seq: at, kind: Kind.Opaque, payload: EMPTY });
+          dirsNow.add(key(dir));
         } else if (!baseStr.startsWith(`${WH}${WH}`)) {
           // `.wh..wh.*` other than the opaque marker are aufs bookkeeping, not deletions
           const target = Buffer.concat([parent.length > 0 ? Buffer.concat([parent, Buffer.from('/')]) : Buffer.alloc(0), base.subarray(WH.length)]);
           const t = normalize(target, opts.what);
-          if (t !== null) await sorter.add({ raw: t.raw, seq: at, kind: Kind.Whiteout, payload: EMPTY });
+          if (t !== null) {
+            await markParents(t.raw, at);
+            await sorter.add({ raw: t.raw, seq: at, kind: Kind.Whiteout, payload: EMPTY });
+          }
         }
         continue;
       }
+      await markParents(n.raw, at);
       if (h.uid > MAX_ID || h.gid > MAX_ID) throw new InvalidInputError(`${opts.what}: ${JSON.stringify(n.path)} has an owner beyond 2^32-1`);
       const common = { path: n.path, mode: h.mode, uid: h.uid, gid: h.gid, mtime: h.mtimeNs.toString() };
       const xattrs = xattrsOf(h);
@@ -282,7 +403,10 @@ export async function convertLayer(reg: Registry, chunks: AsyncIterable<Buffer>,
         // checked and grouped after the tar, against the target's versions (see resolveLinks)
         const self = t.path === n.path;
         links.push({ raw: n.raw, seq: at, target: t.raw, self });
-        if (!self) await sorter.add({ raw: n.raw, seq: at, kind: Kind.Link, payload: t.raw });
+        if (!self) {
+          await sorter.add({ raw: n.raw, seq: at, kind: Kind.Link, payload: t.raw });
+          replaced(n.raw);
+        }
         continue;
       }
       let entry: Entry;
@@ -316,6 +440,8 @@ export async function convertLayer(reg: Registry, chunks: AsyncIterable<Buffer>,
         kind: entry.type === 'file' ? Kind.File : entry.type === 'dir' ? Kind.Dir : Kind.Other,
         payload: Buffer.from(fastEntryLine(entry), 'utf8'),
       });
+      if (entry.type === 'dir') dirsNow.add(key(n.raw));
+      else replaced(n.raw);
     }
 
     if (tarEnd === undefined) throw new InvalidInputError(`${opts.what}: the tar stream did not end`);
@@ -345,7 +471,12 @@ export async function convertLayer(reg: Registry, chunks: AsyncIterable<Buffer>,
       mh.update(b);
       if (!out.write(b)) await new Promise<void>((r) => out.once('drain', r));
     };
-    const emitLine = async (line: string, file?: { size: number; digest: Digest }): Promise<void> => {
+    // What a pull would refuse is refused as it is written, before anything is published or
+    // tagged: every entry goes through the reader's checks of entries together (parents, paths
+    // through non-directories, hardlink targets, order); its lines are canonical by construction.
+    const check = new ManifestChecker(opts.what);
+    const emitLine = async (shape: Shape, raw: Buffer, line: string, file?: { size: number; digest: Digest }): Promise<void> => {
+      check.emitted(shape, raw);
       pending.push(line);
       pendingLen += line.length;
       res.entries++;
@@ -356,44 +487,56 @@ export async function convertLayer(reg: Registry, chunks: AsyncIterable<Buffer>,
       }
       if (pendingLen >= 1 << 20) await flush();
     };
-    const notDir = (path: string): InvalidInputError =>
-      new InvalidInputError(`${opts.what}: opaque marker inside ${JSON.stringify(path)}, which is not a directory`);
     pending.push(canonicalJson(MANIFEST_HEADER) + '\n');
+    // implicit directories whose attributes are the ones below them in an image (see implicit-parents.ts)
+    const implicitPath = join(opts.workDir, 'implicit-dirs.jsonl');
+    const implicitOut = createWriteStream(implicitPath);
+    let implicitDirs = 0;
     const cuts = new Map<string, number[]>();
     for await (const grp of byPath(sorter.merged())) {
-      const versions = grp.recs.filter((r) => r.kind <= Kind.Link);
-      noteCuts(grp.raw, versions, cuts);
-      const whiteout = grp.recs.some((r) => r.kind === Kind.Whiteout);
-      const opq = grp.recs.some((r) => r.kind === Kind.Opaque);
+      const s = settle(grp.raw, grp.recs, cuts, opts.what);
       const path = encodePath(grp.raw);
-      const w = versions[versions.length - 1];
-      if (w === undefined || cutBetween(grp.raw, w.seq, Infinity, cuts)) {
-        // nothing of this layer at the path: a whiteout deletes it from below, an opaque marker
-        // makes a directory (a whiteout and an opaque marker: the marker is inside a deletion)
-        if (opq && whiteout) throw notDir(path);
-        if (opq) await emitLine(fastEntryLine({ type: 'dir', path, mode: 0o755, uid: 0, gid: 0, mtime: '0', opaque: true }));
-        else if (whiteout) await emitLine(fastEntryLine({ type: 'whiteout', path }));
+      const w = s.last;
+      if (w === undefined) {
+        // nothing of this layer at the path: a whiteout deletes it from below
+        if (s.deleted) {
+          const e = { type: 'whiteout' as const, path };
+          await emitLine(e, grp.raw, fastEntryLine(e));
+        }
+        continue;
+      }
+      if (w === 'implicit') {
+        // A directory the layer has entries in but no entry for. A stack shows a directory's
+        // attributes from its uppermost layer, and extraction would have kept the one below:
+        // the import gives it those (a runtime's 0755 root:root where nothing is below it).
+        const e = { ...IMPLICIT_DIR, path, ...(s.opaque || s.deleted ? { opaque: true as const } : {}) };
+        await emitLine(e, grp.raw, fastEntryLine(e));
+        if (!s.deleted) {
+          implicitDirs++;
+          if (!implicitOut.write(`${JSON.stringify(path)}\n`)) await new Promise<void>((r) => implicitOut.once('drain', r));
+        }
         continue;
       }
       const g = w.kind === Kind.Link ? linkGroups.get(w.seq) : w.kind === Kind.File ? fileGroups.get(w.seq) : undefined;
       if (g !== undefined) {
-        if (opq) throw notDir(path);
         const f = { size: g.file.size, digest: g.file.digest };
-        if (g.head!.equals(grp.raw)) await emitLine(fastEntryLine({ ...g.file, path }), f);
-        else await emitLine(fastEntryLine({ type: 'hardlink', path, target: encodePath(g.head!) }));
+        const e: Entry = g.head!.equals(grp.raw) ? { ...g.file, path } : { type: 'hardlink', path, target: encodePath(g.head!) };
+        await emitLine(e, grp.raw, fastEntryLine(e), e.type === 'file' ? f : undefined);
         continue;
       }
       if (w.kind === Kind.Link) throw new Error(`internal: hardlink ${JSON.stringify(path)} without a group`);
-      if (opq && w.kind !== Kind.Dir) throw notDir(path);
       const line = w.payload.toString('utf8');
-      if (w.kind === Kind.Dir && (opq || whiteout)) {
-        // deleted below and recreated in the same layer: a directory hides what was below it
-        await emitLine(fastEntryLine({ ...(JSON.parse(line) as Entry & { type: 'dir' }), opaque: true }));
+      if (w.kind === Kind.Dir && (s.opaque || s.deleted)) {
+        // deleted below (or replaced in this layer) and made again: a directory hides what was below it
+        const e = { ...(JSON.parse(line) as Entry & { type: 'dir' }), opaque: true as const };
+        await emitLine(e, grp.raw, fastEntryLine(e));
       } else if (w.kind === Kind.File) {
         const e = JSON.parse(line) as FileEntry;
-        await emitLine(line, { size: e.size, digest: e.digest });
-      } else await emitLine(line);
+        await emitLine(e, grp.raw, line, { size: e.size, digest: e.digest });
+      } else await emitLine({ type: w.kind === Kind.Dir ? 'dir' : (kindName(w) as Entry['type']), path }, grp.raw, line);
     }
+    implicitOut.end();
+    await finished(implicitOut);
     await flush();
     out.end();
     await finished(out);
@@ -410,6 +553,12 @@ export async function convertLayer(reg: Registry, chunks: AsyncIterable<Buffer>,
     const compressed = join(opts.workDir, 'manifest.jsonl.zst');
     const m = await compressFile(manifestPath, compressed);
     await reg.putBlobFile(m.digest, compressed);
+    let implicit: Digest | undefined;
+    if (implicitDirs > 0) {
+      const list = await compressFile(implicitPath, `${implicitPath}.zst`);
+      await reg.putBlobFile(list.digest, `${implicitPath}.zst`);
+      implicit = list.digest;
+    }
     const layer: LayerRef = {
       digest: `sha256:${mh.digest('hex')}`,
       manifest: m.digest,
@@ -426,6 +575,7 @@ export async function convertLayer(reg: Registry, chunks: AsyncIterable<Buffer>,
       size: tarEnd.bytes,
       ...(passwd === undefined ? {} : { passwd }),
       ...(group === undefined ? {} : { group }),
+      ...(implicit === undefined ? {} : { implicitDirs: implicit }),
       newObjects: packs.reduce((s, p) => s + p.objects, 0),
       reusedObjects: reused,
       maxEntriesHeld: sorter.maxHeld + held,
@@ -510,8 +660,8 @@ export async function convertLayer(reg: Registry, chunks: AsyncIterable<Buffer>,
     const cuts = new Map<string, number[]>();
     let held = links.length;
     for await (const grp of byPath(sorter.merged())) {
+      settle(grp.raw, grp.recs, cuts, opts.what);
       const versions = grp.recs.filter((r) => r.kind <= Kind.Link);
-      noteCuts(grp.raw, versions, cuts);
       if (want.has(key(grp.raw))) {
         hist.set(key(grp.raw), versions);
         held += versions.length;

@@ -36,6 +36,8 @@ export interface ManyEntryTar {
   perDir: number;
   /** Give each `k`th file distinct content (the rest are empty); 0: all empty. */
   contentEvery?: number;
+  /** false: no directory entries, every directory is implied by its files (default true). */
+  dirEntries?: boolean;
 }
 
 /** The tar stream in chunks of ~1 MiB. Entry count: dirs * (perDir + 1) + extras (see below). */
@@ -62,7 +64,7 @@ export async function* manyEntryTar(o: ManyEntryTar): AsyncGenerator<Buffer> {
     return s;
   };
   const ds = stride(o.dirs);
-  for (let i = 0, d = 0; i < o.dirs; i++, d = (d + ds) % o.dirs) yield* flush(push(entry(`d${d}/`, null, '5')));
+  if (o.dirEntries !== false) for (let i = 0, d = 0; i < o.dirs; i++, d = (d + ds) % o.dirs) yield* flush(push(entry(`d${d}/`, null, '5')));
   const total = o.dirs * o.perDir;
   const fs = stride(total);
   for (let i = 0, k = 0; i < total; i++, k = (k + fs) % total) {
