@@ -12,6 +12,7 @@ import { type Digest, digestHex } from '../cas/digest.js';
 import { ENV_MEDIA_TYPE, EnvConfigSchema, type ImageLayerInfo, type LayerRef, RuntimeConfigSchema } from '../layer/env.js';
 import { putJsonBlob, readJsonBlob } from '../registry/blobs.js';
 import type { Registry } from '../registry/registry.js';
+import { CONVERTER_VERSION } from './layer-convert.js';
 
 /** Labels of a diff-id record holding the layer's /etc/passwd and /etc/group (to resolve a named USER later). */
 export const PASSWD_LABEL = 'org.minisandbox.image.etc-passwd';
@@ -30,9 +31,12 @@ export async function findDiffId(
   const layer = cfg.layers[0];
   const info = cfg.image?.layers[0];
   if (layer === undefined || info === undefined || info.diffId !== diffId) return null;
+  // converted by older rules (a pull may refuse what they made): convert again
+  if (cfg.image?.converter !== CONVERTER_VERSION) return null;
   // a gc may have removed what the record names (it keeps only what refs reach): convert again
   for (const p of layer.packs) if ((await reg.statBlob(p.pack)) === null || (await reg.statBlob(p.index)) === null) return null;
   if ((await reg.statBlob(layer.manifest)) === null) return null;
+  if (info.implicitDirs !== undefined && (await reg.statBlob(info.implicitDirs)) === null) return null;
   const passwd = cfg.config.labels[PASSWD_LABEL];
   const group = cfg.config.labels[GROUP_LABEL];
   return { layer, info, files: { ...(passwd === undefined ? {} : { passwd }), ...(group === undefined ? {} : { group }) } };
@@ -47,7 +51,7 @@ export async function recordDiffId(reg: Registry, layer: LayerRef, info: ImageLa
     mediaType: ENV_MEDIA_TYPE,
     layers: [layer],
     config: RuntimeConfigSchema.parse({ labels }),
-    image: { source: `diffid:${info.diffId}`, config: info.diffId, layers: [info] },
+    image: { source: `diffid:${info.diffId}`, config: info.diffId, layers: [info], converter: CONVERTER_VERSION },
   });
   await reg.putRef(diffIdRefName(info.diffId), env);
 }

@@ -4,7 +4,7 @@
  * already recorded).
  */
 import { randomBytes } from 'node:crypto';
-import { rm } from 'node:fs/promises';
+import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Digest } from '../cas/digest.js';
 import { NotFoundError } from '../errors.js';
@@ -17,7 +17,8 @@ import { loadCatalog, type ObjectCatalog } from '../store/catalog.js';
 import type { StorePaths } from '../store/paths.js';
 import { runtimeFromImage } from './config.js';
 import { findDiffId, imageRefName, recordDiffId } from './diffid-map.js';
-import { convertLayer } from './layer-convert.js';
+import { CONVERTER_VERSION, convertLayer } from './layer-convert.js';
+import { stackImplicitParents } from './implicit-parents.js';
 import { parsePlatform } from './oci-schema.js';
 import { parseSourceRef } from './reference.js';
 import { RegistrySource, type RegistryClientOptions } from './registry-client.js';
@@ -72,8 +73,10 @@ export async function importImage(reg: Registry, store: StorePaths, text: string
 
   // An image converted before (whatever its source or compression: the config names its content)
   const known = await reg.getRef(imageRefName(img.configDigest));
-  if (known !== null && (await reg.statBlob(known)) !== null) {
-    const env = await readJsonBlob(reg, known, EnvConfigSchema, 'environment config');
+  const knownEnv = known !== null && (await reg.statBlob(known)) !== null ? await readJsonBlob(reg, known, EnvConfigSchema, 'environment config') : undefined;
+  // converted by older rules (which a pull may refuse), it is converted again
+  if (known !== null && knownEnv !== undefined && knownEnv.image?.converter === CONVERTER_VERSION) {
+    const env = knownEnv;
     if (opts.tag !== undefined) await reg.putRef(opts.tag, known);
     return {
       ...base,
@@ -101,6 +104,7 @@ export async function importImage(reg: Registry, store: StorePaths, text: string
     layer: LayerRef;
     info: ImageLayerInfo;
     converted: boolean;
+    what: string;
     passwd?: string;
     group?: string;
   }
@@ -112,7 +116,7 @@ export async function importImage(reg: Registry, store: StorePaths, text: string
     const hit = await findDiffId(reg, l.diffId);
     if (hit !== null) {
       progress({ phase: 'layer', layer: l.diffId, message: `${what}: converted before` });
-      return { layer: hit.layer, info: hit.info, converted: false, ...hit.files };
+      return { layer: hit.layer, info: hit.info, converted: false, what, ...hit.files };
     }
     progress({ phase: 'layer', layer: l.diffId, message: `${what}: converting` });
     const work = join(store.tmpDir, `image-${process.pid}-${randomBytes(6).toString('hex')}`);
@@ -127,10 +131,16 @@ export async function importImage(reg: Registry, store: StorePaths, text: string
       });
       newObjects += r.newObjects;
       reusedObjects += r.reusedObjects;
-      const info: ImageLayerInfo = { diffId: r.diffId, digest: r.digest, compressedSize: l.size ?? r.compressedSize, size: r.size };
+      const info: ImageLayerInfo = {
+        diffId: r.diffId,
+        digest: r.digest,
+        compressedSize: l.size ?? r.compressedSize,
+        size: r.size,
+        ...(r.implicitDirs === undefined ? {} : { implicitDirs: r.implicitDirs }),
+      };
       const files = { ...(r.passwd === undefined ? {} : { passwd: r.passwd }), ...(r.group === undefined ? {} : { group: r.group }) };
       await recordDiffId(reg, r.layer, info, files);
-      return { layer: r.layer, info, converted: true, ...files };
+      return { layer: r.layer, info, converted: true, what, ...files };
     } catch (e) {
       // a full disk under the work dir is the store's (the registry names its own)
       throw asDiskError(e, "the store's", work);
@@ -173,13 +183,28 @@ export async function importImage(reg: Registry, store: StorePaths, text: string
     passwd = d.passwd ?? passwd;
     group = d.group ?? group;
   }
+  // the directories layers imply take the attributes below them in this image (variants where they differ)
+  const stackDir = join(store.tmpDir, `image-${process.pid}-${randomBytes(6).toString('hex')}`);
+  let layers: LayerRef[];
+  try {
+    await mkdir(stackDir, { recursive: true });
+    layers = await stackImplicitParents(
+      reg,
+      stackDir,
+      done.map((d) => ({ layer: d.layer, what: d.what, ...(d.info.implicitDirs === undefined ? {} : { implicitDirs: d.info.implicitDirs }) })),
+    );
+  } catch (e) {
+    throw asDiskError(e, "the store's", stackDir);
+  } finally {
+    await rm(stackDir, { recursive: true, force: true });
+  }
   const env: EnvConfig = {
     mediaType: ENV_MEDIA_TYPE,
-    layers: done.map((d) => d.layer),
+    layers,
     config: RuntimeConfigSchema.parse(
       runtimeFromImage(img.config, { ...(passwd === undefined ? {} : { passwd }), ...(group === undefined ? {} : { group }) }, text),
     ),
-    image: { ...base, layers: done.map((d) => d.info) },
+    image: { ...base, layers: done.map((d) => d.info), converter: CONVERTER_VERSION },
   };
   // reused layers were found earlier; a registry gc may have removed their packs since
   for (const l of env.layers)
@@ -194,9 +219,9 @@ export async function importImage(reg: Registry, store: StorePaths, text: string
     ...base,
     env: envDigest,
     status: 'imported',
-    layers: done.map((d) => ({
+    layers: done.map((d, i) => ({
       diffId: d.info.diffId,
-      layer: d.layer.digest,
+      layer: layers[i]!.digest,
       converted: d.converted,
       compressedSize: d.info.compressedSize,
       size: d.info.size,

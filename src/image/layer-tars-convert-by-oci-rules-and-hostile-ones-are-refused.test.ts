@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { afterAll, describe, expect, it } from 'vitest';
-import { makeTar, type TarItem, writeLayout } from '../../test/helpers/oci-layout.js';
+import { makeTar, type RawTarEntry, type TarItem, tarOf, writeLayout } from '../../test/helpers/oci-layout.js';
 import { compress } from 'zstd-napi';
 import { sha256 } from '../cas/digest.js';
 import { readManifest } from '../layer/manifest-read.js';
@@ -65,6 +65,42 @@ describe('a layer tar becomes a layer by OCI rules', () => {
     expect(byPath.get('z-first')).toEqual({ type: 'hardlink', path: 'z-first', target: 'a-link' });
     expect(byPath.get('x/s')).toMatchObject({ type: 'symlink', target: '../z-first' });
     expect(entries[0]!.map((e) => e.path)).toEqual([...entries[0]!.map((e) => e.path)].sort());
+  });
+
+  it('a directory a layer implies takes the attributes the layers below show there, or a runtime’s', async () => {
+    const d = (name: string, mode: number, uid = 0): RawTarEntry => ({ name, type: 'directory', mode, uid, gid: uid, mtime: new Date(1000 * uid) });
+    const f = (name: string): RawTarEntry => ({ name, type: 'file', data: name });
+    const layers = [
+      [
+        d('a/', 0o700, 1),
+        d('b/', 0o711, 2),
+        d('c/', 0o750, 3),
+        d('c/d/', 0o701, 4),
+        { name: 'e', type: 'symlink' as const, linkname: 'a' },
+        d('f/', 0o710, 5),
+        d('f/g/', 0o720, 6),
+      ],
+      // a again, nearer; b deleted; c made opaque (c/d hidden), itself implied
+      [d('a/', 0o705, 7), f('.wh.b'), f('c/.wh..wh..opq'), f('c/x')],
+      // every parent implied; f made opaque here (f/g below it is not this image's)
+      [f('a/1'), f('b/1'), f('c/d/1'), f('e/1'), f('f/.wh..wh..opq'), f('f/g/1'), f('n/1')],
+    ];
+    const tars = await Promise.all(layers.map((l) => tarOf(l)));
+    const { entries } = await importLayers(tars.map(plain));
+    const attrs = (path: string): unknown => {
+      const e = entries[2]!.find((x) => x.path === path);
+      return e?.type === 'dir' ? [e.mode.toString(8), e.uid, e.mtime, e.opaque === true] : e;
+    };
+    expect(attrs('a')).toEqual(['705', 7, '7000000000', false]); // the nearest layer's
+    expect(attrs('b')).toEqual(['755', 0, '0', false]); // deleted between: a runtime's
+    expect(attrs('c')).toEqual(['750', 3, '3000000000', false]); // the middle layer's, which took the lowest one's
+    expect(attrs('c/d')).toEqual(['755', 0, '0', false]); // hidden by the opaque c between
+    expect(attrs('e')).toEqual(['755', 0, '0', false]); // a symlink below: replaced, as containerd does
+    expect(attrs('f')).toEqual(['710', 5, '5000000000', true]);
+    expect(attrs('f/g')).toEqual(['755', 0, '0', false]); // below this layer's own opaque f
+    expect(attrs('n')).toEqual(['755', 0, '0', false]); // nowhere below
+    // the middle layer keeps its own a, and its implied c took the lowest layer's
+    expect(entries[1]!.find((x) => x.path === 'c')).toMatchObject({ mode: 0o750, uid: 3, opaque: true });
   });
 
   it('gzip, zstd and plain blobs of one tar give the same layer', async () => {

@@ -52,6 +52,11 @@ export const ImageLayerInfoSchema = z.strictObject({
   compressedSize: z.number().int().min(0),
   /** Bytes of the uncompressed tar. */
   size: z.number().int().min(0),
+  /**
+   * The directories the layer tar implies without an entry (image/implicit-parents.ts): a blob
+   * of their paths, whose attributes an import takes from the layers below in its image.
+   */
+  implicitDirs: DigestSchema.optional(),
 });
 export type ImageLayerInfo = z.infer<typeof ImageLayerInfoSchema>;
 
@@ -64,6 +69,12 @@ export const ImageInfoSchema = z.strictObject({
   /** The manifest's digest, when the source had one. */
   manifest: DigestSchema.optional(),
   layers: z.array(ImageLayerInfoSchema),
+  /**
+   * The version of the conversion rules that made the layers (image/layer-convert.ts); absent:
+   * before implicit parent directories were made, whose layers a pull may refuse. An import
+   * reuses only conversions of the current version.
+   */
+  converter: z.number().int().min(1).optional(),
 });
 export type ImageInfo = z.infer<typeof ImageInfoSchema>;
 

@@ -16,6 +16,8 @@ export interface EnvClosure {
 export function closureOfConfig(env: Digest, config: EnvConfig): EnvClosure {
   const blobs = new Set<Digest>([env]);
   const packs = new Map<Digest, Digest>();
+  // an imported image's implicit dirs: what a later import of a layer converted before needs
+  for (const l of config.image?.layers ?? []) if (l.implicitDirs !== undefined) blobs.add(l.implicitDirs);
   for (const layer of config.layers) {
     blobs.add(layer.manifest);
     for (const p of layer.packs) {
