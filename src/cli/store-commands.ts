@@ -349,7 +349,11 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
     .option('--all', 'include the build cache refs (_cache/...)')
     .action(async (o: { all?: boolean }) => {
       const ctx = await makeContext(globals());
-      const [{ isInternalRef }, { resolveEnv }] = await Promise.all([import('../audit/audit.js'), import('../registry/resolve-env.js')]);
+      const [{ isInternalRef }, { resolveEnv }, { refusedWhy }] = await Promise.all([
+        import('../audit/audit.js'),
+        import('../registry/resolve-env.js'),
+        import('../store/refused.js'),
+      ]);
       type Row = { ref: string; env: string; layers: number; size: number; objects: number } | { ref: string; broken: string };
       const rows: Row[] = [];
       for await (const r of ctx.registry.listRefEntries()) {
@@ -361,6 +365,12 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
         }
         try {
           const { config } = await resolveEnv(ctx.registry, r.digest);
+          // a layer a pull (or verify) of this store found refused: reading manifests is verify's
+          const refused = config.layers.map((l) => ({ l, why: refusedWhy(ctx.store, l.digest) })).find((x) => x.why !== undefined);
+          if (refused !== undefined) {
+            rows.push({ ref: r.name, broken: `a pull refuses its layer ${refused.l.digest}: ${refused.why}` });
+            continue;
+          }
           rows.push({
             ref: r.name,
             env: r.digest,
@@ -385,7 +395,7 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
                     : [r.ref, r.env.slice(0, 19), String(r.layers), formatBytes(r.size), String(r.objects)],
                 ),
               ]),
-              broken > 0 ? `${broken} broken ref(s): \`minisandbox verify\` lists every problem; push or copy the ref again, or delete its file` : '',
+              broken > 0 ? `${broken} broken ref(s): \`minisandbox verify\` lists every problem; push, copy or import the ref again, or delete its file` : '',
             ]
               .filter((x) => x !== '')
               .join('\n'),
@@ -418,9 +428,19 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
     .option('--no-store', 'check the registry only')
     .action(async (o: { store: boolean }) => {
       const ctx = await storeContext(globals());
-      const [{ verifyRegistry, verifyStore }, { storeOwners }] = await Promise.all([import('../store/verify.js'), import('../store/owners.js')]);
+      const [{ verifyRegistry, verifyStore }, { storeOwners }, { recordRefused }] = await Promise.all([
+        import('../store/verify.js'),
+        import('../store/owners.js'),
+        import('../store/refused.js'),
+      ]);
       await mkdir(ctx.store.tmpDir, { recursive: true });
-      const reg = await verifyRegistry(ctx.registry, ctx.store.tmpDir, (what) => ctx.out.progress({ message: `verify ${what}` }));
+      const reg = await verifyRegistry(
+        ctx.registry,
+        ctx.store.tmpDir,
+        (what) => ctx.out.progress({ message: `verify ${what}` }),
+        // where `ls` finds them
+        (layer, why) => recordRefused(ctx.store, layer, why),
+      );
       const st = o.store
         ? await verifyStore(ctx.store, (what) => ctx.out.progress({ message: `verify ${what}` }), await storeOwners())
         : { storeFiles: 0, problems: [] };

@@ -16,6 +16,8 @@
  *   indexes/<hex>                    cached pack index blobs (immutable, so cached forever)
  *   envs/<hex>.json                  environment configs that were pulled
  *   refs/<name with / as %>          what each pulled ref resolved to
+ *   refused/<hex>                    why a pull (or verify) refused a layer's manifest: named by its digest, the
+ *                                    finding holds for good; `ls` shows the refs reaching it as broken
  *   leases/<id>.json                 layers held by live sandboxes
  *   sandboxes/                       sandbox state dirs (runtime)
  *   tmp/                             work in progress, e.g. stage-<pid>-<rand>/<hex>: verified objects of one pull
@@ -71,6 +73,10 @@ export class StorePaths {
   }
   ref(name: string): string {
     return join(this.root, 'refs', name.replaceAll('/', '%'));
+  }
+  /** Why a pull would refuse the layer's manifest, if this store found that (store/refused.ts). */
+  refused(d: Digest): string {
+    return join(this.root, 'refused', digestHex(d));
   }
   get refsDir(): string {
     return join(this.root, 'refs');

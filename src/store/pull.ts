@@ -63,7 +63,12 @@ export async function pullEnv(reg: Registry, store: StorePaths, refOrDigest: str
     let r = await laidOut(store, layer, idShift, opts);
     if (r === undefined) {
       await cleanedOnce(store);
-      r = await ensureLayer(reg, store, layer, idShift, opts);
+      r = await ensureLayer(reg, store, layer, idShift, opts).catch(async (e: unknown) => {
+        // a manifest refused for what it holds is refused for good: `ls` shows its refs broken
+        const refused = await import('./refused.js');
+        if (refused.isManifestRefusal(e)) await refused.recordRefused(store, layer.digest, (e as Error).message);
+        throw e;
+      });
     }
     layerDirs.push(r.dir);
     fetchedObjects += r.fetchedObjects;

@@ -150,13 +150,35 @@ describe('verify', () => {
     await reg.putRef('t/evil', await putJsonBlob(reg, evil));
     const v = await verify(dir);
     expect(v.code).toBe(1);
-    expect(v.problems).toEqual([expect.objectContaining({ kind: 'bad-manifest', subject: `layer ${evil.layers[0]!.digest}` })]);
+    expect(v.problems).toEqual([
+      expect.objectContaining({ kind: 'bad-manifest', subject: `layer ${evil.layers[0]!.digest}` }),
+      expect.objectContaining({ kind: 'refused-ref', subject: 't/evil' }),
+    ]);
   });
 
   it('reports entries whose parent the layer has no directory for (as imports made before implicit parents), which a pull refuses', async () => {
     const { reg, env, dir } = await freshRegistry();
     const orphaned = await withManifest(reg, env, (lines) => [...lines, { ...lines.find((e) => e.type === 'file')!, path: 'zz-work/task.txt' }]);
-    await reg.putRef('t/orphans', await putJsonBlob(reg, orphaned));
+    const orphans = await putJsonBlob(reg, orphaned);
+    await reg.putRef('t/orphans', orphans);
+    await reg.putRef('t/orphans-too', orphans);
+    const broken = async (): Promise<unknown> => {
+      const ls = await cli(dir, ['ls']);
+      expect(ls.code, ls.stderr).toBe(0);
+      return JSON.parse(ls.stdout);
+    };
+    const shownBroken = [
+      { ref: 't/orphans', broken: expect.stringMatching(/a pull refuses its layer sha256:\w+: unsafe path "zz-work\/task.txt": its parent/) },
+      { ref: 't/orphans-too', broken: expect.stringMatching(/a pull refuses its layer/) },
+    ];
+    // a pull refuses it and says why; ls then shows every ref reaching it as broken
+    const pull = await cli(dir, ['pull', 't/orphans']);
+    expect(pull.code).toBe(1);
+    expect(pull.stderr).toMatch(/zz-work\/task.txt.{0,4}: its parent is not a directory of this layer/);
+    expect(await broken()).toEqual(expect.arrayContaining(shownBroken));
+    // verify finds it without a pull, and so does ls after it
+    rmSync(join(dir, 'store', 'refused'), { recursive: true });
+    expect(await broken()).toEqual(expect.arrayContaining([expect.objectContaining({ ref: 't/orphans', env: orphans })]));
     const v = await verify(dir);
     expect(v.code).toBe(1);
     expect(v.problems).toEqual([
@@ -165,9 +187,9 @@ describe('verify', () => {
         subject: `layer ${orphaned.layers[0]!.digest}`,
         detail: expect.stringMatching(/"zz-work\/task.txt": its parent "zz-work" is not a directory entry/),
       }),
+      expect.objectContaining({ kind: 'refused-ref', subject: 't/orphans' }),
+      expect.objectContaining({ kind: 'refused-ref', subject: 't/orphans-too' }),
     ]);
-    const pull = await cli(dir, ['pull', 't/orphans']);
-    expect(pull.code).toBe(1);
-    expect(pull.stderr).toMatch(/its parent/);
+    expect(await broken()).toEqual(expect.arrayContaining(shownBroken));
   });
 });

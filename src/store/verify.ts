@@ -31,6 +31,8 @@ export interface Problem {
     | 'corrupt-store'
     | 'bad-layer'
     | 'bad-manifest'
+    /** A ref a pull would refuse: a layer's manifest breaks the lay-out's rules. */
+    | 'refused-ref'
     | 'missing-object'
     | 'bad-size';
   subject: string;
@@ -52,7 +54,16 @@ async function hashStream(s: NodeJS.ReadableStream): Promise<Digest> {
   return `sha256:${h.digest('hex')}`;
 }
 
-export async function verifyRegistry(reg: Registry, scratchDir: string, onProgress?: (what: string) => void): Promise<Omit<VerifyReport, 'storeFiles'>> {
+/**
+ * `onRefused`: told of each layer whose manifest a pull would refuse for what it holds (the CLI
+ * records it in the store, where `ls` finds it).
+ */
+export async function verifyRegistry(
+  reg: Registry,
+  scratchDir: string,
+  onProgress?: (what: string) => void,
+  onRefused?: (layer: Digest, why: string) => Promise<void>,
+): Promise<Omit<VerifyReport, 'storeFiles'>> {
   const problems: Problem[] = [];
   const present = new Set<Digest>();
   let blobs = 0;
@@ -93,6 +104,8 @@ export async function verifyRegistry(reg: Registry, scratchDir: string, onProgre
   let refs = 0;
   // by the whole layer reference: two environments may give one manifest different packs or counts
   const layersChecked = new Set<string>();
+  /** Layers whose manifest a pull refuses, with why: every ref reaching one is reported. */
+  const refused = new Map<Digest, string>();
   const indexes = new Map<Digest, Map<Digest, number>>();
   for await (const r of reg.listRefEntries()) {
     refs++;
@@ -107,10 +120,18 @@ export async function verifyRegistry(reg: Registry, scratchDir: string, onProgre
       }
       for (const layer of c.config.layers) {
         const key = JSON.stringify(layer);
-        if (layersChecked.has(key)) continue;
-        layersChecked.add(key);
-        onProgress?.(`layer ${layer.digest}`);
-        problems.push(...(await checkLayer(reg, layer, present, scratchDir, indexes)));
+        if (!layersChecked.has(key)) {
+          layersChecked.add(key);
+          onProgress?.(`layer ${layer.digest}`);
+          const found = await checkLayer(reg, layer, present, scratchDir, indexes);
+          problems.push(...found.problems);
+          if (found.refused !== undefined) {
+            refused.set(layer.digest, found.refused);
+            await onRefused?.(layer.digest, found.refused);
+          }
+        }
+        const why = refused.get(layer.digest);
+        if (why !== undefined) problems.push({ kind: 'refused-ref', subject: r.name, detail: `a pull refuses its layer ${layer.digest}: ${why}` });
       }
     } catch (e) {
       problems.push({ kind: 'dangling-ref', subject: r.name, detail: errorMessage(e) });
@@ -145,16 +166,19 @@ async function checkLayer(
   present: Set<Digest>,
   scratchDir: string,
   indexes: Map<Digest, Map<Digest, number>>,
-): Promise<Problem[]> {
-  if (!present.has(layer.manifest)) return []; // reported as a dangling ref
+): Promise<{ problems: Problem[]; refused?: string }> {
+  if (!present.has(layer.manifest)) return { problems: [] }; // reported as a dangling ref
   const problems: Problem[] = [];
   const subject = `layer ${layer.digest}`;
   const dir = await namingDisk("the store's", scratchDir, () => mkdtemp(join(scratchDir, 'verify-')));
   const sizes = new Map<Digest, number>();
   const counted = { entries: 0, size: 0 };
+  let read = false;
   try {
     const path = join(dir, 'manifest');
     await decompressVerified(await reg.openBlob(layer.manifest), path, layer.digest, `manifest of ${subject}`, MAX_MANIFEST_BYTES);
+    read = true;
+    // the rules a pull's lay-out applies (the helper's are the same)
     for await (const e of readManifest(path, subject)) {
       counted.entries++;
       if (e.type !== 'file') continue;
@@ -172,7 +196,8 @@ async function checkLayer(
     const disk = scratchDiskFailure(e, dir);
     if (disk !== undefined) throw disk;
     problems.push({ kind: 'bad-manifest', subject, detail: errorMessage(e) });
-    return problems;
+    // the bytes are the layer's own (their digest checked): what they hold is refused for good
+    return read ? { problems, refused: errorMessage(e) } : { problems };
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
@@ -207,7 +232,7 @@ async function checkLayer(
     if (declared[k] !== actual[k])
       problems.push({ kind: 'bad-size', subject, detail: `the environment declares ${k} ${declared[k]}, the manifest has ${actual[k]}` });
   }
-  return problems;
+  return { problems };
 }
 
 /** Missing objects listed one by one per layer; the rest are counted. */
