@@ -135,7 +135,9 @@ async function writeVariant(manifest: string, listed: AsyncIterable<Buffer>, bel
   let next = await list.next();
   // this layer's opaque directories: what is below them in the layers below is hidden
   const opaque = new OpenSubtrees<{ raw: Buffer }>();
-  const check = new ManifestChecker(`the manifest of ${what} in this image`);
+  // the variant is the layer's manifest with other attributes: the checks it passed hold (hardlinks
+  // unchanged), and the parents are checked again as the lay-out will
+  const check = new ManifestChecker(`the manifest of ${what} in this image`, { parents: true, hardlinks: false });
   const out = createWriteStream(dest);
   const hash = createHash('sha256');
   const write = async (s: string): Promise<void> => {

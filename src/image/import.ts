@@ -185,19 +185,20 @@ export async function importImage(reg: Registry, store: StorePaths, text: string
   }
   // the directories layers imply take the attributes below them in this image (variants where they differ)
   const stackDir = join(store.tmpDir, `image-${process.pid}-${randomBytes(6).toString('hex')}`);
-  let layers: LayerRef[];
-  try {
-    await mkdir(stackDir, { recursive: true });
-    layers = await stackImplicitParents(
-      reg,
-      stackDir,
-      done.map((d) => ({ layer: d.layer, what: d.what, ...(d.info.implicitDirs === undefined ? {} : { implicitDirs: d.info.implicitDirs }) })),
-    );
-  } catch (e) {
-    throw asDiskError(e, "the store's", stackDir);
-  } finally {
-    await rm(stackDir, { recursive: true, force: true });
-  }
+  let layers: LayerRef[] = done.map((d) => d.layer);
+  if (done.some((d) => d.info.implicitDirs !== undefined))
+    try {
+      await mkdir(stackDir, { recursive: true });
+      layers = await stackImplicitParents(
+        reg,
+        stackDir,
+        done.map((d) => ({ layer: d.layer, what: d.what, ...(d.info.implicitDirs === undefined ? {} : { implicitDirs: d.info.implicitDirs }) })),
+      );
+    } catch (e) {
+      throw asDiskError(e, "the store's", stackDir);
+    } finally {
+      await rm(stackDir, { recursive: true, force: true });
+    }
   const env: EnvConfig = {
     mediaType: ENV_MEDIA_TYPE,
     layers,

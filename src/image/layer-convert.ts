@@ -473,8 +473,10 @@ export async function convertLayer(reg: Registry, chunks: AsyncIterable<Buffer>,
     };
     // What a pull would refuse is refused as it is written, before anything is published or
     // tagged: every entry goes through the reader's checks of entries together (parents, paths
-    // through non-directories, hardlink targets, order); its lines are canonical by construction.
-    const check = new ManifestChecker(opts.what);
+    // through non-directories, order); its lines are canonical by construction. Hardlink targets
+    // are the converter's own: each link names its group's first name, written before it (the
+    // reader's check would hold a hash per file of the layer).
+    const check = new ManifestChecker(opts.what, { parents: true, hardlinks: false });
     const emitLine = async (shape: Shape, raw: Buffer, line: string, file?: { size: number; digest: Digest }): Promise<void> => {
       check.emitted(shape, raw);
       pending.push(line);

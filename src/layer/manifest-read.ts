@@ -32,7 +32,8 @@ const utf8 = new TextDecoder('utf-8', { fatal: true });
 
 export async function* readManifest(source: Readable | string, label: string, opts: { parentsAndLinks?: 'checked' | 'caller' } = {}): AsyncIterable<Entry> {
   const stream = typeof source === 'string' ? createReadStream(source, { highWaterMark: 1 << 20 }) : source;
-  const check = new ManifestChecker(label, opts.parentsAndLinks !== 'caller');
+  const here = opts.parentsAndLinks !== 'caller';
+  const check = new ManifestChecker(label, { parents: here, hardlinks: here });
   let rest: Buffer | undefined;
   let lineNo = 0;
   try {
@@ -79,8 +80,8 @@ export class ManifestChecker {
 
   constructor(
     private readonly label: string,
-    /** Whether hardlink targets and parents are checked here (see readManifest). */
-    private readonly parentsAndLinks = true,
+    /** Which of the checks that need memory per entry run here (see readManifest). */
+    private readonly checks: { parents: boolean; hardlinks: boolean } = { parents: true, hardlinks: true },
   ) {}
 
   line(line: string, lineNo: number): Entry | undefined {
@@ -118,10 +119,8 @@ export class ManifestChecker {
   /** Parents, paths through non-directories and hardlink targets: what one line cannot show. */
   private together(e: Shape, raw: Buffer): void {
     this.checkParents(e, raw);
-    if (this.parentsAndLinks) {
-      this.checkParentDir(e, raw);
-      this.trackHardlinks(e, raw);
-    }
+    if (this.checks.parents) this.checkParentDir(e, raw);
+    if (this.checks.hardlinks) this.trackHardlinks(e, raw);
     // only non-directories can make a later path unsafe, and their ranges nest like any others'
     if (e.type !== 'dir') this.open.push({ raw, path: e.path });
   }
