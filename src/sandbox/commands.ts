@@ -157,6 +157,8 @@ export interface EnterSpec {
   caps: readonly string[];
   /** In-sandbox user to run as; undefined or 0:0 = the sandbox's root. */
   user?: { uid: number; gid: number } | undefined;
+  /** The environment is `env` alone: no default PATH or HOME (as Python's subprocess.run(env=...)). */
+  exactEnv?: boolean | undefined;
 }
 
 /**
@@ -172,14 +174,14 @@ export function enterCommand(s: EnterSpec): string[] {
 }
 
 /** The environment a command really gets: `env` over the runtime's PATH and HOME defaults. */
-export function commandEnv(env: Record<string, string>): Record<string, string> {
-  return { PATH: DEFAULT_PATH, HOME: '/root', ...env };
+export function commandEnv(env: Record<string, string>, exact?: boolean): Record<string, string> {
+  return exact === true ? env : { PATH: DEFAULT_PATH, HOME: '/root', ...env };
 }
 
 /** What a command gets besides its sandbox: kept caps, user, environment, and its argv last. */
-function commandArgs(s: Pick<EnterSpec, 'caps' | 'user' | 'env' | 'argv'>): string[] {
+function commandArgs(s: Pick<EnterSpec, 'caps' | 'user' | 'env' | 'argv' | 'exactEnv'>): string[] {
   const env: string[] = [];
-  for (const [k, v] of Object.entries(commandEnv(s.env))) env.push('--env', `${k}=${v}`);
+  for (const [k, v] of Object.entries(commandEnv(s.env, s.exactEnv))) env.push('--env', `${k}=${v}`);
   const user = s.user === undefined || (s.user.uid === 0 && s.user.gid === 0) ? [] : ['--user', `${s.user.uid}:${s.user.gid}`];
   return [...s.caps.flatMap((c) => ['--cap', c]), ...user, ...env, '--', ...s.argv];
 }

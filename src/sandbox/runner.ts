@@ -21,7 +21,9 @@ export interface RunOptions {
 
 export interface RawOutcome {
   outcome: CommandOutcome;
+  /** The kept output as bytes (the outcome has it as UTF-8 text). */
   stdout: Buffer;
+  stderr: Buffer;
 }
 
 export async function runInSandbox(spec: EnterSpec, opts: RunOptions): Promise<RawOutcome> {
@@ -64,7 +66,7 @@ export async function runInSandbox(spec: EnterSpec, opts: RunOptions): Promise<R
   const err = stderr.slice();
   const base = { durationMs, stdout: out.text, stderr: err.text, stdoutTruncated: out.truncated, stderrTruncated: err.truncated };
   const outcome = await classifyEnding({ timedOut, aborted, status, code, signal: sig, stderr: err.text, oomFile: opts.oomFile, oomBefore }, base);
-  return { outcome, stdout: stdout.bytes() };
+  return { outcome, stdout: stdout.bytes(), stderr: stderr.bytes() };
 }
 
 /** How a command's launcher ended, for classifyEnding. */
@@ -208,5 +210,5 @@ async function killNestedInit(status: string, sandboxInit: number): Promise<void
 }
 
 function infra(started: number, error: string): RawOutcome {
-  return { outcome: infraErrorOutcome(started, error), stdout: Buffer.alloc(0) };
+  return { outcome: infraErrorOutcome(started, error), stdout: Buffer.alloc(0), stderr: Buffer.alloc(0) };
 }

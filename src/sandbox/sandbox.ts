@@ -27,7 +27,7 @@ import { DEFAULT_MAX_OUTPUT_BYTES, type CommandOutcome } from './outcome.js';
 import { recordIdRangeHolder } from './idpool.js';
 import { endSandbox, makeUpperDir, prepareSandbox } from './prepare.js';
 import { processStartTime, sameProcessAlive } from './proc.js';
-import { runInSandbox } from './runner.js';
+import { runInSandbox, type RawOutcome } from './runner.js';
 import { Session, type SessionOptions, type SessionRunOptions } from './session.js';
 import { removeTree, sandboxDir, teardown, writeState, type SandboxState } from './state.js';
 import { freezeUpper, releaseFrozenLowers, retainFrozenLowers } from './frozen.js';
@@ -126,6 +126,8 @@ export interface ExecOptions {
   maxOutputBytes?: number;
   stdin?: string | Buffer;
   env?: Record<string, string>;
+  /** The command's environment is `env` alone: not the environment's own, no default PATH or HOME. */
+  exactEnv?: boolean;
   workdir?: string;
   /** Run as this in-sandbox user instead of config.user (e.g. root for setup steps). */
   user?: { uid: number; gid: number };
@@ -211,14 +213,20 @@ export class Sandbox {
 
   enterSpec(
     argv: string[],
-    opts: { env?: Record<string, string> | undefined; workdir?: string | undefined; user?: { uid: number; gid: number } | undefined } = {},
+    opts: {
+      env?: Record<string, string> | undefined;
+      exactEnv?: boolean | undefined;
+      workdir?: string | undefined;
+      user?: { uid: number; gid: number } | undefined;
+    } = {},
   ): EnterSpec {
     return {
       launcher: this.host.tools.launcher,
       holderPid: this.state.holderPid,
       initPid: this.state.initPid,
       network: this.state.network,
-      env: { ...this.config.env, ...(opts.env ?? {}) },
+      env: opts.exactEnv === true ? { ...(opts.env ?? {}) } : { ...this.config.env, ...(opts.env ?? {}) },
+      ...(opts.exactEnv === true ? { exactEnv: true } : {}),
       workdir: opts.workdir ?? this.config.workdir,
       argv,
       rlimits: this.rlimits,
@@ -235,7 +243,7 @@ export class Sandbox {
 
   /** Stateless command: argv as given, or a shell string run with /bin/sh -c. */
   async exec(cmd: string[] | string, opts: ExecOptions = {}): Promise<CommandOutcome> {
-    return (await this.execRaw(cmd, opts)).outcome;
+    return (await this.execBytes(cmd, opts)).outcome;
   }
 
   /**
@@ -244,16 +252,17 @@ export class Sandbox {
    * `command`, `env.NAME` or the whole). For callers that start a command later (a job). Returns
    * the command's enter spec.
    */
-  checkExec(cmd: string[] | string, opts: Pick<ExecOptions, 'env' | 'workdir' | 'user'> = {}): EnterSpec {
+  checkExec(cmd: string[] | string, opts: Pick<ExecOptions, 'env' | 'exactEnv' | 'workdir' | 'user'> = {}): EnterSpec {
     this.assertAlive();
     const argv = typeof cmd === 'string' ? ['/bin/sh', '-c', cmd] : cmd;
     if (argv.length === 0) throw new InvalidInputError('exec needs a command', 'pass an argv array with at least the program, or a shell string');
     const spec = this.enterSpec(argv, opts);
-    checkExecFits(argv, commandEnv(spec.env), typeof cmd === 'string' ? COMMAND_FIELDS : ARGV_FIELDS);
+    checkExecFits(argv, commandEnv(spec.env, spec.exactEnv), typeof cmd === 'string' ? COMMAND_FIELDS : ARGV_FIELDS);
     return spec;
   }
 
-  private async execRaw(cmd: string[] | string, opts: ExecOptions): Promise<{ outcome: CommandOutcome; stdout: Buffer }> {
+  /** As exec, with the kept stdout and stderr as bytes too (for callers that decode them their own way). */
+  async execBytes(cmd: string[] | string, opts: ExecOptions = {}): Promise<RawOutcome> {
     const spec = this.checkExec(cmd, opts);
     return runInSandbox(spec, {
       timeoutMs: opts.timeoutMs ?? this.options.commandTimeoutMs,
@@ -295,7 +304,7 @@ export class Sandbox {
    */
   async readFile(path: string, opts: { maxBytes?: number } = {}): Promise<Buffer> {
     const maxBytes = opts.maxBytes ?? 256 << 20;
-    const r = await this.execRaw(['/bin/sh', '-c', 'exec cat -- "$1"', 'msb-read', path], { maxOutputBytes: maxBytes, timeoutMs: 120_000 });
+    const r = await this.execBytes(['/bin/sh', '-c', 'exec cat -- "$1"', 'msb-read', path], { maxOutputBytes: maxBytes, timeoutMs: 120_000 });
     if (r.outcome.status !== 'ok' || r.outcome.exitCode !== 0) throw fileError('read', path, r.outcome);
     if (r.outcome.stdoutTruncated)
       throw new InvalidInputError(`${path} is larger than ${maxBytes} bytes`, 'pass a larger maxBytes, or read it in parts with exec');
@@ -306,7 +315,7 @@ export class Sandbox {
   async writeFile(path: string, data: string | Buffer, opts: { mode?: number } = {}): Promise<void> {
     const mode = opts.mode === undefined ? '' : opts.mode.toString(8);
     const script = 'd=$(dirname -- "$1") && mkdir -p -- "$d" && cat > "$1" && if [ -n "$2" ]; then chmod "$2" -- "$1"; fi';
-    const r = await this.execRaw(['/bin/sh', '-c', script, 'msb-write', path, mode], { stdin: data, timeoutMs: 120_000 });
+    const r = await this.execBytes(['/bin/sh', '-c', script, 'msb-write', path, mode], { stdin: data, timeoutMs: 120_000 });
     if (r.outcome.status !== 'ok' || r.outcome.exitCode !== 0) throw fileError('write', path, r.outcome);
   }
 
@@ -326,7 +335,7 @@ export class Sandbox {
       'git -c safe.directory="*" -c core.fileMode=false -c core.autocrlf=false add -A',
       'git -c safe.directory="*" -c core.fileMode=false -c core.autocrlf=false -c diff.noprefix=false diff --cached --binary --no-color --no-ext-diff "$2" --',
     ].join('\n');
-    const r = await this.execRaw(['/bin/sh', '-c', script, 'msb-diff', opts.workdir ?? this.config.workdir, opts.base ?? 'HEAD'], {
+    const r = await this.execBytes(['/bin/sh', '-c', script, 'msb-diff', opts.workdir ?? this.config.workdir, opts.base ?? 'HEAD'], {
       timeoutMs: opts.timeoutMs ?? 300_000,
       maxOutputBytes: 512 << 20,
     });
