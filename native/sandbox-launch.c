@@ -12,7 +12,7 @@
  *       [--net none|host] --hostname NAME --workdir DIR --info-fd N [--idmap-lowers 1]
  *   sandbox-launch serve     (starts holders on request; see serve_main)
  *   sandbox-launch enter [common] --holder PID --init PID --pidns-fd N --status-fd N
- *       [--net none|host] --workdir DIR [--cap NAME]... [--user UID:GID] [--env K=V]... [--pty 1] -- ARGV...
+ *       [--net none|host] --workdir DIR [--cap NAME]... [--user UID:GID] [--env K=V]... [--pty 1 [--pty-size ROWS:COLS] [--pty-echo 0]] -- ARGV...
  *   sandbox-launch run [common] [holder's options but --info-fd and --from-tar-fd] --status-fd N
  *       [--cap NAME]... [--user UID:GID] [--env K=V]... -- ARGV...
  *   sandbox-launch own-run [run's options but --status-fd] [--timeout-ms N] [--oom-events FILE]
@@ -42,7 +42,9 @@
  * shells have it, 127 for a program not found, 126 for one found but not runnable, else 125.
  * --pty 1 (interactive shells): the command's stdio is a terminal of the sandbox's own devpts, its
  * controlling terminal, relayed to ours (put in raw mode meanwhile): Ctrl-C and job control act on
- * the command's foreground job inside, not on the sandbox.
+ * the command's foreground job inside, not on the sandbox. --pty-size sets its size (else it takes
+ * ours, when ours is a terminal); --pty-echo 0 turns its echo off before the command starts (a
+ * program driving a shell through it, as pexpect's echo=False: input typed ahead is never echoed).
  * Every process of the chain dies with its parent (PR_SET_PDEATHSIG), so killing the enter
  * process ends everything it started.
  *
@@ -133,7 +135,8 @@ struct opts {
   gid_t self_gid;
   /* enter */
   pid_t holder, init;
-  int pidns_fd, status_fd, pty;
+  int pidns_fd, status_fd, pty, pty_no_echo;
+  unsigned long pty_rows, pty_cols;
   const char **caps;
   int n_caps;
   int has_user;
@@ -274,6 +277,8 @@ static void parse_args(struct opts *o, int argc, char **argv) {
     else if (strcmp(a, "--pidns-fd") == 0) o->pidns_fd = (int)parse_ul(v, a);
     else if (strcmp(a, "--status-fd") == 0) o->status_fd = (int)parse_ul(v, a);
     else if (strcmp(a, "--pty") == 0) o->pty = strcmp(v, "1") == 0;
+    else if (strcmp(a, "--pty-size") == 0) parse_pair(v, &o->pty_rows, &o->pty_cols, a);
+    else if (strcmp(a, "--pty-echo") == 0) o->pty_no_echo = strcmp(v, "0") == 0;
     else if (strcmp(a, "--cap") == 0) o->caps[o->n_caps++] = v;
     else if (strcmp(a, "--user") == 0) {
       unsigned long u, g;
@@ -1245,7 +1250,7 @@ static void on_sigwinch(int sig) {
  * terminal's other end is gone (the command's pid namespace ended), with our terminal in raw mode
  * so that keys like Ctrl-C reach the sandbox's line discipline instead of signalling us.
  */
-static void relay_terminal(int master) {
+static void relay_terminal(int master, int follow_size) {
   struct termios saved;
   int raw = isatty(0) && tcgetattr(0, &saved) == 0;
   if (raw) {
@@ -1253,10 +1258,13 @@ static void relay_terminal(int master) {
     cfmakeraw(&t);
     tcsetattr(0, TCSANOW, &t);
   }
-  struct sigaction sa = {0};
-  sa.sa_handler = on_sigwinch;
-  sigaction(SIGWINCH, &sa, NULL);
-  window_changed = 1;
+  /* a size given on the command line stays; else the terminal follows ours */
+  if (follow_size) {
+    struct sigaction sa = {0};
+    sa.sa_handler = on_sigwinch;
+    sigaction(SIGWINCH, &sa, NULL);
+  }
+  window_changed = follow_size;
   int in_open = 1;
   char buf[16384];
   for (;;) {
@@ -1346,6 +1354,16 @@ static int enter_main(struct opts *o) {
     if (pty_master < 0 || unlockpt(pty_master) < 0) die("open a terminal in the sandbox");
     pty_slave = ioctl(pty_master, TIOCGPTPEER, O_RDWR | O_NOCTTY);
     if (pty_slave < 0) die("open the terminal's peer");
+    if (o->pty_rows > 0 && o->pty_cols > 0) {
+      struct winsize ws = {.ws_row = (unsigned short)o->pty_rows, .ws_col = (unsigned short)o->pty_cols};
+      if (ioctl(pty_master, TIOCSWINSZ, &ws) < 0) die("set the terminal's size");
+    }
+    if (o->pty_no_echo) {
+      struct termios t;
+      if (tcgetattr(pty_slave, &t) < 0) die("read the terminal's modes");
+      t.c_lflag &= ~(tcflag_t)ECHO;
+      if (tcsetattr(pty_slave, TCSANOW, &t) < 0) die("turn the terminal's echo off");
+    }
   }
   int cred[2], err[2];
   if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, cred) < 0) die("socketpair");
@@ -1401,7 +1419,7 @@ static int enter_main(struct opts *o) {
     }
   }
   close(cred[0]);
-  if (pty_master >= 0) relay_terminal(pty_master);
+  if (pty_master >= 0) relay_terminal(pty_master, o->pty_rows == 0);
   return report_end(wait_status(outer), err[0], o->status_fd);
 }
 

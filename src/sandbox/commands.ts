@@ -159,6 +159,11 @@ export interface EnterSpec {
   user?: { uid: number; gid: number } | undefined;
   /** The environment is `env` alone: no default PATH or HOME (as Python's subprocess.run(env=...)). */
   exactEnv?: boolean | undefined;
+  /**
+   * The command's stdio is a terminal of the sandbox's own, relayed to the launcher's stdin and
+   * stdout, of this size; `echo: false` as a program driving it wants (pexpect's echo=False).
+   */
+  terminal?: { rows: number; cols: number; echo: boolean } | undefined;
 }
 
 /**
@@ -203,6 +208,7 @@ export function enterArgs(s: EnterSpec): string[] {
     s.network,
     '--workdir',
     s.workdir,
+    ...(s.terminal === undefined ? [] : ['--pty', '1', '--pty-size', `${s.terminal.rows}:${s.terminal.cols}`, '--pty-echo', s.terminal.echo ? '1' : '0']),
     ...commandArgs(s),
   ];
 }

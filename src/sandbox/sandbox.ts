@@ -28,6 +28,7 @@ import { recordIdRangeHolder } from './idpool.js';
 import { endSandbox, makeUpperDir, prepareSandbox } from './prepare.js';
 import { processStartTime, sameProcessAlive } from './proc.js';
 import { runInSandbox, type RawOutcome } from './runner.js';
+import { TerminalSession, type TerminalSessionOptions } from './terminal-session.js';
 import { Session, type SessionOptions, type SessionRunOptions } from './session.js';
 import { removeTree, sandboxDir, teardown, writeState, type SandboxState } from './state.js';
 import { freezeUpper, releaseFrozenLowers, retainFrozenLowers } from './frozen.js';
@@ -152,6 +153,8 @@ export class Sandbox {
   private abort = new AbortController();
   private defaultSession: Session | undefined;
   private readonly sessions = new Set<Session>();
+  /** Terminal sessions and other per-sandbox processes a destroy or reset closes with the sessions. */
+  private readonly closables = new Set<{ close(): void }>();
   private lifetimeTimer: NodeJS.Timeout | undefined;
   private resetting: Promise<void> = Promise.resolve();
   /** Holders a reset replaced: their exit is expected. */
@@ -293,6 +296,26 @@ export class Sandbox {
     return s;
   }
 
+  /** A persistent interactive bash on a terminal (see terminal-session.ts); closed with the sandbox. */
+  newTerminalSession(opts: TerminalSessionOptions = {}): TerminalSession {
+    this.assertAlive();
+    const t: TerminalSession = new TerminalSession(() => this.enterSpec([]), {
+      ...opts,
+      onClose: () => {
+        this.closables.delete(t);
+        opts.onClose?.();
+      },
+    });
+    this.closables.add(t);
+    return t;
+  }
+
+  /** Closes `c` when the sandbox is destroyed or reset; the returned function lets go of it. */
+  own(c: { close(): void }): () => void {
+    this.closables.add(c);
+    return () => this.closables.delete(c);
+  }
+
   /** Runs a command in the default session. */
   run(cmd: string, opts: SessionRunOptions = {}): Promise<CommandOutcome> {
     return this.session().run(cmd, opts);
@@ -367,6 +390,7 @@ export class Sandbox {
     if (this.lifetimeTimer !== undefined) clearTimeout(this.lifetimeTimer);
     this.abort.abort();
     for (const s of this.sessions) s.close();
+    for (const c of this.closables) c.close();
     // a reset in progress finishes first: its new holder is then the one to end
     await this.resetting.catch(() => undefined);
     const standby = await this.standby?.catch(() => undefined);
@@ -466,6 +490,8 @@ export class Sandbox {
     this.abort = new AbortController();
     for (const s of this.sessions) s.close();
     this.sessions.clear();
+    for (const c of this.closables) c.close();
+    this.closables.clear();
     this.defaultSession = undefined;
     // pid 1 of the old namespaces: the kernel ends every process in them, in its own time
     this.retired.add(old);

@@ -33,13 +33,16 @@ export interface SessionOptions {
 /** Bash when the image has it, else the image's sh. */
 const SHELL_ARGV = ['/bin/sh', '-c', 'if [ -x /bin/bash ]; then exec /bin/bash --noprofile --norc; fi; exec /bin/sh'];
 
-/** ANSI-C quoting ($'...'), understood by bash and busybox ash: any bytes survive intact. */
-export function ansiQuote(s: string): string {
+/**
+ * ANSI-C quoting ($'...'), understood by bash and busybox ash: any bytes survive intact. Bytes of
+ * `alsoEscape` are written as \xNN too (e.g. `!`, which an interactive bash's history expansion would see).
+ */
+export function ansiQuote(s: string, alsoEscape = ''): string {
   let out = "$'";
   for (const b of Buffer.from(s, 'utf8')) {
     if (b === 0x27) out += "\\'";
     else if (b === 0x5c) out += '\\\\';
-    else if (b >= 0x20 && b < 0x7f) out += String.fromCharCode(b);
+    else if (b >= 0x20 && b < 0x7f && !alsoEscape.includes(String.fromCharCode(b))) out += String.fromCharCode(b);
     else out += `\\x${b.toString(16).padStart(2, '0')}`;
   }
   return `${out}'`;
