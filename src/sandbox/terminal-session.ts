@@ -6,9 +6,17 @@
  *
  * The shell's prompt is a marker carrying `$?` and a per-session nonce: the end of a command is the
  * next prompt, with its exit status (never the text of a prompt the command could print). A command
- * goes in as one line of printable ASCII, `eval $'...'`, so no byte of it is taken by readline
+ * goes in as one line of printable ASCII (`eval $'...'`), so no byte of it is taken by readline
  * (a tab for completion, a control character) or by history expansion; a line given to `sendLine`
  * goes in as it is (input for whatever reads the terminal).
+ *
+ * A command can first be checked as `bash -n` would, by the shell itself (no process, no round
+ * trip): parsed, with aliases and extglob off as in a non-interactive bash and errors silenced, as
+ * the body of a function defined in a `case` item that never matches, then as the body of such an
+ * item; only if both parse does it run, else the prompt says so. Nothing of a command runs while it
+ * is parsed: to escape the wrappers early it would need an unbalanced `}` and after it an
+ * unbalanced `esac` (an `esac`, `;;` or `)` alone is a syntax error inside the function's braces, a
+ * `}` alone one inside the item).
  *
  * Not a Session: output is one stream (stderr is the same terminal) kept between calls, as a
  * terminal keeps it; what a call does not consume is the start of what the next one reads.
@@ -46,6 +54,8 @@ export type ExpectOutcome =
       after: string;
       /** `$?` when the prompt matched, else null. */
       exitCode: number | null;
+      /** The prompt ended a checked command that did not parse (it did not run). */
+      syntaxError: boolean;
       truncated: boolean;
     }
   /** Nothing matched within the time: nothing was consumed. */
@@ -56,6 +66,64 @@ export type ExpectOutcome =
 /** The shell: bash when the environment has it (on PATH, so `$0` is `bash`, as `env bash` gives). */
 const SHELL_ARGV = ['/bin/sh', '-c', 'command -v bash >/dev/null 2>&1 || { echo "minisandbox: no bash in this environment" >&2; exit 127; }; exec bash'];
 export const NO_BASH = 'minisandbox: no bash in this environment';
+
+/**
+ * The shell's side of a checked command (`__msb_k` holds it): a parse as bash -n's (both wrappers in
+ * one eval: the second is parsed only if the first was), with the session's alias expansion and
+ * extglob put back as they were; `__msb_v` (shown in the prompt) is E if it failed.
+ */
+const CHECK_FUNCTION = [
+  '__msb_ok() {',
+  '__msb_v=E',
+  '__msb_a=0; [[ :$BASHOPTS: == *:expand_aliases:* ]] && __msb_a=1',
+  '__msb_x=0; [[ :$BASHOPTS: == *:extglob:* ]] && __msb_x=1',
+  'shopt -u extglob expand_aliases',
+  'eval "case x in y) __msb_f() {',
+  '$__msb_k',
+  '',
+  '}',
+  ';; esac',
+  'case x in y)',
+  '$__msb_k',
+  '',
+  ';; esac" && __msb_v=',
+  '((__msb_x)) && shopt -s extglob',
+  '((__msb_a)) && shopt -s expand_aliases',
+  '[[ -z $__msb_v ]]; } 2>/dev/null',
+].join('\n');
+
+/** Words bash reserves at the start of a command (where a plain word is otherwise a command name). */
+const RESERVED = new Set([
+  '!',
+  'case',
+  'coproc',
+  'do',
+  'done',
+  'elif',
+  'else',
+  'esac',
+  'fi',
+  'for',
+  'function',
+  'if',
+  'in',
+  'select',
+  'then',
+  'time',
+  'until',
+  'while',
+]);
+
+/**
+ * Text every bash parses, so a check has nothing to ask: blank lines and comments, or one line of
+ * plain words (no quote, no operator, no expansion: `ls -la`, `cd /testbed`, `python x.py`) whose
+ * first word is not reserved. bash -n passes these, silently.
+ */
+export function parsesAnywhere(command: string): boolean {
+  if (command.split('\n').every((l) => /^[ \t]*(#.*)?$/.test(l))) return true;
+  const m = /^[ \t]*([A-Za-z0-9_./:,+@%=-]+)([ \t]+[A-Za-z0-9_./:,+@%=-]+)*[ \t]*$/.exec(command);
+  return m !== null && !RESERVED.has(m[1]!);
+}
 
 /** How far before new text a match may start: the prompt marker and most patterns fit in it. */
 const RESCAN = 64 << 10;
@@ -86,8 +154,8 @@ export class TerminalSession {
     private readonly opts: TerminalSessionOptions = {},
   ) {
     this.nonce = nodeCrypto().randomBytes(12).toString('hex');
-    this.ps1 = `__MSB_${this.nonce}_$?__`;
-    this.promptRe = new RegExp(`__MSB_${this.nonce}_(\\d+)__`, 'g');
+    this.ps1 = `__MSB_${this.nonce}_$?_\${__msb_v-}__`;
+    this.promptRe = new RegExp(`__MSB_${this.nonce}_(\\d+)_(E?)__`, 'g');
     this.maxChars = opts.maxOutputChars ?? 8 << 20;
     this.decoder = (opts.decoder ?? (() => new Utf8StreamDecoder()))();
   }
@@ -121,7 +189,7 @@ export class TerminalSession {
   async start(setup: string, timeoutMs: number): Promise<ExpectOutcome> {
     this.setupLine = setup;
     this.spawn();
-    this.sendLine(`${setup === '' ? '' : `${setup} ; `}export PS1='${this.ps1}' PS2='' PS0=''`);
+    this.sendLine(`${setup === '' ? '' : `${setup} ; `}export PS1='${this.ps1}' PS2='' PS0=''; eval ${ansiQuote(CHECK_FUNCTION)}`);
     return this.expect([], timeoutMs);
   }
 
@@ -188,9 +256,15 @@ export class TerminalSession {
     this.write(`${line}\n`);
   }
 
-  /** Gives the shell a command to run in itself (its state carries over), as one line it cannot mistake. */
-  sendCommand(command: string): void {
-    this.write(`eval ${ansiQuote(command, '!')}\n`);
+  /**
+   * Gives the shell a command to run in itself (its state carries over), as one line it cannot
+   * mistake. `checked`: only if it parses (see above); its prompt then says whether it did.
+   * `$?` at its start is 0, as after SWE-ReX's exit-code echo.
+   */
+  sendCommand(command: string, opts: { checked?: boolean } = {}): void {
+    const quoted = ansiQuote(command, '!');
+    if (opts.checked !== true || parsesAnywhere(command)) this.write(`__msb_v=; eval ${quoted}\n`);
+    else this.write(`__msb_k=${quoted}; __msb_ok && eval "$__msb_k"\n`);
   }
 
   /** A key with the Ctrl key held (c: interrupt, z: suspend), as the terminal's line discipline takes it. */
@@ -221,7 +295,15 @@ export class TerminalSession {
         const truncated = this.truncated;
         this.truncated = false;
         const isPrompt = index === all.length - 1;
-        return { kind: 'match', index: isPrompt ? -1 : index, before, after: m[0], exitCode: isPrompt ? Number(m[1]) : null, truncated };
+        return {
+          kind: 'match',
+          index: isPrompt ? -1 : index,
+          before,
+          after: m[0],
+          exitCode: isPrompt ? Number(m[1]) : null,
+          syntaxError: isPrompt && m[2] === 'E',
+          truncated,
+        };
       }
       if (this.child === undefined) {
         const before = this.text;
