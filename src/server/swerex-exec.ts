@@ -6,7 +6,9 @@ import { constants } from 'node:os';
 import { MinisandboxError } from '../errors.js';
 import { ExecTooLargeError } from '../sandbox/arg-max.js';
 import type { CommandOutcome } from '../sandbox/outcome.js';
+import type { RawOutcome } from '../sandbox/runner.js';
 import type { Sandbox } from '../sandbox/sandbox.js';
+import { backslashReplace, decodeAscii, decodeUtf8, PyCodecError } from '../util/py-codec.js';
 import { builtin, commandTimeout, nonZeroExitCode, pyFloat, pyRepr, type SwerexError } from './swerex-exceptions.js';
 import type { Command } from './swerex-schemas.js';
 import { MAX_OUTPUT_BYTES, NO_TIMEOUT_MS } from './swerex-session.js';
@@ -33,23 +35,30 @@ export async function executeCommand(sb: Sandbox, c: Command, signal?: AbortSign
   const argv = commandArgv(c);
   // os.execve's own check, before any of the command's strings
   if (c.env !== null && Object.keys(c.env).some((k) => k === '' || k.includes('='))) throw builtin('ValueError', 'illegal environment variable name');
-  let o: CommandOutcome;
+  let raw: RawOutcome;
   try {
-    o = await sb.exec(argv, {
+    raw = await sb.execBytes(argv, {
       timeoutMs: c.timeout === null ? NO_TIMEOUT_MS : Math.max(1, Math.round(c.timeout * 1000)),
       maxOutputBytes: MAX_OUTPUT_BYTES,
-      ...(c.env === null ? {} : { env: c.env }),
+      // subprocess.run(env=...): that environment and nothing else
+      ...(c.env === null ? {} : { env: c.env, exactEnv: true }),
       ...(c.cwd === null ? {} : { workdir: c.cwd }),
       ...(signal === undefined ? {} : { signal }),
     });
   } catch (e) {
     throw e instanceof ExecTooLargeError ? execFailure(argv[0] ?? '', e) : e;
   }
+  const { outcome: o, stdout, stderr } = raw;
   if (o.status === 'timeout') throw commandTimeout(`Timeout (${c.timeout === null ? 'None' : pyFloat(c.timeout)}s) exceeded while running command`);
   if (o.status === 'infra_error') throw startFailure(argv[0]!, c.cwd, o);
   // Python reports death by signal N as returncode -N
   const signum = o.status === 'killed' && o.signal !== null ? constants.signals[o.signal as NodeJS.Signals] : undefined;
-  const response: CommandResponse = { stdout: o.stdout, stderr: o.stderr, exit_code: signum === undefined ? o.exitCode : -signum };
+  // SWE-ReX decodes with errors="backslashreplace"
+  const response: CommandResponse = {
+    stdout: backslashReplace(stdout),
+    stderr: backslashReplace(stderr),
+    exit_code: signum === undefined ? o.exitCode : -signum,
+  };
   if (c.check && response.exit_code !== 0) {
     const msg =
       `Command ${reprCommand(c.command)} failed with exit code ${response.exit_code}. ` +
@@ -85,7 +94,30 @@ export async function readText(sb: Sandbox, path: string, encoding: string | nul
     throw e;
   }
   // text mode: universal newlines, as Python reads
-  return decode(bytes, path, encoding, errors).replace(/\r\n?/g, '\n');
+  const text = decode(bytes, encoding, errors).replace(/\r\n?/g, '\n');
+  refuseSurrogates(text);
+  return text;
+}
+
+/**
+ * SWE-ReX answers `{"content": ...}` as JSON encoded to UTF-8, which fails for a lone surrogate
+ * (what `surrogateescape` and `surrogatepass` decode to): its client gets the UnicodeEncodeError,
+ * at the surrogates' position in that JSON text (`json.dumps(ensure_ascii=False)`, compact).
+ */
+function refuseSurrogates(text: string): void {
+  const first = text.search(/\p{Cs}/u);
+  if (first < 0) return;
+  let pos = '{"content":"'.length;
+  for (const ch of text.slice(0, first)) {
+    if ('"\\\n\r\t\b\f'.includes(ch)) pos += 2;
+    else if (ch.charCodeAt(0) < 0x20) pos += 6;
+    else pos += 1; // a code point, as Python counts (an astral one is one)
+  }
+  const run = /^\p{Cs}+/u.exec(text.slice(first))![0];
+  const n = [...run].length;
+  const what =
+    n === 1 ? `character '\\u${run.charCodeAt(0).toString(16).padStart(4, '0')}' in position ${pos}` : `characters in position ${pos}-${pos + n - 1}`;
+  throw builtin('UnicodeEncodeError', `'utf-8' codec can't encode ${what}: surrogates not allowed`);
 }
 
 /** Path.write_text(content) after mkdir of its parents, as SWE-ReX's write_file. */
@@ -109,28 +141,23 @@ async function whyUnreadable(sb: Sandbox, path: string, e: MinisandboxError): Pr
   return builtin('OSError', e.message);
 }
 
-/** The encodings agents use; `errors` other than strict replace what cannot be decoded. */
-function decode(bytes: Buffer, path: string, encoding: string | null, errors: string | null): string {
+/** Python's bytes.decode(encoding, errors) for the encodings agents use, with its exceptions. */
+function decode(bytes: Buffer, encoding: string | null, errors: string | null): string {
   const enc = (encoding ?? 'utf-8').toLowerCase().replace(/[-_ ]/g, '');
-  const strict = errors === null || errors === 'strict';
-  const fail = (codec: string): SwerexError => builtin('UnicodeDecodeError', `'${codec}' codec can't decode the bytes of ${path}: invalid data`);
-  if (['utf8', 'u8', 'utf'].includes(enc)) {
-    try {
-      return new TextDecoder('utf-8', { fatal: strict, ignoreBOM: true }).decode(bytes);
-    } catch {
-      throw fail('utf-8');
-    }
-  }
-  if (['latin1', 'latin', 'l1', 'iso88591', '88591'].includes(enc)) return bytes.toString('latin1');
-  if (['ascii', 'usascii', '646'].includes(enc)) {
-    if (strict && bytes.some((b) => b >= 0x80)) throw fail('ascii');
-    return bytes.toString('ascii');
+  const err = errors ?? 'strict';
+  try {
+    if (['utf8', 'u8', 'utf', 'cp65001'].includes(enc)) return decodeUtf8(bytes, err).text;
+    if (['latin1', 'latin', 'l1', 'iso88591', '8859', 'cp819'].includes(enc)) return bytes.toString('latin1');
+    if (['ascii', 'usascii', '646'].includes(enc)) return decodeAscii(bytes, err);
+  } catch (e) {
+    if (e instanceof PyCodecError) throw builtin(e.pyClass, e.message);
+    throw e;
   }
   if (['utf16', 'utf16le', 'utf16be'].includes(enc)) {
     try {
-      return new TextDecoder(enc === 'utf16be' ? 'utf-16be' : 'utf-16le', { fatal: strict }).decode(bytes);
+      return new TextDecoder(enc === 'utf16be' ? 'utf-16be' : 'utf-16le', { fatal: err === 'strict' }).decode(bytes);
     } catch {
-      throw fail(encoding ?? enc);
+      throw builtin('UnicodeDecodeError', `'${enc === 'utf16be' ? 'utf-16-be' : 'utf-16-le'}' codec can't decode the bytes: invalid data`);
     }
   }
   throw builtin('LookupError', `unknown encoding: ${encoding}`);

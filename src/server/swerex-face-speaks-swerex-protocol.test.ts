@@ -9,6 +9,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually } from '../../test/helpers/eventually.js';
+import { observation, SwerexClient } from '../../test/helpers/swerex-client.js';
+import { addHostPrograms } from '../../test/helpers/host-programs.js';
 import { sleepMarker, sleepRuns } from '../../test/helpers/sleep-marker.js';
 import { populateBusyboxRoot } from '../recipe/base-rootfs.js';
 import { LocalRegistry } from '../registry/local.js';
@@ -27,6 +29,9 @@ beforeAll(async () => {
   const root = join(work, 'rootfs');
   await populateBusyboxRoot('/bin/busybox', root);
   const push = new StorePaths(join(work, 'push'));
+  await pushTree(reg, push, root, { tag: 'swx/no-bash', config: { workdir: '/root' } });
+  // SWE-ReX's sessions run bash: the host's, in the busybox root
+  addHostPrograms(root, ['/bin/bash']);
   for (const tag of ['swx/inst-1', 'swx/inst-2', 'swx/busybox']) await pushTree(reg, push, root, { tag, config: { workdir: '/root' } });
   srv = await startServer(
     reg,
@@ -41,58 +46,13 @@ afterAll(async () => {
   rmSync(work, { recursive: true, force: true });
 });
 
-interface Res {
-  status: number;
-  body: Record<string, unknown>;
-  text: string;
-}
-
-/** A SWE-ReX client's request: X-API-Key auth, JSON bodies (or a form), POST unless a GET route. */
-async function rex(key: string, route: string, body?: unknown, o: { headers?: Record<string, string>; form?: FormData } = {}): Promise<Res> {
-  const headers: Record<string, string> = { 'x-api-key': token, ...(o.headers ?? {}) };
-  let payload: string | FormData | undefined = o.form;
-  if (body !== undefined) {
-    payload = JSON.stringify(body);
-    headers['content-type'] = 'application/json';
-  }
-  const r = await fetch(`${srv.url}/swerex/${key}/${route}`, {
-    method: route === 'is_alive' ? 'GET' : 'POST',
-    headers,
-    ...(payload === undefined ? {} : { body: payload }),
-  });
-  const text = await r.text();
-  let parsed: Record<string, unknown> = {};
-  try {
-    parsed = JSON.parse(text) as Record<string, unknown>;
-  } catch {
-    // left empty: the test looks at the status
-  }
-  return { status: r.status, body: parsed, text };
-}
-
-async function ok(key: string, route: string, body?: unknown, headers?: Record<string, string>): Promise<Record<string, unknown>> {
-  const r = await rex(key, route, body, headers === undefined ? {} : { headers });
-  expect(r.status, r.text).toBe(200);
-  return r.body;
-}
-
-/** A SWE-ReX exception answer: HTTP 511 with the exception's class path. */
-async function raises(key: string, route: string, body: unknown, classPath: string): Promise<{ message: string; extra_info: Record<string, unknown> }> {
-  const r = await rex(key, route, body);
-  expect(r.status, r.text).toBe(511);
-  const exc = r.body.swerexception as { message: string; class_path: string; traceback: string; extra_info: Record<string, unknown> };
-  expect(Object.keys(exc).sort()).toEqual(['class_path', 'extra_info', 'message', 'traceback']);
-  expect(exc.class_path).toBe(classPath);
-  return exc;
-}
-
-const observation = (output: string, exit_code: number | null) => ({
-  output,
-  exit_code,
-  failure_reason: '',
-  expect_string: 'SHELLPS1PREFIX',
-  session_type: 'bash',
-});
+const client = new SwerexClient(
+  () => srv.url,
+  () => token,
+);
+const rex = client.rex.bind(client);
+const ok = client.ok.bind(client);
+const raises = client.raises.bind(client);
 
 describe('the SWE-ReX face', () => {
   it('runs a bash session as SWE-ReX does: exit codes, merged output without ANSI, syntax check, ' +
@@ -103,10 +63,8 @@ describe('the SWE-ReX face', () => {
     expect(srv.manager.named(key)).toBeUndefined();
     const live = srv.manager.live;
 
-    expect(await ok(key, 'create_session', { startup_source: ['/root/.bashrc'] })).toEqual({
-      output: 'bash: /root/.bashrc: No such file or directory\n',
-      session_type: 'bash',
-    });
+    // SWE-ReX answers what came before its first prompt: here its PS1 from the start (no rc file sets one)
+    expect(await ok(key, 'create_session', { startup_source: ['/root/.bashrc'] })).toEqual({ output: '', session_type: 'bash' });
     expect(srv.manager.named(key)).toBeDefined();
     expect(srv.manager.live).toBe(live + 1);
     await raises(key, 'create_session', {}, 'swerex.exceptions.SessionExistsError');
@@ -116,7 +74,8 @@ describe('the SWE-ReX face', () => {
     ).toEqual(observation('hi\nerr\nout\n', 0));
     // cwd and exported variables stay; the default check is `raise`
     expect(await ok(key, 'run_in_session', { command: 'echo "$FOO $(pwd)"' })).toEqual(observation('bar /w\n', 0));
-    expect(await ok(key, 'run_in_session', { command: "printf '\\033[1;31mred\\033[0m\\r\\n'" })).toEqual(observation('red\n', 0));
+    // on a terminal LF is CRLF: a CR the command printed stays, as in SWE-ReX
+    expect(await ok(key, 'run_in_session', { command: "printf '\\033[1;31mred\\033[0m\\r\\n'" })).toEqual(observation('red\r\n', 0));
     expect(await ok(key, 'run_in_session', { command: '(exit 3)', check: 'silent' })).toMatchObject({ exit_code: 3 });
     expect(await ok(key, 'run_in_session', { command: 'false', check: 'ignore' })).toEqual(observation('', null));
 
@@ -124,8 +83,9 @@ describe('the SWE-ReX face', () => {
     expect(failed.message).toBe("step failed: Command 'echo no; false' failed with exit code 1. Here is the output:\n'no\\n'");
 
     const syntax = await raises(key, 'run_in_session', { command: 'if then fi (' }, 'swerex.exceptions.BashIncorrectSyntaxError');
-    expect(syntax.message).toContain("while checking bash command \n'if then fi ('");
-    expect(syntax.extra_info).toEqual({ bash_stdout: '', bash_stderr: expect.stringMatching(/syntax error/) });
+    const said = "bash: line 1: syntax error near unexpected token `then'\nbash: line 1: `if then fi ('\n";
+    expect(syntax.message).toBe(`Error (exit code 2) while checking bash command \n'if then fi ('\n---- Stderr ----\n${said}\n---- Stdout ----\n`);
+    expect(syntax.extra_info).toEqual({ bash_stdout: '', bash_stderr: said });
 
     const timedOut = await raises(key, 'run_in_session', { command: 'sleep 30', timeout: 0.5 }, 'swerex.exceptions.CommandTimeoutError');
     expect(timedOut.message).toBe("timeout after 0.5 seconds while running command 'sleep 30'");
@@ -142,8 +102,8 @@ describe('the SWE-ReX face', () => {
     expect(interrupted.body).toMatchObject({ exit_code: 130 });
     expect(sleepRuns(marker)).toBe(false);
     expect(await ok(key, 'run_in_session', { command: 'echo "$FOO $(pwd)"' })).toEqual(observation('bar /w\n', 0));
-    // an interrupt with nothing running answers at once
-    expect(await ok(key, 'run_in_session', { action_type: 'bash_interrupt' })).toEqual(observation('', 0));
+    // an interrupt with nothing running: Ctrl-C at the prompt, which readline echoes
+    expect(await ok(key, 'run_in_session', { action_type: 'bash_interrupt' })).toEqual(observation('^C', 0));
 
     // sessions by name
     expect(await ok(key, 'create_session', { session: 'second' })).toEqual({ output: '', session_type: 'bash' });
@@ -323,5 +283,9 @@ describe('the SWE-ReX face', () => {
     const notMultipart = await rex(key, 'upload', { target_path: '/x' });
     expect(notMultipart.status).toBe(422);
     expect(srv.manager.named(key)).toBeUndefined();
+    // SWE-ReX's sessions run bash: in an environment without one that is its EOF, said plainly
+    const noBash = await raises('inst:swx:no-bash', 'create_session', {}, 'pexpect.exceptions.EOF');
+    expect(noBash.message).toBe('the environment has no bash: SWE-ReX sessions run bash');
+    expect(await ok('inst:swx:no-bash', 'close')).toEqual({});
   }, 60_000);
 });

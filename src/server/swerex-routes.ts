@@ -12,7 +12,7 @@
  */
 import multipart from '@fastify/multipart';
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
-import { errorMessage, InvalidInputError } from '../errors.js';
+import { errorMessage, InvalidInputError, MinisandboxError } from '../errors.js';
 import { disconnectSignal, dropHeaders, FieldError, parse, type RouteContext } from './http.js';
 import type { Entry } from './manager.js';
 import { executeCommand, readText, writeText } from './swerex-exec.js';
@@ -79,15 +79,29 @@ export const swerexRoutes: FastifyPluginAsync<SwerexPluginOptions> = async (app,
     if (t.kind === 'sandbox') return mgr.get(t.id);
     if (!create) return mgr.named(t.key);
     return mgr.namedOrCreate(t.key, async () => {
-      // no abort on disconnect: a client that gave up finds the sandbox made when it retries
-      const e = await mgr.create(
-        t.ref,
-        { network: 'none', warn: (message) => log(JSON.stringify({ time: new Date().toISOString(), event: 'warning', message })) },
-        undefined,
-      );
-      log(JSON.stringify({ time: new Date().toISOString(), event: 'swerex-created', key: t.key, sandbox: e.sb.id }));
-      return e;
+      try {
+        return await createFor(t);
+      } catch (e) {
+        // a raw 404 would reach SWE-ReX's client as an HTTP error from a runtime it was told is alive
+        if (e instanceof MinisandboxError && e.code === 'NOT_FOUND')
+          throw new SwerexError(
+            'swerex.exceptions.DeploymentStartupError',
+            `no environment ${t.ref} for key ${t.key}: ${e.message}${e.hint === undefined ? '' : ` (${e.hint})`}`,
+          );
+        throw e;
+      }
     });
+  };
+
+  const createFor = async (t: Target & { kind: 'inst' }): Promise<Entry> => {
+    // no abort on disconnect: a client that gave up finds the sandbox made when it retries
+    const e = await mgr.create(
+      t.ref,
+      { network: 'none', warn: (message) => log(JSON.stringify({ time: new Date().toISOString(), event: 'warning', message })) },
+      undefined,
+    );
+    log(JSON.stringify({ time: new Date().toISOString(), event: 'swerex-created', key: t.key, sandbox: e.sb.id }));
+    return e;
   };
 
   /**
@@ -134,8 +148,9 @@ export const swerexRoutes: FastifyPluginAsync<SwerexPluginOptions> = async (app,
     const e = await sandboxOf(t, false);
     const s = sessionNamed(e?.sb, a.session);
     return mgr.use(e!.sb.id, async () => {
-      const { outcome, ...observation } = await runBashAction(s, a, signal);
-      mgr.metrics.execLatency(outcome.durationMs / 1000);
+      const started = performance.now();
+      const observation = await runBashAction(s, a, signal);
+      mgr.metrics.execLatency((performance.now() - started) / 1000);
       return observation;
     });
   });
