@@ -8,6 +8,11 @@
  *   3. session round trip: `true` in an existing session, over HTTP vs Session.run (aim < 2 ms p50),
  *      after an untimed warm-up of both sides (a fresh server's first requests run unoptimised
  *      code), with the server's CPU per run and per bare request (GET /v1/health);
+ *   3b. SWE-ReX face round trip: `run_in_session` (POST /swerex/<id>/run_in_session: the syntax
+ *      check, the command on the session's terminal, its prompt) against the native session run of
+ *      the same command in the same sandbox (section 3's HTTP side), one of each in turn after an
+ *      untimed warm-up of both, ratio face / native (aim <= 1.5x), for `true` (plain words, which
+ *      need no parser) and `echo "ok" >/dev/null` (which the session's syntax checker parses);
  *   4. liveness while 128 sandboxes run commands (128 clients loop exec `true` over HTTP): p50/p99
  *      of SWE-ReX's `GET /swerex/<key>/is_alive`, for a live sandbox's id and for an `inst:` key
  *      never created, each probed one request at a time from a worker thread of its own so the
@@ -33,7 +38,7 @@
  * --seconds S (length of 2 and 4, default 5), --session-iter N (default 1000), --session-warmup N (untimed runs
  * per side first, default 1000), --cpu-prof DIR
  * (the server runs under node --cpu-prof, profiles written to DIR on its exit), --only LIST
- * (comma-separated of cycle,creates,session,liveness,memory), --levels LIST (the concurrency
+ * (comma-separated of cycle,creates,session,swerex,liveness,memory), --levels LIST (the concurrency
  * levels of section 1, default 1,16,heavy), --server-log FILE (keep the server's
  * request log, whose `ms` is each request's time inside the server), --sandbox-nice N (the server's,
  * default its own 10: 0 is the baseline of the sandboxes' CPU share).
@@ -55,6 +60,7 @@ import { descendantsOf } from '../src/sandbox/proc.js';
 import type { Sandbox } from '../src/sandbox/sandbox.js';
 import { readState } from '../src/sandbox/state.js';
 import { pushTree } from '../src/publish/push.js';
+import { addHostPrograms } from '../test/helpers/host-programs.js';
 import { StorePaths } from '../src/store/paths.js';
 
 const { values: flags } = parseArgs({
@@ -67,7 +73,7 @@ const { values: flags } = parseArgs({
     'session-iter': { type: 'string', default: '1000' },
     'session-warmup': { type: 'string', default: '1000' },
     'cpu-prof': { type: 'string' },
-    only: { type: 'string', default: 'cycle,creates,session,liveness,memory' },
+    only: { type: 'string', default: 'cycle,creates,session,swerex,liveness,memory' },
     'server-log': { type: 'string' },
     levels: { type: 'string' },
     'sandbox-nice': { type: 'string' },
@@ -263,6 +269,8 @@ async function startServerProcess(): Promise<{ url: string; token: string; pid: 
 try {
   const root = join(work, 'rootfs');
   await populateBusyboxRoot('/bin/busybox', root);
+  // SWE-ReX's sessions run bash: the host's, copied in (section 3b)
+  addHostPrograms(root, ['/bin/bash']);
   await pushTree(reg, new StorePaths(join(work, 'push')), root, { tag: REF });
   // probed once, as the server does: what differs between the two sides is then HTTP and the server
   const quiet = { warn: (): void => undefined, host: await probeHost() };
@@ -434,6 +442,45 @@ try {
         `CPU per run: server ${(srvCpu / SESSION_ITER).toFixed(3)} ms, library ${(libCpu / SESSION_ITER).toFixed(3)} ms | ` +
         `GET /v1/health p50 ${pct(bare, 50).toFixed(2)} ms, server CPU ${bareCpu.toFixed(3)} ms`,
     );
+  }
+
+  if (ONLY.has('swerex')) {
+    const id = await httpCreate();
+    const { session } = (await (await api('POST', `/v1/sandboxes/${id}/sessions`, {})).json()) as { session: string };
+    const created = await api('POST', `/swerex/${id}/create_session`, {});
+    if (created.status !== 200) throw new Error(`create_session: ${created.status} ${await created.text()}`);
+    const face = (command: string) => async (): Promise<void> => {
+      const r = await api('POST', `/swerex/${id}/run_in_session`, { command });
+      const o = (await r.json()) as { exit_code?: number };
+      if (r.status !== 200 || o.exit_code !== 0) throw new Error(`run_in_session: ${r.status} ${JSON.stringify(o)}`);
+    };
+    const native = (command: string) => async (): Promise<void> => {
+      const o = (await (await api('POST', `/v1/sandboxes/${id}/sessions/${session}/run`, { command })).json()) as { exit_code: number };
+      if (o.exit_code !== 0) throw new Error(`session run: ${JSON.stringify(o)}`);
+    };
+    // plain words need no parser; a quote and a redirection go through the session's syntax checker
+    for (const command of ['true', 'echo "ok" >/dev/null']) {
+      for (let i = 0; i < SESSION_WARMUP; i++) {
+        await face(command)();
+        await native(command)();
+      }
+      // one of each in turn: the host's load, which changes by the second on a shared machine, falls on both alike
+      const f: number[] = [];
+      const n: number[] = [];
+      for (let i = 0; i < SESSION_ITER; i++) {
+        n.push(...(await measure(1, 1, native(command))));
+        f.push(...(await measure(1, 1, face(command))));
+      }
+      const [f50, f99, n50, n99] = [pct(f, 50), pct(f, 99), pct(n, 50), pct(n, 99)];
+      report(
+        'swerex',
+        'SWE-ReX face round trip, run_in_session against the native session run of the same command (ms; aim ratio p50 <= 1.5x)',
+        { command, runs: SESSION_ITER, face_p50_ms: r2(f50), face_p99_ms: r2(f99), native_p50_ms: r2(n50), native_p99_ms: r2(n99), ratio_p50: r2(f50 / n50) },
+        `${command.padEnd(22)} face p50 ${f50.toFixed(2)} p99 ${f99.toFixed(2)} | native session p50 ${n50.toFixed(2)} p99 ${n99.toFixed(2)} | ` +
+          `ratio p50 ${(f50 / n50).toFixed(2)}x`,
+      );
+    }
+    await httpDelete(id);
   }
 
   if (ONLY.has('liveness') || ONLY.has('memory')) {
