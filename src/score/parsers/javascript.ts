@@ -7,7 +7,7 @@
 import type { StatusMap, TestStatus } from '../status.js';
 import { lines, pyStrip } from './py-text.js';
 
-const JEST = /^\s*(✓|✕|○)\s(.+?)(?:\s\((\d+\s*m?s)\))?$/su;
+const JEST = /^\s*(\u{2713}|\u{2715}|\u{25cb})\s(.+?)(?:\s\((\d+\s*m?s)\))?$/su;
 const JEST_STATUS: Readonly<Record<string, TestStatus>> = { '✓': 'PASSED', '✕': 'FAILED', '○': 'SKIPPED' };
 
 /**
@@ -39,7 +39,7 @@ export function parseJestJson(log: string): StatusMap {
   return map;
 }
 
-const VITEST = /^\s*(✓|×|↓)\s(.+?)(?:\s(\d+\s*m?s?|\[skipped\]))?$/su;
+const VITEST = /^\s*(\u{2713}|\u{d7}|\u{2193})\s(.+?)(?:\s(\d+\s*m?s?|\[skipped\]))?$/su;
 const VITEST_STATUS: Readonly<Record<string, TestStatus>> = { '✓': 'PASSED', '×': 'FAILED', '↓': 'SKIPPED' };
 
 /** `✓ file > describe > title 12ms`; a trailing number is taken for the duration (even in a skipped test's title). */
@@ -52,7 +52,7 @@ export function parseVitest(log: string): StatusMap {
   return map;
 }
 
-const KARMA = /^(\s*)?([✔✖])?\s(.*)$/su;
+const KARMA = /^(\s*)?([\u{2714}\u{2716}])?\s(.*)$/su;
 
 /**
  * karma-mocha-reporter's tree after `Starting browser`, up to `SUMMARY:`: a test is

@@ -9,7 +9,7 @@ import type { StatusMap, TestStatus } from '../status.js';
 import { lines, PY_WORD } from './py-text.js';
 
 const SUITE = new RegExp(`^(${PY_WORD}.+) \\(.+\\)$`, 'su');
-const TEST = /^\s*([✔✘↩])\s*(.*)$/su;
+const TEST = /^\s*([\u{2714}\u{2718}\u{21a9}])\s*(.*)$/su;
 const STATUS: Readonly<Record<string, TestStatus>> = { '✔': 'PASSED', '✘': 'FAILED', '↩': 'SKIPPED' };
 
 export function parsePhpunit(log: string): StatusMap {
