@@ -50,11 +50,13 @@ describe('limits', () => {
       // host while the bomb pushes (counting /proc from inside overcounts: the glob sees pids that
       // died and were replaced while it read the directory). No clock is involved: the bomb runs
       // until the host has seen it grow and taken 200 more samples, then the command is killed.
+      // The bomb keeps what it forked: a recursive `b | b &` bomb dies out once forks fail (each
+      // shell that cannot fork exits), and on a busy host it could be gone before the first sample.
       const pidsDir = await pidsCgroupOf(sb);
       if (pidsDir === null) throw new Error(`no pids cgroup for a root sandbox (cgroups: ${sb.state.cgroupDirs.join(', ')})`);
       expect(Number((await readFile(join(pidsDir, 'pids.max'), 'utf8')).trim())).toBe(64);
       const bomb = new AbortController();
-      const running = sb.exec(['sh', '-c', 'b() { b | b & }; b; exec sleep 100000'], { timeoutMs: 600_000, signal: bomb.signal });
+      const running = sb.exec(['sh', '-c', '(while :; do sleep 100000 & done) 2>/dev/null & exec sleep 100000'], { timeoutMs: 600_000, signal: bomb.signal });
       const current = async (): Promise<number> => Number((await readFile(join(pidsDir, 'pids.current'), 'utf8')).trim());
       let max = 0;
       await eventually(async () => (await current()) >= 40);
