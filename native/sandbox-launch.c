@@ -17,7 +17,7 @@
  *       [--cap NAME]... [--user UID:GID] [--env K=V]... -- ARGV...
  *   sandbox-launch own-run [run's options but --status-fd] [--timeout-ms N] [--oom-events FILE]
  *       [--cleanup-cgroup DIR | --cleanup-rmdir DIR | --cleanup-unlink FILE]... -- ARGV...
- *   sandbox-launch userns --uid-map START:COUNT --gid-map START:COUNT -- ARGV...
+ *   sandbox-launch userns --uid-map START:COUNT --gid-map START:COUNT [--self-first 1] -- ARGV...
  *   sandbox-launch idmap-probe --uid-map START:COUNT --gid-map START:COUNT -- DIR
  *   common: [--rlimit NAME=SOFT:HARD]... [--nice 0-19] [--cgroup PROCS_FILE]...
  *
@@ -71,7 +71,10 @@
  * userns: runs ARGV as root of a user namespace mapping ids 0..COUNT-1 to the subordinate range
  * and id COUNT to the caller's own uid and gid, nothing else. An unprivileged user lays out and
  * removes layer trees through it: files get subordinate owners (what the sandboxes see as theirs),
- * while the store's own directories, owned by the caller, stay writable.
+ * while the store's own directories, owned by the caller, stay writable. --self-first 1 maps the
+ * caller's own ids at 0 and the range at 1..COUNT instead: ARGV is then the caller itself, what it
+ * makes is the caller's, yet as the namespace's root it may read every file of the range whatever
+ * its mode (a rootless sandbox's 0600 files and 0700 dirs: what a snapshot captures).
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -129,8 +132,8 @@ struct opts {
   int from_tar_fd, info_fd, net_none, volatile_upper, idmap_lowers;
   /* How many of the top lower dirs are the sandbox's own earlier writes (a fork's frozen copies). */
   unsigned long own_lowers;
-  /* userns: also map the caller's own ids, at COUNT */
-  int map_self;
+  /* userns: also map the caller's own ids, at COUNT (or, self_first, at 0 with the range above) */
+  int map_self, self_first;
   uid_t self_uid;
   gid_t self_gid;
   /* enter */
@@ -264,6 +267,7 @@ static void parse_args(struct opts *o, int argc, char **argv) {
     else if (strcmp(a, "--tmpfs-size") == 0) o->tmpfs_size = v;
     else if (strcmp(a, "--volatile") == 0) o->volatile_upper = strcmp(v, "1") == 0;
     else if (strcmp(a, "--idmap-lowers") == 0) o->idmap_lowers = strcmp(v, "1") == 0;
+    else if (strcmp(a, "--self-first") == 0) o->self_first = strcmp(v, "1") == 0;
     else if (strcmp(a, "--own-lowers") == 0) o->own_lowers = parse_ul(v, a);
     else if (strcmp(a, "--from-tar-fd") == 0) o->from_tar_fd = (int)parse_ul(v, a);
     else if (strcmp(a, "--info-fd") == 0) o->info_fd = (int)parse_ul(v, a);
@@ -531,11 +535,13 @@ static void write_id_maps(pid_t target, const struct opts *o) {
   snprintf(pid, sizeof pid, "%d", target);
   if (geteuid() == 0) {
     xsnprintf(path, sizeof path, "/proc/%d/uid_map", target);
-    if (o->map_self) xsnprintf(line, sizeof line, "0 %lu %lu\n%lu %lu 1\n", o->uid_start, o->uid_count, o->uid_count, (unsigned long)o->self_uid);
+    if (o->self_first) xsnprintf(line, sizeof line, "0 %lu 1\n1 %lu %lu\n", (unsigned long)o->self_uid, o->uid_start, o->uid_count);
+    else if (o->map_self) xsnprintf(line, sizeof line, "0 %lu %lu\n%lu %lu 1\n", o->uid_start, o->uid_count, o->uid_count, (unsigned long)o->self_uid);
     else xsnprintf(line, sizeof line, "0 %lu %lu\n", o->uid_start, o->uid_count);
     write_file(path, line);
     xsnprintf(path, sizeof path, "/proc/%d/gid_map", target);
-    if (o->map_self) xsnprintf(line, sizeof line, "0 %lu %lu\n%lu %lu 1\n", o->gid_start, o->gid_count, o->gid_count, (unsigned long)o->self_gid);
+    if (o->self_first) xsnprintf(line, sizeof line, "0 %lu 1\n1 %lu %lu\n", (unsigned long)o->self_gid, o->gid_start, o->gid_count);
+    else if (o->map_self) xsnprintf(line, sizeof line, "0 %lu %lu\n%lu %lu 1\n", o->gid_start, o->gid_count, o->gid_count, (unsigned long)o->self_gid);
     else xsnprintf(line, sizeof line, "0 %lu %lu\n", o->gid_start, o->gid_count);
     write_file(path, line);
     return;
@@ -549,9 +555,11 @@ static void write_id_maps(pid_t target, const struct opts *o) {
   snprintf(sg, sizeof sg, "%lu", (unsigned long)o->self_gid);
   char *uargv[] = {"newuidmap", pid, "0", us, uc, uc, su, "1", NULL};
   char *gargv[] = {"newgidmap", pid, "0", gs, gc, gc, sg, "1", NULL};
+  char *ufirst[] = {"newuidmap", pid, "0", su, "1", "1", us, uc, NULL};
+  char *gfirst[] = {"newgidmap", pid, "0", sg, "1", "1", gs, gc, NULL};
   if (!o->map_self) uargv[5] = gargv[5] = NULL;
-  run_quiet(uargv);
-  run_quiet(gargv);
+  run_quiet(o->self_first ? ufirst : uargv);
+  run_quiet(o->self_first ? gfirst : gargv);
 }
 
 /* ---- idmapped lower layers ---------------------------------------------------------------- */
@@ -1875,6 +1883,8 @@ int main(int argc, char **argv) {
   main_argv = argv;
   struct opts o;
   parse_args(&o, argc, argv);
+  /* a holder's namespace maps the range at 0, always: the first in-sandbox id is the range's first */
+  if (o.self_first && strcmp(o.mode, "userns") != 0) usage("--self-first is for userns only");
   if (strcmp(o.mode, "holder") == 0) return holder_main(&o);
   if (strcmp(o.mode, "enter") == 0) return enter_main(&o);
   if (strcmp(o.mode, "run") == 0) return run_main(&o);

@@ -18,6 +18,28 @@ export async function asSubordinateRoot(idMap: IdMap, argv: readonly string[]): 
   return [await nativeHelper('sandbox-launch'), 'userns', '--uid-map', `${uidStart}:${count}`, '--gid-map', `${gidStart}:${count}`, '--', ...argv];
 }
 
+/**
+ * `argv` run as root of a user namespace mapping the caller's own ids at 0 and `idMap`'s range at
+ * 1..COUNT (sandbox-launch `userns --self-first 1`): what it makes is the caller's, as if it ran
+ * unwrapped, yet it may read every file of the range whatever its mode. Host id `start + k`
+ * appears there as `k + 1`.
+ */
+export async function asSelfOverRange(idMap: IdMap, argv: readonly string[]): Promise<string[]> {
+  const { uidStart, gidStart, count } = idMap;
+  return [
+    await nativeHelper('sandbox-launch'),
+    'userns',
+    '--uid-map',
+    `${uidStart}:${count}`,
+    '--gid-map',
+    `${gidStart}:${count}`,
+    '--self-first',
+    '1',
+    '--',
+    ...argv,
+  ];
+}
+
 /** Removes a tree; what this user may not delete (files of `idMap`'s ids) goes through the user namespace. */
 export async function removeTreeAs(idMap: IdMap | undefined, path: string): Promise<void> {
   try {

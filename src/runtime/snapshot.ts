@@ -13,6 +13,8 @@
  * The capture is consistent while the sandbox runs: its processes are held (frozen in its cgroup,
  * or stopped by user namespace without one: sandbox/freeze.ts) from the first file read until the
  * contents are packed; and safe whatever they do, since it never follows a link (layer/capture.ts).
+ * Without root, the capture runs in a child with the rights of the sandbox's id range over its
+ * files (runtime/snapshot-capture.ts), since this process may not read what the sandbox owns.
  *
  * A snapshot exists once its record (`<id>.json`) is written, last. Before anything else of it, a
  * marker `<id>.taking` names its taker (pid and start time): a taker killed part way (a `serve`
@@ -27,10 +29,10 @@ import { join } from 'node:path';
 import { z } from 'zod';
 import { type Digest, DigestSchema, digestHex } from '../cas/digest.js';
 import { parseRefName } from '../cas/ref-name.js';
-import { HostCapabilityError, InvalidInputError, MinisandboxError, NotFoundError } from '../errors.js';
+import { InvalidInputError, MinisandboxError, NotFoundError } from '../errors.js';
 import { idShiftOf } from '../host/subid.js';
 import type { EnvConfig } from '../layer/env.js';
-import { pushTree } from '../publish/push.js';
+import { type PushResult, pushTree } from '../publish/push.js';
 import { copyRefs } from '../registry/copy.js';
 import { FallbackRegistry } from '../registry/fallback.js';
 import { gcRegistry } from '../registry/gc.js';
@@ -39,6 +41,7 @@ import type { Registry } from '../registry/registry.js';
 import { resolveEnv } from '../registry/resolve-env.js';
 import type { Sandbox, SandboxOrigin } from '../sandbox/index.js';
 import { freezeSandbox } from '../sandbox/freeze.js';
+import type { SandboxState } from '../sandbox/state.js';
 import { liveLeases } from '../store/leases.js';
 import { ownersFor, removeOwnedTree } from '../store/owners.js';
 import type { StorePaths } from '../store/paths.js';
@@ -47,6 +50,7 @@ import { ownedName, ownerGone, ownerOfName } from '../util/owned-name.js';
 import { processStartTime, sameProcessAlive } from '../util/process.js';
 import { layerIdShift, layerMapping, openSandbox, type OpenOptions } from './open.js';
 import { probeHost } from '../sandbox/host.js';
+import { captureRootlessWrites } from './snapshot-capture.js';
 
 export const SNAPSHOT_ID_RE = /^snap-[0-9a-f]{16}$/;
 
@@ -240,12 +244,6 @@ export class Snapshots {
         `sandbox ${sb.id} was not opened from an environment`,
         'snapshot sandboxes made by openSandbox (or the server), not createSandbox',
       );
-    if (!sb.host.isRoot)
-      // capture reads the upper dir from this process, and a rootless sandbox's 0600 files and 0700 dirs belong to subordinate ids
-      throw new HostCapabilityError(
-        `sandbox ${sb.id} runs without root: snapshots of rootless sandboxes are not supported yet`,
-        'run the server (or the runtime) as root to snapshot; fork and reset work without root',
-      );
     if (!sb.alive) throw new MinisandboxError('SANDBOX_DESTROYED', `sandbox ${sb.id} was destroyed`, { hint: 'snapshot a live sandbox' });
     const id = newSnapshotId();
     await mkdir(this.dir, { recursive: true, mode: 0o700 });
@@ -268,17 +266,39 @@ export class Snapshots {
   private async capture(sb: Sandbox, id: string, origin: SandboxOrigin): Promise<SnapshotRecord> {
     const tag = snapshotRef(id);
     const state = sb.state;
-    let parent: { digest: Digest; config: EnvConfig } = origin.env;
-    // A fork child's frozen copies of its parents' writes sit between the environment and its upper.
-    for (const dir of state.lowerDirs.slice(origin.env.config.layers.length)) {
+    const parent: { digest: Digest; config: EnvConfig } = origin.env;
+    const lowers = state.lowerDirs.slice(origin.env.config.layers.length);
+    // an unprivileged user cannot read what its sandbox's ids own: a child with those rights captures (snapshot-capture.ts)
+    const pushed = sb.host.isRoot
+      ? await this.captureAsRoot(state, parent, lowers, tag)
+      : await captureRootlessWrites(this.store, this.local.root, state, parent, lowers, tag);
+    // laid out now (and a store ref written: what keeps it through gc), so a create from it starts at once
+    await this.layOut(tag);
+    const record: SnapshotRecord = {
+      id,
+      env: pushed.env,
+      layer: pushed.layer.digest,
+      ...(origin.ref === undefined ? {} : { parentRef: origin.ref }),
+      parentEnv: origin.env.digest,
+      sandbox: sb.id,
+      createdAt: new Date().toISOString(),
+      size: pushed.layer.size,
+      pushed: [],
+    };
+    await this.writeRecord(record);
+    return record;
+  }
+
+  /** The frozen lowers (a fork child's copies of its parents' writes), then the upper, pushed from this process. */
+  private async captureAsRoot(state: SandboxState, parent: { digest: Digest; config: EnvConfig }, lowers: string[], tag: string): Promise<PushResult> {
+    for (const dir of lowers) {
       const r = await pushTree(this.local, this.store, dir, { parent, overlayUpper: true, idShift: state.idmapLowers === true ? 0 : idShiftOf(state.idMap) });
       parent = await resolveEnv(this.view, r.env);
     }
     const upper = state.upperKind === 'tmpfs' ? `/proc/${state.holderPid}/root${state.upperDir}/u` : join(state.upperDir, 'u');
     let thaw: (() => void) | undefined = await freezeSandbox(state);
-    let pushed;
     try {
-      pushed = await pushTree(this.local, this.store, upper, {
+      return await pushTree(this.local, this.store, upper, {
         parent,
         overlayUpper: true,
         idShift: idShiftOf(state.idMap),
@@ -295,21 +315,6 @@ export class Snapshots {
     } finally {
       thaw?.();
     }
-    // laid out now (and a store ref written: what keeps it through gc), so a create from it starts at once
-    await this.layOut(tag);
-    const record: SnapshotRecord = {
-      id,
-      env: pushed.env,
-      layer: pushed.layer.digest,
-      ...(origin.ref === undefined ? {} : { parentRef: origin.ref }),
-      parentEnv: origin.env.digest,
-      sandbox: sb.id,
-      createdAt: new Date().toISOString(),
-      size: pushed.layer.size,
-      pushed: [],
-    };
-    await this.writeRecord(record);
-    return record;
   }
 
   private async layOut(tag: string): Promise<{ lowerDirs: string[]; digest: Digest; config: EnvConfig }> {

@@ -7,10 +7,15 @@
  * - `*-worker.ts` modules, typed and sharing code with the library: the build bundles each into a
  *   `.cjs` at those same places (bin/build-workers.mjs); run from the sources, where there is no
  *   such file, they are bundled here on first use (esbuild, in memory) and run from that code.
+ *
+ * A `*-worker.ts` module may also be a child process's program (workerProcessArgv): one that must
+ * run with other rights than this process (in a user namespace of its own), built the same way,
+ * and from the sources run through tsx (an in-memory bundle would lose the module paths it finds
+ * its own worker files and native helpers by).
  */
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Worker, type WorkerOptions } from 'node:worker_threads';
 
 const found = new Map<string, string>();
@@ -57,4 +62,18 @@ export function newWorker(here: string, name: string, opts: WorkerOptions = {}):
     bundled.set(source, code);
   }
   return new Worker(code, { ...opts, eval: true });
+}
+
+/**
+ * The command line running the child-process program written as `<name>.ts` beside the module at
+ * `here`: node with its built `<name>.cjs`, or, from the sources, with tsx's loader.
+ */
+export function workerProcessArgv(here: string, name: string): string[] {
+  const built = builtWorker(here, `${name}.cjs`);
+  if (built !== undefined) return [process.execPath, built];
+  const source = fileURLToPath(new URL(`./${name}.ts`, here));
+  if (!existsSync(source)) throw new Error(`worker ${name} not found: neither ${name}.cjs nor ${source} (rebuild with npm run build)`);
+  // tsx is a dependency of the package's development only; a run from the sources has it
+  const loader = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href;
+  return [process.execPath, '--import', loader, source];
 }
