@@ -10,6 +10,7 @@
  *   sandbox-launch holder [common] --uid-map START:COUNT --gid-map START:COUNT --upper DIR
  *       --merged DIR --lower OVERLAY_LOWERDIR [--tmpfs-size BYTES] [--volatile 1] [--from-tar-fd N]
  *       [--net none|host] --hostname NAME --workdir DIR --info-fd N [--idmap-lowers 1]
+ *       [--bind-source PATH --bind-target PATH [--bind-readonly 0|1]]...
  *   sandbox-launch serve     (starts holders on request; see serve_main)
  *   sandbox-launch enter [common] --holder PID --init PID --pidns-fd N --status-fd N
  *       [--net none|host] --workdir DIR [--cap NAME]... [--user UID:GID] [--env K=V]... [--pty 1 [--pty-size ROWS:COLS] [--pty-echo 0]] -- ARGV...
@@ -65,6 +66,9 @@
  * is mounted idmapped through the sandbox's own user namespace (real id k shows as START + k on the
  * host, so as k inside), and the overlay is built on those mounts (see mount_idmapped_lowers).
  *
+ * --bind-source/--bind-target: host paths bind-mounted into the sandbox, read-only unless
+ * --bind-readonly 0 follows; see sandbox-launch-binds.c.
+ *
  * idmap-probe: exits 0 if DIR can be mounted idmapped here (root, kernel >= 5.12, a file system
  * that supports it), else prints why and exits 4. Mounts nothing.
  *
@@ -119,6 +123,14 @@
  * for as many entries as there are arguments (parse_args allocates it so): what bounds a command
  * line is the kernel's limit for an exec (ARG_MAX), never a count of ours.
  */
+/* One --bind-source with its --bind-target and --bind-readonly (see sandbox-launch-binds.c). */
+struct bind_opt {
+  const char *source, *target;
+  int readonly;
+  /* the detached clone of the source (bind_tree), -1 until there is one */
+  int tree;
+};
+
 struct opts {
   const char *mode;
   struct rlimit_opt { int resource; rlim_t soft, hard; } *rlimits;
@@ -132,6 +144,9 @@ struct opts {
   int from_tar_fd, info_fd, net_none, volatile_upper, idmap_lowers;
   /* How many of the top lower dirs are the sandbox's own earlier writes (a fork's frozen copies). */
   unsigned long own_lowers;
+  /* host paths bind-mounted into the sandbox (sandbox-launch-binds.c) */
+  struct bind_opt *binds;
+  int n_binds;
   /* userns: also map the caller's own ids, at COUNT (or, self_first, at 0 with the range above) */
   int map_self, self_first;
   uid_t self_uid;
@@ -242,6 +257,7 @@ static void parse_args(struct opts *o, int argc, char **argv) {
   o->caps = xcalloc(room, sizeof *o->caps);
   o->env = xcalloc(room, sizeof *o->env);
   o->cleanup = xcalloc(room, sizeof *o->cleanup);
+  o->binds = xcalloc(room, sizeof *o->binds);
   if (argc < 2) usage("mode");
   o->mode = argv[1];
   for (int i = 2; i < argc; i++) {
@@ -269,6 +285,15 @@ static void parse_args(struct opts *o, int argc, char **argv) {
     else if (strcmp(a, "--idmap-lowers") == 0) o->idmap_lowers = strcmp(v, "1") == 0;
     else if (strcmp(a, "--self-first") == 0) o->self_first = strcmp(v, "1") == 0;
     else if (strcmp(a, "--own-lowers") == 0) o->own_lowers = parse_ul(v, a);
+    else if (strcmp(a, "--bind-source") == 0) {
+      /* read-only unless --bind-readonly 0 says otherwise */
+      o->binds[o->n_binds] = (struct bind_opt){v, NULL, 1, -1};
+      o->n_binds++;
+    } else if (strcmp(a, "--bind-target") == 0 || strcmp(a, "--bind-readonly") == 0) {
+      if (o->n_binds == 0) usage("--bind-target and --bind-readonly follow a --bind-source");
+      if (a[7] == 't') o->binds[o->n_binds - 1].target = v;
+      else o->binds[o->n_binds - 1].readonly = strcmp(v, "0") != 0;
+    }
     else if (strcmp(a, "--from-tar-fd") == 0) o->from_tar_fd = (int)parse_ul(v, a);
     else if (strcmp(a, "--info-fd") == 0) o->info_fd = (int)parse_ul(v, a);
     else if (strcmp(a, "--net") == 0) {
@@ -640,25 +665,31 @@ static int receive_fd(int sock) {
   return fd;
 }
 
+#include "sandbox-launch-binds.c"
+
 /*
  * In the mapper, once the maps of `target`'s user namespace are written (an idmapping copies the
- * maps when it is made): an idmapped clone of each lower dir through that namespace, handed to
- * the holder in order. The holder, root of that namespace only, could not make them itself.
+ * maps when it is made): with --idmap-lowers, an idmapped clone of each lower dir through that
+ * namespace, then (as root) the clone of each bind source (bind_tree), handed to the holder in
+ * order. The holder, root of that namespace only, could not make them itself.
  */
-static void send_idmapped_lowers(pid_t target, const struct opts *o, int sock) {
+static void send_mapper_mounts(pid_t target, const struct opts *o, int sock) {
   char p[64];
   xsnprintf(p, sizeof p, "/proc/%d/ns/user", target);
   int ns = open(p, O_RDONLY | O_CLOEXEC);
   if (ns < 0) die("open %s", p);
-  char buf[16384];
-  char *paths[MAX_LOWERS];
-  int n = split_lowers(o->lower, buf, sizeof buf, paths);
-  for (int i = 0; i < n; i++) {
-    int t = idmapped_clone(paths[i], ns);
-    if (t < 0) die("idmapped mount of layer %s", paths[i]);
-    send_fd(sock, t);
-    close(t);
+  if (o->idmap_lowers) {
+    char buf[16384];
+    char *paths[MAX_LOWERS];
+    int n = split_lowers(o->lower, buf, sizeof buf, paths);
+    for (int i = 0; i < n; i++) {
+      int t = idmapped_clone(paths[i], ns);
+      if (t < 0) die("idmapped mount of layer %s", paths[i]);
+      send_fd(sock, t);
+      close(t);
+    }
   }
+  if (geteuid() == 0) send_bind_trees(o, ns, sock);
   close(ns);
 }
 
@@ -722,8 +753,8 @@ static void lowers_by_fd(const int *fds, int n, char *lowerdir, size_t cap) {
 }
 
 /*
- * `idmap_sock` >= 0: the mapper also sends the holder an idmapped mount of each lower dir on it
- * (see send_idmapped_lowers). `before_root`, if given, runs once the maps are written, still as
+ * `idmap_sock` >= 0: the mapper also sends the holder the mounts only it can make on it (see
+ * send_mapper_mounts). `before_root`, if given, runs once the maps are written, still as
  * the caller's host uid (with every capability in the new namespace, none over files outside it).
  */
 static void enter_user_namespace_with(const struct opts *o, int idmap_sock, void (*before_root)(void *), void *arg) {
@@ -736,7 +767,7 @@ static void enter_user_namespace_with(const struct opts *o, int idmap_sock, void
     char c;
     if (read(go[0], &c, 1) != 1) _exit(1);
     write_id_maps(self, o);
-    if (idmap_sock >= 0) send_idmapped_lowers(self, o, idmap_sock);
+    if (idmap_sock >= 0) send_mapper_mounts(self, o, idmap_sock);
     _exit(0);
   }
   close(go[0]);
@@ -746,7 +777,8 @@ static void enter_user_namespace_with(const struct opts *o, int idmap_sock, void
   int st = wait_status(mapper);
   if (st < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
     errno = 0;
-    die(idmap_sock >= 0 ? "writing the uid_map/gid_map of the sandbox or mounting its layers idmapped failed" : "writing the uid_map/gid_map of the sandbox failed");
+    die(idmap_sock >= 0 ? "writing the uid_map/gid_map of the sandbox or making its idmapped layers or bind mounts failed"
+                        : "writing the uid_map/gid_map of the sandbox failed");
   }
   if (before_root != NULL) before_root(arg);
   become_ns_root(o->map_self);
@@ -978,17 +1010,24 @@ static void work_from_sandbox_dir(struct opts *o) {
 }
 
 struct holder_mounts {
-  const struct opts *o;
+  struct opts *o;
   int lower_fds[MAX_LOWERS];
   int n_lower_fds;
+  /* rootless: the bind sources are cloned here, while the holder is still the caller */
+  int clone_binds;
 };
 
-/* The holder's private mount namespace, made (owned by the sandbox's user namespace) before it becomes the namespace's root. */
+/*
+ * The holder's private mount namespace, made (owned by the sandbox's user namespace) before it
+ * becomes the namespace's root; what it must open as the caller (lower dirs, bind sources) too.
+ */
 static void own_mount_namespace(void *arg) {
   struct holder_mounts *m = arg;
   if (unshare(CLONE_NEWNS) < 0) die("unshare a mount namespace");
   mount_or_die("none", "/", NULL, MS_REC | MS_PRIVATE, NULL);
   if (!m->o->idmap_lowers) m->n_lower_fds = open_lowers(m->o, m->lower_fds);
+  if (m->clone_binds)
+    for (int i = 0; i < m->o->n_binds; i++) m->o->binds[i].tree = bind_tree(&m->o->binds[i], -1);
 }
 
 /*
@@ -1066,12 +1105,15 @@ static void make_etc_layer(const struct opts *o, const char *dir) {
  */
 static void holder_setup(struct opts *o) {
   if (o->upper == NULL || o->merged == NULL || o->lower == NULL || o->uid_count == 0 || o->gid_count == 0) usage("needs --upper --merged --lower --uid-map --gid-map");
+  check_binds(o);
   work_from_sandbox_dir(o);
   join_cgroups(o);
   set_rlimits(o, -1);
-  struct holder_mounts m = {o, {0}, 0};
+  /* root's bind sources are cloned by the mapper, in the initial user namespace (bind_tree) */
+  int binds_by_mapper = o->n_binds > 0 && geteuid() == 0;
+  struct holder_mounts m = {o, {0}, 0, o->n_binds > 0 && !binds_by_mapper};
   int idmap[2] = {-1, -1};
-  if (o->idmap_lowers && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, idmap) < 0) die("socketpair");
+  if ((o->idmap_lowers || binds_by_mapper) && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, idmap) < 0) die("socketpair");
   enter_user_namespace_with(o, idmap[0], own_mount_namespace, &m);
   if (idmap[0] >= 0) close(idmap[0]);
   int *lower_fds = m.lower_fds, n_lower_fds = m.n_lower_fds;
@@ -1090,13 +1132,14 @@ static void holder_setup(struct opts *o) {
     close(o->from_tar_fd);
   }
   char lower[8192];
-  if (idmap[1] >= 0) {
-    mount_idmapped_lowers(o, idmap[1], lower, sizeof lower);
-    close(idmap[1]);
-  } else lowers_by_fd(lower_fds, n_lower_fds, lower, sizeof lower);
+  if (o->idmap_lowers) mount_idmapped_lowers(o, idmap[1], lower, sizeof lower);
+  else lowers_by_fd(lower_fds, n_lower_fds, lower, sizeof lower);
+  if (binds_by_mapper) receive_bind_trees(o, idmap[1]);
+  if (idmap[1] >= 0) close(idmap[1]);
   char e[4096], lowers[16384];
   xsnprintf(e, sizeof e, "%s/e", o->upper);
   make_etc_layer(o, e);
+  make_bind_points(o, e, lower);
   /* Above the environment's layers, below what the sandbox itself wrote (a fork's copies). */
   const char *rest = lower;
   for (unsigned long i = 0; i < o->own_lowers && rest != NULL; i++) {
@@ -1113,6 +1156,7 @@ static void holder_setup(struct opts *o) {
   int rootfd = open(o->merged, O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
   if (rootfd < 0) die("open %s", o->merged);
   claim_mount_points(rootfd);
+  attach_binds(o, rootfd);
   close(rootfd);
   if (unshare(CLONE_NEWPID) < 0) die("unshare a pid namespace");
 }

@@ -14,6 +14,7 @@
  */
 import { basename } from 'node:path';
 import type { IdMap } from '../host/subid.js';
+import { bindArgs, type ResolvedBindMount } from './bind-mounts.js';
 import { ownLowerCount } from './frozen-name.js';
 
 /** PATH for the host-side tools of the chain (newuidmap, tar, nsenter). */
@@ -71,6 +72,8 @@ export interface HolderSpec {
   fromTar: boolean;
   rlimits: Rlimits;
   cgroupProcs: string[];
+  /** Host paths bind-mounted into the sandbox (bind-mounts.ts). */
+  binds?: readonly ResolvedBindMount[] | undefined;
 }
 
 /**
@@ -140,6 +143,7 @@ function sandboxArgs(s: Omit<HolderSpec, 'launcher' | 'fromTar'>): string[] {
     s.hostname,
     '--workdir',
     s.workdir,
+    ...bindArgs(s.binds ?? []),
   ];
 }
 

@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { InvalidInputError } from '../errors.js';
 import type { IdMap } from '../host/subid.js';
 import { createSandboxCgroup, removeCgroup, type SandboxCgroup } from './cgroup.js';
+import { resolveBindMounts } from './bind-mounts.js';
 import type { HolderSpec, Rlimits } from './commands.js';
 import type { HostInfo } from './host.js';
 import { allocateIdRange, type IdPool, releaseIdRange, resolveIdPool } from './idpool.js';
@@ -48,6 +49,8 @@ export async function prepareSandbox(
       'lay layers out shifted for this user (pull with `--id-shift auto`) and leave idmapLowers off',
     );
   }
+  // sources resolved once, here: the launcher refuses a symlink swapped in since
+  const binds = resolveBindMounts(opts.mounts, process.getuid?.() ?? 0);
   // The holder reaches its dir from inside it (and its lower dirs as open dirs): the dirs above may be private.
   mark('start: options parsed');
   makeStateDir(opts.stateDir);
@@ -124,6 +127,7 @@ export async function prepareSandbox(
       // of the creating user (the runtime's own threads included); commands get it on entry instead.
       rlimits: { ...rlimits, nproc: undefined },
       cgroupProcs: cgroup?.procsFiles ?? [],
+      binds,
     };
     return { id, state, cgroup, unenforced: [...unenforced], rlimits, spec };
   } catch (e) {

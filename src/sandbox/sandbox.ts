@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { z } from 'zod';
 import { InvalidInputError, MinisandboxError } from '../errors.js';
 import { RuntimeConfigSchema, type RuntimeConfig } from '../layer/env.js';
+import { BindMountSchema } from './bind-mounts.js';
 import { killAndThaw, removeCgroup, unthrottle, type SandboxCgroup } from './cgroup.js';
 import { ARGV_FIELDS, checkEnvLeavesRoom, checkExecFits, COMMAND_FIELDS } from './arg-max.js';
 import {
@@ -109,6 +110,11 @@ export const SandboxOptionsSchema = z.strictObject({
    * range of its own from root's pool (idpool.ts). Root only; see idmap.ts for when a host can.
    */
   idmapLowers: z.boolean().default(false),
+  /**
+   * Host paths bind-mounted into the sandbox, read-only unless the caller owns the source or
+   * `readonly: false` says so; never part of its writes (diff, snapshot, fork), gone with it.
+   */
+  mounts: z.array(BindMountSchema).max(64).default([]),
 });
 export type SandboxOptions = z.input<typeof SandboxOptionsSchema>;
 type ParsedOptions = z.output<typeof SandboxOptionsSchema>;
