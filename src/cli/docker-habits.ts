@@ -10,9 +10,23 @@ import { InvalidInputError } from '../errors.js';
 import { COMMANDS, commandIndex } from './command-line.js';
 
 /** `run` options that take a value (as `--opt value`; `--opt=value` needs no lookahead). */
-const RUN_VALUE_OPTIONS = new Set(['--network', '--timeout', '--memory', '--pids', '--cpus', '--disk', '--workdir', '-e', '--env', '--max-output']);
+const RUN_VALUE_OPTIONS = new Set([
+  '--network',
+  '--timeout',
+  '--memory',
+  '--pids',
+  '--cpus',
+  '--disk',
+  '--workdir',
+  '-e',
+  '--env',
+  '--max-output',
+  '--mount',
+  '-v',
+  '--volume',
+]);
 /** The same for `shell`, which takes a subset of them. */
-const SHELL_VALUE_OPTIONS = new Set(['--network', '--workdir', '-e', '--env', '--memory', '--pids', '--cpus', '--disk']);
+const SHELL_VALUE_OPTIONS = new Set(['--network', '--workdir', '-e', '--env', '--memory', '--pids', '--cpus', '--disk', '--mount', '-v', '--volume']);
 
 /** Docker `run` flags minisandbox has no use for, with what to do instead. */
 const REFUSED_RUN_FLAGS: ReadonlyMap<string, string> = new Map([

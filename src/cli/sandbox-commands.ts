@@ -8,6 +8,8 @@ import type { CommandOutcome } from '../sandbox/outcome.js';
 import type { PullOptions } from '../store/pull.js';
 import { type GlobalOptions, makeContext, storeContext } from './context.js';
 import { opt, option } from './options.js';
+import { mountOption, volumeOption } from './mount-options.js';
+import type { BindMount } from '../sandbox/bind-mounts.js';
 import { mark } from '../util/timing.js';
 
 type Globals = () => GlobalOptions;
@@ -47,6 +49,25 @@ interface RunOpts {
   workdir?: string;
   env: Record<string, string>;
   maxOutput: number;
+  mount: BindMount[];
+  volume: BindMount[];
+}
+
+/** `--mount` and `-v`, as run and shell take them (mount-options.ts). */
+function mountOptions(c: Command): Command {
+  return c
+    .addOption(
+      option('--mount <spec>', 'a host path in the sandbox: type=bind,source=HOST,target=PATH[,readonly] (repeat for more)', mountOption(), {
+        value: [],
+        shown: 'none',
+      }),
+    )
+    .addOption(
+      option('-v, --volume <HOST:PATH[:ro]>', 'the same as Docker writes it (read-only unless you own HOST or add :rw)', volumeOption(), {
+        value: [],
+        shown: 'none',
+      }),
+    );
 }
 
 const NETWORK = ['none', 'host'] as const;
@@ -61,127 +82,136 @@ function limitsOf(o: Pick<RunOpts, 'disk' | 'memory' | 'pids' | 'cpus'>): Record
 const NO_FRAMES = 'without frame decoding: pulls decode and lay out in node, more slowly; apt-get install libzstd-dev libssl-dev';
 
 export function registerSandboxCommands(program: Command, globals: Globals, setExit: (code: number) => void): void {
-  program
-    .command('run')
-    .description("run one command in a fresh sandbox of an environment; exits with the command's exit code (124 timeout, 137 oom, 125 runtime error)")
-    .argument('<ref>')
-    .argument('[cmd...]', "command and arguments (default: the environment's entrypoint and command, else a shell)")
-    .option('--network <mode>', 'none (loopback only) or host', opt.oneOf(NETWORK), 'none')
-    .option('--timeout <duration>', 'wall-clock limit for the command, e.g. 30s, 10m', opt.duration())
-    .option('--memory <size>', 'memory limit, e.g. 2g', opt.size({ min: 1024 ** 2 }))
-    .option('--pids <n>', 'process limit', opt.int({ min: 1 }))
-    .option('--cpus <n>', 'CPU limit in cores, e.g. 0.5', opt.number({ positive: true, max: 4096 }))
-    .addOption(option('--disk <size>', 'size cap of the writable layer', opt.size({ min: 1024 ** 2 }), { value: 1024 ** 3, shown: '1g' }))
-    .option('--workdir <dir>', 'working directory inside the sandbox (absolute)', opt.sandboxPath())
-    .addOption(option('-e, --env <K=V>', 'an environment variable (repeat for more)', opt.envPair(), { value: {}, shown: 'none' }))
-    .addOption(
-      option('--max-output <size>', 'with --json: keep at most this much of stdout and of stderr', opt.size(), { value: 16 * 1024 ** 2, shown: '16m' }),
-    )
-    .action(async (ref: string, cmd: string[], o: RunOpts) => {
-      // `auto` progress is silent here when stderr is not a terminal: it is the command's stderr
-      mark('run: options parsed');
-      const ctx = await storeContext(globals(), { progressWhenNotTty: 'none' });
-      mark('run: store context');
-      const { runOnce, runInPlace, reapStale } = await import('../runtime/open.js');
-      mark('run: runtime loaded');
-      const limits = limitsOf(o);
-      const config: Record<string, unknown> = { env: o.env };
-      if (o.workdir !== undefined) config.workdir = o.workdir;
-      await reapStale(ctx.store);
-      mark('run: stale reaped');
-      // A layer already here is shown only where progress was asked for: `auto` would have to ask
-      // whether stderr is a terminal, and the first read of process.stderr costs ~5 ms on a pipe.
-      const showCached = (globals().progress ?? 'auto') !== 'auto';
-      const onPull: NonNullable<PullOptions['onProgress']> = (p) => {
-        if (p.phase !== 'cached' || showCached) ctx.out.progress({ ...p, message: `pull ${ref}: ${p.phase} layer ${p.layer.slice(7, 19)}` });
-      };
-      // Ctrl-C or a TERM cancels a pull or start in progress, and kills a running command
-      const abort = new AbortController();
-      // the exit status of a run we ended is 128 + the signal that asked (130 for Ctrl-C), as shells give
-      let stoppedBy: NodeJS.Signals | undefined;
-      const stop = (sig: NodeJS.Signals): void => {
-        stoppedBy ??= sig;
-        abort.abort(new Error('interrupted'));
-      };
-      process.once('SIGINT', stop);
-      process.once('SIGTERM', stop);
-      // no command and none of the environment's own: a shell, interactive on a terminal
-      // (node:tty loads net: only asked for when it is needed)
-      const defaultCommand = cmd.length > 0 ? undefined : (await import('node:tty')).isatty(0) ? ['/bin/sh', '-i'] : ['/bin/sh'];
-      const open = {
-        network: o.network,
-        limits,
-        config,
-        signal: abort.signal,
-        ...(o.timeout === undefined ? {} : { timeoutMs: o.timeout }),
-        onPull,
-        warn: (m: string) => ctx.out.warn(m),
-      };
-      try {
-        // Without --json nothing of ours runs after the command: this process becomes the launcher,
-        // which ends and reports the run as below (sandbox/run-in-place.ts); else, where the addon
-        // that execs cannot be built here, it waits for the launcher as a library caller does.
-        const execve = ctx.out.json ? undefined : await (await import('../util/exec-in-place.js')).loadExecInPlace();
-        // the progress line is gone before the command writes to the terminal
-        if (execve !== undefined) await runInPlace(ctx.registry, ctx.store, ref, cmd, execve, { ...open, defaultCommand, onStart: () => ctx.out.done() });
-        let sandbox = '';
-        // The command's output streams straight to ours, its stdin is ours; --json keeps it for the record.
-        const outcome = await runOnce(ctx.registry, ctx.store, ref, cmd, {
-          ...open,
-          maxOutputBytes: o.maxOutput,
-          stdio: ctx.out.json ? 'capture' : 'inherit',
-          stdin: 'inherit',
-          defaultCommand,
-          onStart: (id) => {
-            sandbox = id;
-            ctx.out.done();
-          },
-        });
-        mark('run: command done, sandbox destroyed');
-        if (ctx.out.json) ctx.out.result({ ref, sandbox, ...outcome }, () => '');
-        else {
-          // a command that could not start already said why on its stderr (127/126 say which)
-          if (outcome.status !== 'ok' && !(outcome.status === 'infra_error' && outcomeExitCode(outcome) !== 125)) {
-            const why = outcome.error ?? (outcome.status === 'killed' ? stoppedBy : undefined);
-            ctx.out.warn(`command ended: ${outcome.status}${why === undefined ? '' : ` (${why})`}`);
-          }
+  mountOptions(
+    program
+      .command('run')
+      .description("run one command in a fresh sandbox of an environment; exits with the command's exit code (124 timeout, 137 oom, 125 runtime error)")
+      .argument('<ref>')
+      .argument('[cmd...]', "command and arguments (default: the environment's entrypoint and command, else a shell)")
+      .option('--network <mode>', 'none (loopback only) or host', opt.oneOf(NETWORK), 'none')
+      .option('--timeout <duration>', 'wall-clock limit for the command, e.g. 30s, 10m', opt.duration())
+      .option('--memory <size>', 'memory limit, e.g. 2g', opt.size({ min: 1024 ** 2 }))
+      .option('--pids <n>', 'process limit', opt.int({ min: 1 }))
+      .option('--cpus <n>', 'CPU limit in cores, e.g. 0.5', opt.number({ positive: true, max: 4096 }))
+      .addOption(option('--disk <size>', 'size cap of the writable layer', opt.size({ min: 1024 ** 2 }), { value: 1024 ** 3, shown: '1g' }))
+      .option('--workdir <dir>', 'working directory inside the sandbox (absolute)', opt.sandboxPath())
+      .addOption(option('-e, --env <K=V>', 'an environment variable (repeat for more)', opt.envPair(), { value: {}, shown: 'none' }))
+      .addOption(
+        option('--max-output <size>', 'with --json: keep at most this much of stdout and of stderr', opt.size(), { value: 16 * 1024 ** 2, shown: '16m' }),
+      ),
+  ).action(async (ref: string, cmd: string[], o: RunOpts) => {
+    // `auto` progress is silent here when stderr is not a terminal: it is the command's stderr
+    mark('run: options parsed');
+    const ctx = await storeContext(globals(), { progressWhenNotTty: 'none' });
+    mark('run: store context');
+    const { runOnce, runInPlace, reapStale } = await import('../runtime/open.js');
+    mark('run: runtime loaded');
+    const limits = limitsOf(o);
+    const config: Record<string, unknown> = { env: o.env };
+    if (o.workdir !== undefined) config.workdir = o.workdir;
+    await reapStale(ctx.store);
+    mark('run: stale reaped');
+    // A layer already here is shown only where progress was asked for: `auto` would have to ask
+    // whether stderr is a terminal, and the first read of process.stderr costs ~5 ms on a pipe.
+    const showCached = (globals().progress ?? 'auto') !== 'auto';
+    const onPull: NonNullable<PullOptions['onProgress']> = (p) => {
+      if (p.phase !== 'cached' || showCached) ctx.out.progress({ ...p, message: `pull ${ref}: ${p.phase} layer ${p.layer.slice(7, 19)}` });
+    };
+    // Ctrl-C or a TERM cancels a pull or start in progress, and kills a running command
+    const abort = new AbortController();
+    // the exit status of a run we ended is 128 + the signal that asked (130 for Ctrl-C), as shells give
+    let stoppedBy: NodeJS.Signals | undefined;
+    const stop = (sig: NodeJS.Signals): void => {
+      stoppedBy ??= sig;
+      abort.abort(new Error('interrupted'));
+    };
+    process.once('SIGINT', stop);
+    process.once('SIGTERM', stop);
+    // no command and none of the environment's own: a shell, interactive on a terminal
+    // (node:tty loads net: only asked for when it is needed)
+    const defaultCommand = cmd.length > 0 ? undefined : (await import('node:tty')).isatty(0) ? ['/bin/sh', '-i'] : ['/bin/sh'];
+    const open = {
+      network: o.network,
+      limits,
+      config,
+      mounts: [...o.mount, ...o.volume],
+      signal: abort.signal,
+      ...(o.timeout === undefined ? {} : { timeoutMs: o.timeout }),
+      onPull,
+      warn: (m: string) => ctx.out.warn(m),
+    };
+    try {
+      // Without --json nothing of ours runs after the command: this process becomes the launcher,
+      // which ends and reports the run as below (sandbox/run-in-place.ts); else, where the addon
+      // that execs cannot be built here, it waits for the launcher as a library caller does.
+      const execve = ctx.out.json ? undefined : await (await import('../util/exec-in-place.js')).loadExecInPlace();
+      // the progress line is gone before the command writes to the terminal
+      if (execve !== undefined) await runInPlace(ctx.registry, ctx.store, ref, cmd, execve, { ...open, defaultCommand, onStart: () => ctx.out.done() });
+      let sandbox = '';
+      // The command's output streams straight to ours, its stdin is ours; --json keeps it for the record.
+      const outcome = await runOnce(ctx.registry, ctx.store, ref, cmd, {
+        ...open,
+        maxOutputBytes: o.maxOutput,
+        stdio: ctx.out.json ? 'capture' : 'inherit',
+        stdin: 'inherit',
+        defaultCommand,
+        onStart: (id) => {
+          sandbox = id;
+          ctx.out.done();
+        },
+      });
+      mark('run: command done, sandbox destroyed');
+      if (ctx.out.json) ctx.out.result({ ref, sandbox, ...outcome }, () => '');
+      else {
+        // a command that could not start already said why on its stderr (127/126 say which)
+        if (outcome.status !== 'ok' && !(outcome.status === 'infra_error' && outcomeExitCode(outcome) !== 125)) {
+          const why = outcome.error ?? (outcome.status === 'killed' ? stoppedBy : undefined);
+          ctx.out.warn(`command ended: ${outcome.status}${why === undefined ? '' : ` (${why})`}`);
         }
-        setExit(stoppedBy !== undefined && outcome.status === 'killed' ? 128 + signalNumber(stoppedBy) : outcomeExitCode(outcome));
-      } finally {
-        process.off('SIGINT', stop);
-        process.off('SIGTERM', stop);
       }
-    });
+      setExit(stoppedBy !== undefined && outcome.status === 'killed' ? 128 + signalNumber(stoppedBy) : outcomeExitCode(outcome));
+    } finally {
+      process.off('SIGINT', stop);
+      process.off('SIGTERM', stop);
+    }
+  });
 
-  program
-    .command('shell')
-    .description('an interactive shell (or CMD) on a terminal in a fresh sandbox of an environment (destroyed when it exits); `run -it` is the same')
-    .argument('<ref>')
-    .argument('[cmd...]', 'a program to run on the terminal instead of a shell')
-    .option('--network <mode>', 'none (loopback only) or host', opt.oneOf(NETWORK), 'none')
-    .option('--workdir <dir>', 'working directory inside the sandbox (absolute)', opt.sandboxPath())
-    .addOption(option('-e, --env <K=V>', 'an environment variable (repeat for more)', opt.envPair(), { value: {}, shown: 'none' }))
-    .option('--memory <size>', 'memory limit, e.g. 2g', opt.size({ min: 1024 ** 2 }))
-    .option('--pids <n>', 'process limit', opt.int({ min: 1 }))
-    .option('--cpus <n>', 'CPU limit in cores, e.g. 0.5', opt.number({ positive: true, max: 4096 }))
-    .addOption(option('--disk <size>', 'size cap of the writable layer', opt.size({ min: 1024 ** 2 }), { value: 1024 ** 3, shown: '1g' }))
-    .action(async (ref: string, cmd: string[], o: Omit<RunOpts, 'timeout' | 'maxOutput'>) => {
-      const ctx = await storeContext(globals());
-      const { openSandbox, reapStale } = await import('../runtime/open.js');
-      const { attach } = await import('../runtime/shell.js');
-      const config: Record<string, unknown> = { env: o.env };
-      if (o.workdir !== undefined) config.workdir = o.workdir;
-      await reapStale(ctx.store);
-      const sb = await openSandbox(ctx.registry, ctx.store, ref, { network: o.network, limits: limitsOf(o), config, warn: (m) => ctx.out.warn(m) });
-      ctx.out.done();
-      try {
-        // bash when the environment has it; a busybox or minimal root may only have sh
-        const shell = async (): Promise<string[]> => ((await sb.exec(['/bin/sh', '-c', 'command -v bash'])).exitCode === 0 ? ['bash', '-i'] : ['sh', '-i']);
-        setExit(await attach(sb, cmd.length > 0 ? cmd : await shell()));
-      } finally {
-        await sb.destroy();
-      }
+  mountOptions(
+    program
+      .command('shell')
+      .description('an interactive shell (or CMD) on a terminal in a fresh sandbox of an environment (destroyed when it exits); `run -it` is the same')
+      .argument('<ref>')
+      .argument('[cmd...]', 'a program to run on the terminal instead of a shell')
+      .option('--network <mode>', 'none (loopback only) or host', opt.oneOf(NETWORK), 'none')
+      .option('--workdir <dir>', 'working directory inside the sandbox (absolute)', opt.sandboxPath())
+      .addOption(option('-e, --env <K=V>', 'an environment variable (repeat for more)', opt.envPair(), { value: {}, shown: 'none' }))
+      .option('--memory <size>', 'memory limit, e.g. 2g', opt.size({ min: 1024 ** 2 }))
+      .option('--pids <n>', 'process limit', opt.int({ min: 1 }))
+      .option('--cpus <n>', 'CPU limit in cores, e.g. 0.5', opt.number({ positive: true, max: 4096 }))
+      .addOption(option('--disk <size>', 'size cap of the writable layer', opt.size({ min: 1024 ** 2 }), { value: 1024 ** 3, shown: '1g' })),
+  ).action(async (ref: string, cmd: string[], o: Omit<RunOpts, 'timeout' | 'maxOutput'>) => {
+    const ctx = await storeContext(globals());
+    const { openSandbox, reapStale } = await import('../runtime/open.js');
+    const { attach } = await import('../runtime/shell.js');
+    const config: Record<string, unknown> = { env: o.env };
+    if (o.workdir !== undefined) config.workdir = o.workdir;
+    await reapStale(ctx.store);
+    const sb = await openSandbox(ctx.registry, ctx.store, ref, {
+      network: o.network,
+      limits: limitsOf(o),
+      config,
+      mounts: [...o.mount, ...o.volume],
+      warn: (m) => ctx.out.warn(m),
     });
+    ctx.out.done();
+    try {
+      // bash when the environment has it; a busybox or minimal root may only have sh
+      const shell = async (): Promise<string[]> => ((await sb.exec(['/bin/sh', '-c', 'command -v bash'])).exitCode === 0 ? ['bash', '-i'] : ['sh', '-i']);
+      setExit(await attach(sb, cmd.length > 0 ? cmd : await shell()));
+    } finally {
+      await sb.destroy();
+    }
+  });
 
   program
     .command('check')
