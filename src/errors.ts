@@ -74,6 +74,8 @@ export const ErrorCode = {
    * not exist, a missing file), answered as HTTP 511 with its Python class path for the client to raise.
    */
   SWEREX_EXCEPTION: 'SWEREX_EXCEPTION',
+  /** `serve`: a create asked for a host path the operator did not allow (--allow-mount), or rw where only ro is (HTTP 403). */
+  MOUNT_NOT_ALLOWED: 'MOUNT_NOT_ALLOWED',
   /** `serve`: an error the server did not expect (HTTP 500): a bug; the message says where. */
   INTERNAL: 'INTERNAL',
 } as const;

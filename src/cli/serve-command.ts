@@ -20,6 +20,7 @@ interface ServeOpts {
   ttl: number;
   evalDataset: string[];
   reportsDir: string;
+  allowMount: string[];
 }
 
 export function registerServeCommand(program: Command, globals: () => GlobalOptions, setExit: (code: number) => void): void {
@@ -67,6 +68,12 @@ export function registerServeCommand(program: Command, globals: () => GlobalOpti
       (v: string, prev: string[]) => [...prev, v],
       [] as string[],
     )
+    .option(
+      '--allow-mount <dir[:rw]>',
+      'a host dir whose paths creates may mount (read-only; :rw lets a create ask readonly: false); repeatable; default none',
+      (v: string, prev: string[]) => [...prev, v],
+      [] as string[],
+    )
     .option('--reports-dir <dir>', 'where evaluate calls with a run_id record their run (as score --report-dir)', 'logs/run_evaluation')
     .action(async (o: ServeOpts) => {
       checkDirOption('--reports-dir', o.reportsDir);
@@ -96,6 +103,7 @@ export function registerServeCommand(program: Command, globals: () => GlobalOpti
         ttlMs: o.ttl,
         evalDatasets,
         reportsDir: o.reportsDir,
+        allowMounts: o.allowMount,
         ...(o.tokenFile === undefined ? {} : { tokenFile: o.tokenFile }),
       });
       // one JSON line on stdout: where to connect and where the token is (never the token itself)

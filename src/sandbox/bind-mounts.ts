@@ -15,6 +15,11 @@ export const BindMountSchema = z.strictObject({
   target: z.string(),
   /** Unset: read-only unless the caller owns the source. */
   readonly: z.boolean().optional(),
+  /**
+   * The source as it is, never through a symlink (one on its path is refused): for a source
+   * another party checked already, as the server checks it against its allowed dirs.
+   */
+  noSymlinks: z.boolean().optional(),
 });
 export type BindMount = z.infer<typeof BindMountSchema>;
 
@@ -65,6 +70,8 @@ export function resolveBindMounts(mounts: readonly BindMount[], callerUid: numbe
     } catch (e) {
       throw new InvalidInputError(`mount source ${m.source}: ${(e as NodeJS.ErrnoException).code ?? String(e)}`, 'give an existing host directory or file');
     }
+    if (m.noSymlinks === true && source !== m.source)
+      throw new InvalidInputError(`mount source ${m.source}: a symlink on its path (it leads to ${source})`, 'give the path itself, without symlinks');
     const st = statSync(source);
     if (!st.isDirectory() && !st.isFile())
       throw new InvalidInputError(`mount source ${m.source}: neither a directory nor a regular file`, 'mount a directory or a regular file');

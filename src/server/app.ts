@@ -3,6 +3,7 @@
  * request (before any body is read), a JSON-lines request log, `/metrics`, and one error shape,
  * `{"error": {"code", "message", "hint", "field"?}}`, whose code is one of errors.ts' ErrorCode.
  */
+import type { AllowedMountDir } from './mount-policy.js';
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { resolve } from 'node:path';
 import type { Duplex } from 'node:stream';
@@ -36,10 +37,13 @@ export interface AppOptions {
   store?: StorePaths;
   /** Datasets and reports dir of POST /v1/evaluate (without: every dataset is unknown, reports go to ./logs/run_evaluation). */
   evaluate?: EvaluateConfig;
+  /** Host dirs creates may mount from (serve --allow-mount); none when absent. */
+  allowMounts?: readonly AllowedMountDir[];
 }
 
 const STATUS: Partial<Record<ErrorCode, number>> = {
   UNAUTHORIZED: 401,
+  MOUNT_NOT_ALLOWED: 403,
   NOT_FOUND: 404,
   INVALID_INPUT: 422,
   UNSAFE_PATH: 422,
@@ -211,6 +215,7 @@ export function buildApp(mgr: SandboxManager, opts: AppOptions): FastifyInstance
     fileLimit,
     ...(opts.reg === undefined ? {} : { reg: opts.reg }),
     ...(opts.store === undefined ? {} : { store: opts.store }),
+    ...(opts.allowMounts === undefined ? {} : { allowMounts: opts.allowMounts }),
   };
   sandboxRoutes(app, ctx);
   execRoutes(app, ctx);

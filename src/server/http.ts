@@ -10,6 +10,7 @@ import type { Registry } from '../registry/registry.js';
 import type { CommandOutcome } from '../sandbox/outcome.js';
 import type { StorePaths } from '../store/paths.js';
 import type { SandboxManager } from './manager.js';
+import type { AllowedMountDir } from './mount-policy.js';
 
 /** What a route module is given: the sandboxes, and the node's store and registry where it has them. */
 export interface RouteContext {
@@ -21,6 +22,8 @@ export interface RouteContext {
   /** Absent in tests that serve sandboxes without a store (routes that need one answer 501). */
   reg?: Registry;
   store?: StorePaths;
+  /** Host dirs creates may mount from (serve --allow-mount); none when absent. */
+  allowMounts?: readonly AllowedMountDir[];
 }
 
 /** A request field that failed its schema: answered 422 with the field's dotted path. */

@@ -91,7 +91,11 @@ export const ROUTES: RouteDoc[] = [
     path: '/v1/sandboxes',
     summary: 'create a sandbox from a ref or a dataset instance',
     body: CreateSandboxBodySchema,
-    responses: { 201: ok('created', SandboxInfoSchema), 429: { description: 'at capacity (Retry-After)', body: ErrorBodySchema } },
+    responses: {
+      201: ok('created', SandboxInfoSchema),
+      403: { description: 'mounts: a host path the operator did not allow (serve --allow-mount)', body: ErrorBodySchema },
+      429: { description: 'at capacity (Retry-After)', body: ErrorBodySchema },
+    },
   },
   { method: 'GET', path: '/v1/sandboxes', summary: 'live sandboxes', responses: { 200: ok('sandboxes', z.object({ sandboxes: z.array(SandboxInfoSchema) })) } },
   { method: 'GET', path: '/v1/sandboxes/:id', summary: 'one sandbox', params: IdParamsSchema, responses: { 200: ok('sandbox', SandboxInfoSchema) } },

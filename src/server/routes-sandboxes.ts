@@ -3,6 +3,7 @@
  */
 import type { FastifyInstance } from 'fastify';
 import type { OpenOptions } from '../runtime/open.js';
+import { allowedMounts } from './mount-policy.js';
 import { type RouteContext, disconnectSignal, parse } from './http.js';
 import { CreateSandboxBodySchema, ForkBodySchema, IdParamsSchema, ResetBodySchema } from './schemas.js';
 
@@ -24,6 +25,7 @@ export function sandboxRoutes(app: FastifyInstance, ctx: RouteContext): void {
       config,
       network: b.network ?? 'none',
       ...(b.prewarm_reset === true ? { prewarmReset: true } : {}),
+      ...(b.mounts === undefined ? {} : { mounts: allowedMounts(b.mounts, ctx.allowMounts ?? []) }),
       signal: disconnectSignal(reply),
       warn: (message) => log(JSON.stringify({ time: new Date().toISOString(), req: req.id, event: 'warning', message })),
     };

@@ -75,6 +75,14 @@ export const CreateSandboxBodySchema = z
     workdir: SandboxPathSchema.optional(),
     /** Capped by the server's --ttl. */
     ttl: DurationSchema.optional(),
+    /**
+     * Host paths mounted into the sandbox: only beneath the dirs the operator allowed (`serve
+     * --allow-mount DIR[:rw]`), read-only unless `readonly: false` under a dir allowed rw.
+     */
+    mounts: z
+      .array(z.strictObject({ source: z.string().min(1).max(4096), target: SandboxPathSchema.max(4096), readonly: z.boolean().optional() }))
+      .max(16)
+      .optional(),
     /** Start the first reset's holder ahead (two more processes while it lives): its first reset is then as fast as later ones. */
     prewarm_reset: z.boolean().optional(),
   })

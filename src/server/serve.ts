@@ -4,6 +4,7 @@
  * crashed predecessor left (sandboxes, work dirs and upload spools, half-made snapshots) is reaped
  * at start; SIGTERM/SIGINT destroy every sandbox before exit.
  */
+import { parseAllowMount } from './mount-policy.js';
 import { resolve } from 'node:path';
 import { isIP } from 'node:net';
 import type { FastifyInstance } from 'fastify';
@@ -38,6 +39,8 @@ export interface ServeOptions {
   sandboxNice?: number;
   /** Where evaluate records runs (`score`'s --report-dir); default logs/run_evaluation under the cwd, as `score`. */
   reportsDir?: string;
+  /** `--allow-mount DIR[:rw]` values: host dirs creates may mount from (none by default). */
+  allowMounts?: readonly string[];
 }
 
 /** `host:port`, `[::1]:port` or `:port` (loopback). */
@@ -107,6 +110,8 @@ export async function startServer(reg: Registry, store: StorePaths, o: ServeOpti
       hint: 'pass --token-file with a token every client knows, or listen on 127.0.0.1',
     });
   }
+  // a bad dir stops the start, before anything is reaped or listened on
+  const allowMounts = (o.allowMounts ?? []).map(parseAllowMount);
   const datasets = await loadEvalDatasets(o.evalDatasets ?? []);
   const { token, file } = loadToken(o.tokenFile, store.root);
   // what a killed predecessor left: its sandboxes, its work dirs and spools, its half-made snapshots
@@ -127,7 +132,14 @@ export async function startServer(reg: Registry, store: StorePaths, o: ServeOpti
       ...(o.jobOutputBudgetBytes === undefined ? {} : { outputBudgetBytes: o.jobOutputBudgetBytes }),
     },
   });
-  const app = buildApp(manager, { token, log: write, reg, store, evaluate: { datasets, reportsDir: resolve(o.reportsDir ?? 'logs/run_evaluation') } });
+  const app = buildApp(manager, {
+    token,
+    log: write,
+    reg,
+    store,
+    evaluate: { datasets, reportsDir: resolve(o.reportsDir ?? 'logs/run_evaluation') },
+    allowMounts,
+  });
   try {
     await app.listen({ host: o.listen.host, port: o.listen.port });
   } catch (e) {

@@ -75,6 +75,7 @@ export class ServerFixture {
       store?: StorePaths;
       maxJobsPerSandbox?: number;
       jobOutputBudgetBytes?: number;
+      allowMounts?: string[];
     } = {},
   ): Promise<RunningServer> {
     const s = await startServer(
@@ -88,6 +89,7 @@ export class ServerFixture {
         ttlMs: opts.ttlMs ?? 3_600_000,
         ...(opts.maxJobsPerSandbox === undefined ? {} : { maxJobsPerSandbox: opts.maxJobsPerSandbox }),
         ...(opts.jobOutputBudgetBytes === undefined ? {} : { jobOutputBudgetBytes: opts.jobOutputBudgetBytes }),
+        ...(opts.allowMounts === undefined ? {} : { allowMounts: opts.allowMounts }),
       },
       (l) => void this.logLines.push(l),
     );
