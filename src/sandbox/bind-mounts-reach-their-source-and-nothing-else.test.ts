@@ -15,7 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { busyboxLower, freshStateDir, hostInfo, leftovers, REPO_ROOT, sandboxFootprint } from '../../test/helpers/sandbox-testkit.js';
 import { ensureTestUser, runScenarioAs } from '../../test/helpers/test-user.js';
 import { forkSourceTarCommand, runCommand } from './commands.js';
-import { createSandbox, resolveIdMap, runOnce, type HostInfo } from './index.js';
+import { createSandbox, forkSandboxShared, resolveIdMap, runOnce, type HostInfo } from './index.js';
 import { endSandbox, prepareSandbox } from './prepare.js';
 import { SandboxOptionsSchema } from './sandbox.js';
 
@@ -104,6 +104,24 @@ describe('bind mounts (root)', () => {
     expect(await leftovers(fp)).toEqual([]);
     expect(hostMountsOf(ro)).toEqual([]);
     expect(readdirSync(rw).sort()).toEqual(['hello', 'r']);
+  });
+
+  it("stay with a fork's children and across a reset, never in what they copy", async () => {
+    const src = sourceDir('kept');
+    const sb = await createSandbox({ lowerDirs: [lower], stateDir, mounts: [{ source: src, target: '/data', readonly: true }] }, { host });
+    await sb.exec(['sh', '-c', 'echo mine > /mine']);
+    const [forked] = await forkSandboxShared(sb, 1);
+    if (forked?.ok !== true) throw new Error(`fork failed: ${JSON.stringify(forked)}`);
+    const child = forked.sandbox;
+    const seen = await child.exec(['sh', '-c', 'cat /data/hello /mine']);
+    expect([seen.exitCode, seen.stdout]).toEqual([0, 'hello from kept\nmine\n']);
+    expect(await upperEntries(child.state.holderPid, child.state.upperDir)).not.toContain('./data/hello');
+    await child.destroy();
+    await sb.reset();
+    const after = await sb.exec(['sh', '-c', 'cat /data/hello; test -e /mine || echo reset']);
+    expect(after.stdout).toBe('hello from kept\nreset\n');
+    await sb.destroy();
+    expect(hostMountsOf(src)).toEqual([]);
   });
 
   it('mount at a layer symlink to a host path inside the sandbox, never over the host path', async () => {
