@@ -178,11 +178,10 @@ describe('bind mounts (root)', () => {
     await rm(stateDir, { recursive: true, force: true });
   });
 
-  it('refuse a source with a symlink on its path at mount time (one swapped in after it was resolved)', async () => {
+  it('are refused by the launcher itself for a swapped-in source symlink or a target the runtime would refuse', async () => {
     const real = sourceDir('swap-real');
     const link = join(work, 'swap-link');
     symlinkSync('/etc', link);
-    // the runtime resolved the source; by the time the launcher opens it, a symlink stands there
     const p = await prepareSandbox(
       SandboxOptionsSchema.parse({ lowerDirs: [lower], stateDir, mounts: [{ source: real, target: '/data' }] }),
       host,
@@ -190,17 +189,29 @@ describe('bind mounts (root)', () => {
     );
     try {
       expect(p.spec.binds).toEqual([{ source: real, target: '/data', readonly: false }]);
-      const argv = runCommand(
-        { ...p.spec, binds: [{ source: link, target: '/data', readonly: true }] },
-        { caps: [], env: {}, argv: ['cat', '/data/hostname'], rlimits: p.rlimits, workdir: '/' },
-      );
-      const r = await run(argv[0]!, argv.slice(1)).then(
-        (o) => ({ code: 0, ...o }),
-        (e: { code: number; stdout: string; stderr: string }) => e,
-      );
-      expect(r.code).not.toBe(0);
-      expect(r.stdout).toBe('');
-      expect(r.stderr).toMatch(/no symlink on its path/);
+      // the runtime resolved the source; by the time the launcher opens it, a symlink stands there;
+      // and targets a caller of the launcher did not check
+      for (const [binds, says] of [
+        [[{ source: link, target: '/data', readonly: true }], /no symlink on its path/],
+        [[{ source: real, target: '/data/../../etc', readonly: true }], /"\.\." components are refused/],
+        [[{ source: real, target: '/proc/sys', readonly: true }], /\/proc, \/dev and \/sys are the sandbox's own/],
+        [
+          [
+            { source: real, target: '/a', readonly: true },
+            { source: real, target: '/a/b', readonly: true },
+          ],
+          /one is inside the other/,
+        ],
+      ] as const) {
+        const argv = runCommand({ ...p.spec, binds }, { caps: [], env: {}, argv: ['cat', '/data/hostname'], rlimits: p.rlimits, workdir: '/' });
+        const r = await run(argv[0]!, argv.slice(1)).then(
+          (o) => ({ code: 0, ...o }),
+          (e: { code: number; stdout: string; stderr: string }) => e,
+        );
+        expect(r.code).not.toBe(0);
+        expect(r.stdout).toBe('');
+        expect(r.stderr).toMatch(says);
+      }
     } finally {
       await endSandbox(stateDir, p.state, p.cgroup);
     }
