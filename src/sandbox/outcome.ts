@@ -2,6 +2,7 @@
  * The typed result of every command run in a sandbox, and the capped output collector behind it.
  */
 import { z } from 'zod';
+import type { ByteGrant } from '../util/byte-budget.js';
 
 export const CommandStatusSchema = z.enum(['ok', 'timeout', 'oom', 'killed', 'infra_error']);
 export type CommandStatus = z.infer<typeof CommandStatusSchema>;
@@ -18,6 +19,8 @@ export const CommandOutcomeSchema = z.strictObject({
   stderrTruncated: z.boolean(),
   /** What went wrong in the runtime itself, for infra_error. */
   error: z.string().optional(),
+  /** Output was cut short of maxOutputBytes because the memory budget it captured from was spent. */
+  budgetCut: z.boolean().optional(),
 });
 export type CommandOutcome = z.infer<typeof CommandOutcomeSchema>;
 
@@ -38,29 +41,62 @@ export function infraErrorOutcome(started: number, error: string): CommandOutcom
   };
 }
 
-/** Keeps the first `cap` bytes of a stream and counts the rest. */
+/**
+ * What a capture keeps of each stream without asking its budget: a command that prints little is
+ * never cut, however much other commands hold.
+ */
+export const CAPTURE_FLOOR_BYTES = 64 << 10;
+
+/**
+ * Keeps the first `cap` bytes of a stream and counts the rest. With a `budget`, bytes past the
+ * first CAPTURE_FLOOR_BYTES are kept only while the budget grants them: once it refuses, nothing
+ * more is kept (`budgetCut`), so the capture never holds more than it was granted.
+ */
 export class CappedBuffer {
   private readonly chunks: Buffer[] = [];
   private kept = 0;
   total = 0;
-  constructor(readonly cap: number) {}
+  /** The budget refused: what was kept stops short of `cap`. */
+  budgetCut = false;
+  constructor(
+    readonly cap: number,
+    private readonly budget?: ByteGrant,
+  ) {}
 
   push(chunk: Buffer): void {
     this.total += chunk.length;
-    if (this.kept >= this.cap) return;
+    if (this.kept >= this.cap || this.budgetCut) return;
     const take = Math.min(chunk.length, this.cap - this.kept);
-    this.chunks.push(take === chunk.length ? chunk : chunk.subarray(0, take));
-    this.kept += take;
+    const asked = Math.min(take, this.kept + take - CAPTURE_FLOOR_BYTES);
+    if (this.budget !== undefined && asked > 0 && !this.budget.take(asked)) {
+      this.budgetCut = true;
+      const free = take - asked;
+      if (free > 0) this.keep(chunk.subarray(0, free));
+      return;
+    }
+    this.keep(take === chunk.length ? chunk : chunk.subarray(0, take));
+  }
+
+  private keep(part: Buffer): void {
+    this.chunks.push(part);
+    this.kept += part.length;
+  }
+
+  /** Bytes kept so far. */
+  get bytesKept(): number {
+    return this.kept;
   }
 
   bytes(end = this.total): Buffer {
     return Buffer.concat(this.chunks, this.kept).subarray(0, Math.min(end, this.kept));
   }
 
-  /** The first min(cap, end) bytes, as text; and whether bytes before `end` were dropped. */
+  /** The first min(kept, end) bytes, as text; and whether bytes before `end` were dropped. */
   slice(end = this.total): { text: string; truncated: boolean } {
     const buf = Buffer.concat(this.chunks, this.kept);
-    return { text: buf.subarray(0, Math.min(end, this.kept)).toString('utf8'), truncated: end > this.cap };
+    // one copy kept from here on: the chunks can go before the text is made
+    this.chunks.splice(0, this.chunks.length, buf);
+    return { text: buf.subarray(0, Math.min(end, this.kept)).toString('utf8'), truncated: end > this.kept };
   }
 }
 
@@ -76,8 +112,9 @@ export class SentinelScanner {
     cap: number,
     private readonly pattern: RegExp,
     maxSentinelBytes = 128,
+    budget?: ByteGrant,
   ) {
-    this.out = new CappedBuffer(cap);
+    this.out = new CappedBuffer(cap, budget);
     this.window = maxSentinelBytes;
   }
 

@@ -3,6 +3,7 @@
  * output, and classifies how it ended.
  */
 import { readFileSync } from 'node:fs';
+import type { ByteGrant } from '../util/byte-budget.js';
 import { WORKDIR_FAILURE, type EnterSpec } from './commands.js';
 import { enterServed, type ServedProcess } from './launcher-server.js';
 import type { ChildProcess } from 'node:child_process';
@@ -17,21 +18,25 @@ export interface RunOptions {
   oomFile?: string | undefined;
   /** Aborts the command (e.g. the sandbox is being destroyed): status `killed`. */
   signal?: AbortSignal | undefined;
+  /** Where output past each stream's first CAPTURE_FLOOR_BYTES is granted from (a server's budget). */
+  outputBudget?: ByteGrant | undefined;
+  /** The caller reads stdout as bytes (`RawOutcome.stdout`): the outcome's stdout text stays empty, one copy less. */
+  rawStdout?: boolean | undefined;
 }
 
 export interface RawOutcome {
   outcome: CommandOutcome;
-  /** The kept output as bytes (the outcome has it as UTF-8 text). */
-  stdout: Buffer;
-  stderr: Buffer;
+  /** The kept output as bytes, made on call (a copy of all of it; the outcome has it as UTF-8 text). */
+  stdout: () => Buffer;
+  stderr: () => Buffer;
 }
 
 export async function runInSandbox(spec: EnterSpec, opts: RunOptions): Promise<RawOutcome> {
   const started = performance.now();
   if (!sameProcessAlive(spec.initPid, undefined)) return infra(started, `sandbox is not running (its init, pid ${spec.initPid}, is gone)`);
   const oomBefore = await oomKills(opts.oomFile);
-  const stdout = new CappedBuffer(opts.maxOutputBytes);
-  const stderr = new CappedBuffer(opts.maxOutputBytes);
+  const stdout = new CappedBuffer(opts.maxOutputBytes, opts.outputBudget);
+  const stderr = new CappedBuffer(opts.maxOutputBytes, opts.outputBudget);
   let status = '';
   // Through the launcher server: no fork of the runtime itself per command.
   const child = enterServed(spec, { stdin: opts.stdin !== undefined });
@@ -62,11 +67,18 @@ export async function runInSandbox(spec: EnterSpec, opts: RunOptions): Promise<R
     detach: () => statusPipe.removeAllListeners('data'),
   });
   const durationMs = performance.now() - started;
-  const out = stdout.slice();
+  const out = opts.rawStdout === true ? { text: '', truncated: stdout.total > stdout.bytesKept } : stdout.slice();
   const err = stderr.slice();
-  const base = { durationMs, stdout: out.text, stderr: err.text, stdoutTruncated: out.truncated, stderrTruncated: err.truncated };
+  const base = {
+    durationMs,
+    stdout: out.text,
+    stderr: err.text,
+    stdoutTruncated: out.truncated,
+    stderrTruncated: err.truncated,
+    ...(stdout.budgetCut || stderr.budgetCut ? { budgetCut: true } : {}),
+  };
   const outcome = await classifyEnding({ timedOut, aborted, status, code, signal: sig, stderr: err.text, oomFile: opts.oomFile, oomBefore }, base);
-  return { outcome, stdout: stdout.bytes(), stderr: stderr.bytes() };
+  return { outcome, stdout: () => stdout.bytes(), stderr: () => stderr.bytes() };
 }
 
 /** How a command's launcher ended, for classifyEnding. */
@@ -85,7 +97,7 @@ export interface Ending {
   oomBefore: number;
 }
 
-type OutcomeBase = Pick<CommandOutcome, 'durationMs' | 'stdout' | 'stderr' | 'stdoutTruncated' | 'stderrTruncated'>;
+type OutcomeBase = Pick<CommandOutcome, 'durationMs' | 'stdout' | 'stderr' | 'stdoutTruncated' | 'stderrTruncated' | 'budgetCut'>;
 
 /** The outcome's status: timeout, killed by us, a command that never started, OOM, or its own end. */
 export async function classifyEnding(e: Ending, base: OutcomeBase): Promise<CommandOutcome> {
@@ -210,5 +222,5 @@ async function killNestedInit(status: string, sandboxInit: number): Promise<void
 }
 
 function infra(started: number, error: string): RawOutcome {
-  return { outcome: infraErrorOutcome(started, error), stdout: Buffer.alloc(0), stderr: Buffer.alloc(0) };
+  return { outcome: infraErrorOutcome(started, error), stdout: () => Buffer.alloc(0), stderr: () => Buffer.alloc(0) };
 }

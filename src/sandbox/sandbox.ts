@@ -37,6 +37,7 @@ import type { Digest } from '../cas/digest.js';
 import type { EnvConfig } from '../layer/env.js';
 import { mark } from '../util/timing.js';
 import { randomHex } from '../util/lazy-crypto.js';
+import type { ByteGrant } from '../util/byte-budget.js';
 
 export const SandboxLimitsSchema = z.strictObject({
   memoryBytes: z.number().int().positive().optional(),
@@ -140,6 +141,11 @@ export interface ExecOptions {
   user?: { uid: number; gid: number };
   /** Kills the command (and everything it started); the outcome is then `killed`. */
   signal?: AbortSignal;
+  /**
+   * Where output past each stream's first CAPTURE_FLOOR_BYTES is granted from (a server's memory
+   * budget): once it refuses, the rest is dropped and the outcome says `budgetCut`.
+   */
+  outputBudget?: ByteGrant;
 }
 
 export class SandboxStartError extends MinisandboxError {
@@ -270,8 +276,11 @@ export class Sandbox {
     return spec;
   }
 
-  /** As exec, with the kept stdout and stderr as bytes too (for callers that decode them their own way). */
-  async execBytes(cmd: string[] | string, opts: ExecOptions = {}): Promise<RawOutcome> {
+  /**
+   * As exec, with the kept stdout and stderr as bytes too (for callers that decode them their own
+   * way); with `rawStdout` the outcome's stdout text stays empty (one copy less).
+   */
+  async execBytes(cmd: string[] | string, opts: ExecOptions & { rawStdout?: boolean } = {}): Promise<RawOutcome> {
     const spec = this.checkExec(cmd, opts);
     return runInSandbox(spec, {
       timeoutMs: opts.timeoutMs ?? this.options.commandTimeoutMs,
@@ -280,6 +289,8 @@ export class Sandbox {
       oomFile: this.cgroup?.oomFile,
       // the caller's signal, or this sandbox's end, kills the command
       signal: opts.signal === undefined ? this.abort.signal : AbortSignal.any([this.abort.signal, opts.signal]),
+      outputBudget: opts.outputBudget,
+      rawStdout: opts.rawStdout,
     });
   }
 
@@ -333,11 +344,11 @@ export class Sandbox {
    */
   async readFile(path: string, opts: { maxBytes?: number } = {}): Promise<Buffer> {
     const maxBytes = opts.maxBytes ?? 256 << 20;
-    const r = await this.execBytes(['/bin/sh', '-c', 'exec cat -- "$1"', 'msb-read', path], { maxOutputBytes: maxBytes, timeoutMs: 120_000 });
+    const r = await this.execBytes(['/bin/sh', '-c', 'exec cat -- "$1"', 'msb-read', path], { maxOutputBytes: maxBytes, timeoutMs: 120_000, rawStdout: true });
     if (r.outcome.status !== 'ok' || r.outcome.exitCode !== 0) throw fileError('read', path, r.outcome);
     if (r.outcome.stdoutTruncated)
       throw new InvalidInputError(`${path} is larger than ${maxBytes} bytes`, 'pass a larger maxBytes, or read it in parts with exec');
-    return r.stdout;
+    return r.stdout();
   }
 
   /** Writes a file (creating parent dirs) as the sandbox sees it, from inside its namespaces. */
@@ -367,6 +378,7 @@ export class Sandbox {
     const r = await this.execBytes(['/bin/sh', '-c', script, 'msb-diff', opts.workdir ?? this.config.workdir, opts.base ?? 'HEAD'], {
       timeoutMs: opts.timeoutMs ?? 300_000,
       maxOutputBytes: 512 << 20,
+      rawStdout: true,
     });
     if (r.outcome.status !== 'ok' || r.outcome.exitCode !== 0) {
       throw new MinisandboxError(
@@ -377,7 +389,7 @@ export class Sandbox {
         },
       );
     }
-    return r.stdout.toString('utf8');
+    return r.stdout().toString('utf8');
   }
 
   /** Kills everything, unmounts, removes the sandbox's directory and cgroups. Idempotent. */

@@ -12,6 +12,7 @@ import { DEFAULT_MAX_OUTPUT_BYTES, infraErrorOutcome, SentinelScanner, signalFro
 import { descendantsOf, sameProcessAlive, trySignal } from './proc.js';
 import { MinisandboxError } from '../errors.js';
 import { nodeCrypto } from '../util/lazy-crypto.js';
+import type { ByteGrant } from '../util/byte-budget.js';
 
 export interface SessionRunOptions {
   timeoutMs?: number;
@@ -20,6 +21,8 @@ export interface SessionRunOptions {
   signal?: AbortSignal;
   /** The command's stderr goes to its stdout, in the order written (as a terminal shows them); stderr is then empty. */
   mergeStderr?: boolean;
+  /** Where output past each stream's first CAPTURE_FLOOR_BYTES is granted from (see ExecOptions.outputBudget). */
+  outputBudget?: ByteGrant;
 }
 
 export interface SessionOptions {
@@ -165,8 +168,8 @@ export class Session {
     let wake: () => void = () => undefined;
     let woken = new Promise<void>((r) => (wake = r));
     const p: Pending = {
-      out: new SentinelScanner(cap, new RegExp(`\\n__MSB_${nonce}_(\\d+)__\\n`)),
-      err: new SentinelScanner(cap, new RegExp(`\\n__MSB_${nonce}__\\n`)),
+      out: new SentinelScanner(cap, new RegExp(`\\n__MSB_${nonce}_(\\d+)__\\n`), undefined, opts.outputBudget),
+      err: new SentinelScanner(cap, new RegExp(`\\n__MSB_${nonce}__\\n`), undefined, opts.outputBudget),
       outDone: undefined,
       errDone: undefined,
       wake: () => wake(),
@@ -213,7 +216,14 @@ export class Session {
     const durationMs = performance.now() - started;
     const out = p.out.out.slice(p.outDone?.offset);
     const err = p.err.out.slice(p.errDone);
-    const base = { durationMs, stdout: out.text, stderr: err.text, stdoutTruncated: out.truncated, stderrTruncated: err.truncated };
+    const base = {
+      durationMs,
+      stdout: out.text,
+      stderr: err.text,
+      stdoutTruncated: out.truncated,
+      stderrTruncated: err.truncated,
+      ...((out.truncated && p.out.out.budgetCut) || (err.truncated && p.err.out.budgetCut) ? { budgetCut: true } : {}),
+    };
     if (timedOut) return { status: 'timeout', exitCode: p.outDone?.code ?? null, signal: 'SIGINT', ...base };
     if (aborted) return { status: 'killed', exitCode: p.outDone?.code ?? null, signal: 'SIGINT', ...base };
     if (p.outDone === undefined) {

@@ -55,8 +55,8 @@ export async function executeCommand(sb: Sandbox, c: Command, signal?: AbortSign
   const signum = o.status === 'killed' && o.signal !== null ? constants.signals[o.signal as NodeJS.Signals] : undefined;
   // SWE-ReX decodes with errors="backslashreplace"
   const response: CommandResponse = {
-    stdout: backslashReplace(stdout),
-    stderr: backslashReplace(stderr),
+    stdout: backslashReplace(stdout()),
+    stderr: backslashReplace(stderr()),
     exit_code: signum === undefined ? o.exitCode : -signum,
   };
   if (c.check && response.exit_code !== 0) {

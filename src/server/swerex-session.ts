@@ -126,8 +126,8 @@ function bashNOf(sb: Sandbox): (command: string) => Promise<void> {
     const r = await sb.execBytes(['/bin/sh', '-c', 'exec bash -n'], { stdin: `${command}\n`, timeoutMs: 60_000 });
     if (r.outcome.status !== 'ok' || r.outcome.exitCode === null) throw runtimeFailure('check the command syntax', r.outcome.error ?? r.outcome.status);
     if (r.outcome.exitCode === 0) return;
-    const stdout = backslashReplace(r.stdout);
-    const stderr = backslashReplace(r.stderr);
+    const stdout = backslashReplace(r.stdout());
+    const stderr = backslashReplace(r.stderr());
     const message =
       `Error (exit code ${r.outcome.exitCode}) while checking bash command \n${pyRepr(command)}\n` + `---- Stderr ----\n${stderr}\n---- Stdout ----\n${stdout}`;
     throw bashIncorrectSyntax(message, { bash_stdout: stdout, bash_stderr: stderr });
