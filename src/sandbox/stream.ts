@@ -15,7 +15,7 @@ export interface StreamedCommand {
   stdout: Readable;
   /** Its exit code (null when it was killed or never started) and the first 8 KiB of its stderr. */
   done: Promise<{ exitCode: number | null; stderr: string }>;
-  /** Ends it and everything it started. */
+  /** Ends it and everything it started (nothing once it has ended). */
   kill(): void;
 }
 
@@ -40,8 +40,11 @@ export function streamInSandbox(sb: Sandbox, argv: string[], opts: { stdin?: Rea
   child.stderr!.on('data', (c: Buffer) => {
     if (stderr.length < 8192) stderr += c.toString('utf8');
   });
-  // The command's own pid 1 (child-pid) takes everything it started with it.
+  // The command's own pid 1 (child-pid) takes everything it started with it. Once the command
+  // has ended, its pids may belong to others: nothing is signalled then.
+  let closed = false;
   const kill = (): void => {
+    if (closed) return;
     const m = /"child-pid"\s*:\s*(\d+)/.exec(status);
     if (m !== null) trySignal(Number(m[1]), 'SIGKILL');
     child.kill('SIGKILL');
@@ -61,6 +64,7 @@ export function streamInSandbox(sb: Sandbox, argv: string[], opts: { stdin?: Rea
       resolve({ exitCode: null, stderr });
     });
     child.on('close', () => {
+      closed = true;
       clearTimeout(timer);
       opts.signal?.removeEventListener('abort', kill);
       const m = /"exit-code"\s*:\s*(-?\d+)/.exec(status);
