@@ -7,6 +7,7 @@ import { z } from 'zod';
 import { type GlobalOptions, checkDirOption, makeContext } from './context.js';
 import { fromSchema, opt, option } from './options.js';
 import { DEFAULT_JOB_LIMITS } from '../server/job-limits.js';
+import { DEFAULT_MEMORY_LIMITS } from '../server/memory-limits.js';
 import { DEFAULT_SANDBOX_NICE } from '../server/sandbox-nice.js';
 
 interface ServeOpts {
@@ -15,6 +16,8 @@ interface ServeOpts {
   maxSandboxes: number;
   maxJobsPerSandbox: number;
   jobOutputBudget: number;
+  memoryBudget: number;
+  maxOutput: number;
   sandboxNice: number;
   idleTimeout: number;
   ttl: number;
@@ -54,6 +57,21 @@ export function registerServeCommand(program: Command, globals: () => GlobalOpti
       option('--job-output-budget <size>', 'output of finished async jobs kept per sandbox (the oldest jobs are dropped first)', opt.size(), {
         value: DEFAULT_JOB_LIMITS.outputBudgetBytes,
         shown: `${DEFAULT_JOB_LIMITS.outputBudgetBytes >> 20}m`,
+      }),
+    )
+    .addOption(
+      option(
+        '--memory-budget <size>',
+        'memory requests may hold at once for captured output, JSON bodies and files read whole (past it output is truncated, ' +
+          "saying so, and other such requests get 429); a command's first 64k per stream is never cut",
+        opt.size(),
+        { value: DEFAULT_MEMORY_LIMITS.budgetBytes, shown: `${DEFAULT_MEMORY_LIMITS.budgetBytes >> 20}m` },
+      ),
+    )
+    .addOption(
+      option('--max-output <size>', 'the largest max_output an exec or session run may ask for, per stream (more gets 422)', opt.size(), {
+        value: DEFAULT_MEMORY_LIMITS.maxOutputBytes,
+        shown: `${DEFAULT_MEMORY_LIMITS.maxOutputBytes >> 20}m`,
       }),
     )
     .option(
@@ -98,6 +116,8 @@ export function registerServeCommand(program: Command, globals: () => GlobalOpti
         maxSandboxes: o.maxSandboxes,
         maxJobsPerSandbox: o.maxJobsPerSandbox,
         jobOutputBudgetBytes: o.jobOutputBudget,
+        memoryBudgetBytes: o.memoryBudget,
+        maxOutputBytes: o.maxOutput,
         sandboxNice: o.sandboxNice,
         idleTimeoutMs: o.idleTimeout,
         ttlMs: o.ttl,

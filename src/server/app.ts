@@ -14,6 +14,7 @@ import type { StorePaths } from '../store/paths.js';
 import { dropHeaders, type RouteContext } from './http.js';
 import { RetryLaterError, type SandboxManager } from './manager.js';
 import { openApiRoutes, recordRoutes } from './openapi.js';
+import { budgetJsonBodies } from './request-memory.js';
 import { execRoutes } from './routes-exec.js';
 import { fileRoutes } from './routes-files.js';
 import { type EvaluateConfig, evaluateRoutes } from './routes-evaluate.js';
@@ -150,8 +151,6 @@ export function buildApp(mgr: SandboxManager, opts: AppOptions): FastifyInstance
       );
     }
   });
-  // A file body is raw bytes, up to its own limit.
-  app.addContentTypeParser('application/octet-stream', { parseAs: 'buffer', bodyLimit: fileLimit }, (_req, body, done) => done(null, body));
 
   /**
    * The token a kept-alive connection already proved it has: its next requests skip the digest. A
@@ -173,6 +172,9 @@ export function buildApp(mgr: SandboxManager, opts: AppOptions): FastifyInstance
     }
     proven.set(conn, given);
   });
+
+  // JSON bodies are held whole while parsed: they take from the memory budget (429 past it)
+  budgetJsonBodies(app, mgr.memory);
 
   app.addHook('onResponse', async (req, reply) => {
     log(
@@ -207,7 +209,7 @@ export function buildApp(mgr: SandboxManager, opts: AppOptions): FastifyInstance
   });
 
   app.get('/v1/health', async () => ({ ok: true }));
-  app.get('/metrics', async (_req, reply) => reply.type('text/plain; version=0.0.4').send(mgr.metrics.render(mgr.live, mgr.max)));
+  app.get('/metrics', async (_req, reply) => reply.type('text/plain; version=0.0.4').send(mgr.metrics.render(mgr.live, mgr.max, mgr.memory)));
 
   const ctx: RouteContext = {
     mgr,

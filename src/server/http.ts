@@ -28,8 +28,8 @@ export interface RouteContext {
 
 /** A request field that failed its schema: answered 422 with the field's dotted path. */
 export class FieldError extends InvalidFieldError {
-  constructor(field: string, message: string) {
-    super(field, message, 'see the API reference in README.md (section "Sandbox server")');
+  constructor(field: string, message: string, hint = 'see the API reference in README.md (section "Sandbox server")') {
+    super(field, message, hint);
   }
 }
 
@@ -52,6 +52,8 @@ export function outcomeBody(o: CommandOutcome): Record<string, unknown> {
     stdout_truncated: o.stdoutTruncated,
     stderr_truncated: o.stderrTruncated,
     duration_ms: Math.round(o.durationMs * 1000) / 1000,
+    // which bound cut the output: the request's max_output, or the server's memory budget
+    ...(o.stdoutTruncated || o.stderrTruncated ? { truncated_by: o.budgetCut === true ? 'server_budget' : 'max_output' } : {}),
     ...(o.error === undefined ? {} : { error: o.error }),
   };
 }

@@ -10,7 +10,9 @@ import type { SnapshotRecord, Snapshots } from '../runtime/snapshot.js';
 import type { ForkResult, Sandbox } from '../sandbox/sandbox.js';
 import type { Session } from '../sandbox/session.js';
 import { captureShellState, restoreShellState, type ShellState } from '../sandbox/shell-state.js';
+import { ByteBudget } from '../util/byte-budget.js';
 import { DEFAULT_JOB_LIMITS, type JobLimits } from './job-limits.js';
+import { DEFAULT_MEMORY_LIMITS, type MemoryLimits } from './memory-limits.js';
 import { ServerMetrics } from './metrics.js';
 
 /** How sandboxes are made: from the store and registry in production (see serve.ts), anything in tests. */
@@ -51,6 +53,8 @@ export interface ManagerOptions {
   jobs?: Partial<JobLimits>;
   /** Niceness of sandboxes whose options give none (limits.nice); default 0. */
   sandboxNice?: number;
+  /** Default: DEFAULT_MEMORY_LIMITS. */
+  memory?: Partial<MemoryLimits>;
 }
 
 /** Full for now: answered 429 with a Retry-After of `retryAfterS` seconds. */
@@ -117,6 +121,10 @@ const LOST_KEPT = 1024;
 
 export class SandboxManager {
   readonly metrics = new ServerMetrics();
+  /** What requests hold in memory at once (see MemoryLimits.budgetBytes). */
+  readonly memory: ByteBudget;
+  /** The largest max_output a request may ask for (see MemoryLimits.maxOutputBytes). */
+  readonly maxOutputBytes: number;
   private readonly entries = new Map<string, Entry>();
   /** Sandboxes also known by a name (the SWE-ReX face's `inst:` keys): the id, or its create in flight. */
   private readonly names = new Map<string, string | Promise<Entry>>();
@@ -130,6 +138,9 @@ export class SandboxManager {
     private readonly provider: SandboxProvider,
     readonly opts: ManagerOptions,
   ) {
+    const memory = { ...DEFAULT_MEMORY_LIMITS, ...opts.memory };
+    this.memory = new ByteBudget(memory.budgetBytes);
+    this.maxOutputBytes = memory.maxOutputBytes;
     const every = opts.reapEveryMs ?? Math.max(50, Math.min(1000, Math.floor(Math.min(opts.ttlMs, opts.idleMs) / 4)));
     this.timer = setInterval(() => void this.reap(), every);
     this.timer.unref();

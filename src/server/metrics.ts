@@ -26,7 +26,8 @@ export class ServerMetrics {
     });
   }
 
-  render(live: number, max: number): string {
+  /** `memory`: the server's memory budget (its ceiling, what it holds, what it refused). */
+  render(live: number, max: number, memory?: { capacity: number; used: number; peak: number; refusals: number }): string {
     const lines = [
       '# HELP minisandbox_sandboxes_live Sandboxes this server holds now.',
       '# TYPE minisandbox_sandboxes_live gauge',
@@ -43,6 +44,22 @@ export class ServerMetrics {
       `minisandbox_exec_duration_seconds_bucket{le="+Inf"} ${this.execCount}`,
       `minisandbox_exec_duration_seconds_sum ${this.execSum}`,
       `minisandbox_exec_duration_seconds_count ${this.execCount}`,
+      ...(memory === undefined
+        ? []
+        : [
+            "# HELP minisandbox_memory_budget_bytes The memory budget for requests' data (--memory-budget).",
+            '# TYPE minisandbox_memory_budget_bytes gauge',
+            `minisandbox_memory_budget_bytes ${memory.capacity}`,
+            '# HELP minisandbox_memory_held_bytes Bytes of the memory budget requests hold now.',
+            '# TYPE minisandbox_memory_held_bytes gauge',
+            `minisandbox_memory_held_bytes ${memory.used}`,
+            '# HELP minisandbox_memory_held_peak_bytes The most bytes of the memory budget held at once since the start.',
+            '# TYPE minisandbox_memory_held_peak_bytes gauge',
+            `minisandbox_memory_held_peak_bytes ${memory.peak}`,
+            '# HELP minisandbox_memory_refusals_total Takes the memory budget refused (output truncated, or a request refused).',
+            '# TYPE minisandbox_memory_refusals_total counter',
+            `minisandbox_memory_refusals_total ${memory.refusals}`,
+          ]),
       '# HELP minisandbox_errors_total Errors answered to clients, by kind.',
       '# TYPE minisandbox_errors_total counter',
       ...[...this.errors].sort(([a], [b]) => a.localeCompare(b)).map(([k, n]) => `minisandbox_errors_total{kind="${k}"} ${n}`),

@@ -153,7 +153,11 @@ export const ROUTES: RouteDoc[] = [
     responses: {
       200: ok('the outcome', OutcomeBodySchema),
       202: ok('the job started (async)', JobStartedSchema),
-      429: { description: 'async: the sandbox already runs its maximum of jobs, --max-jobs-per-sandbox (Retry-After)', body: ErrorBodySchema },
+      422: { description: "a bad field, or max_output above the server's --max-output (field max_output)", body: ErrorBodySchema },
+      429: {
+        description: 'async: the sandbox already runs its maximum of jobs, --max-jobs-per-sandbox; or the JSON body is past the --memory-budget (Retry-After)',
+        body: ErrorBodySchema,
+      },
     },
   },
   {
@@ -208,10 +212,13 @@ export const ROUTES: RouteDoc[] = [
   {
     method: 'GET',
     path: '/v1/sandboxes/:id/files',
-    summary: "a file's bytes (its mode in X-File-Mode)",
+    summary: "a file's bytes (its mode in X-File-Mode), streamed; a file of no size (a device) breaks off past the size limit",
     params: IdParamsSchema,
     query: FileQuerySchema,
-    responses: { 200: ok('the bytes', { contentType: 'application/octet-stream' }) },
+    responses: {
+      200: ok('the bytes', { contentType: 'application/octet-stream' }),
+      422: { description: 'a regular file larger than the size limit', body: ErrorBodySchema },
+    },
   },
   {
     method: 'PUT',

@@ -35,6 +35,10 @@ export const OutcomeBodySchema = z.object({
   stdout_truncated: z.boolean(),
   stderr_truncated: z.boolean(),
   duration_ms: z.number(),
+  truncated_by: z
+    .enum(['max_output', 'server_budget'])
+    .optional()
+    .describe("where output was truncated: what cut it, the request's max_output or the server's --memory-budget (each stream keeps its first 64 KiB)"),
   error: z.string().optional(),
 });
 

@@ -6,6 +6,8 @@ import { MinisandboxError } from '../errors.js';
 import type { Session } from '../sandbox/session.js';
 import { type RouteContext, disconnectSignal, outcomeBody, parse } from './http.js';
 import { jobsOf } from './jobs.js';
+import { jsonReply } from './json-reply.js';
+import { outputCap, replyAccount } from './request-memory.js';
 import { CreateSessionBodySchema, ExecBodySchema, ExecQuerySchema, IdParamsSchema, SessionParamsSchema, SessionRunBodySchema } from './schemas.js';
 
 export function execRoutes(app: FastifyInstance, ctx: RouteContext): void {
@@ -18,7 +20,7 @@ export function execRoutes(app: FastifyInstance, ctx: RouteContext): void {
       ...(b.cwd === undefined ? {} : { workdir: b.cwd }),
       ...(b.env === undefined ? {} : { env: b.env }),
       ...(b.timeout === undefined ? {} : { timeoutMs: b.timeout }),
-      ...(b.max_output === undefined ? {} : { maxOutputBytes: b.max_output }),
+      maxOutputBytes: outputCap(b.max_output, mgr.maxOutputBytes),
     };
     if (q.async === true) {
       // the job outlives this request: its own signal, not the client's connection, can kill it
@@ -27,18 +29,24 @@ export function execRoutes(app: FastifyInstance, ctx: RouteContext): void {
       e.sb.checkExec(b.argv ?? b.command!, opts);
       // jobs are for long commands: without a timeout of its own, one may run as long as its sandbox lives
       const timeoutMs = b.timeout ?? Math.max(1, e.expiresAt - Date.now());
+      // its output is the budget's while it runs; once it ends, the job table's (--job-output-budget)
+      const account = mgr.memory.account();
       const job = jobsOf(e, mgr.jobLimits).start(
         e,
         timeoutMs,
-        (signal) => e.sb.exec(b.argv ?? b.command!, { ...opts, timeoutMs, signal }),
-        (o) => mgr.metrics.execLatency(o.durationMs / 1000),
+        (signal) => e.sb.exec(b.argv ?? b.command!, { ...opts, timeoutMs, signal, outputBudget: account }),
+        (o) => {
+          account.release();
+          mgr.metrics.execLatency(o.durationMs / 1000);
+        },
       );
       return reply.code(202).send({ job: job.id, status: 'running' });
     }
     const signal = disconnectSignal(reply);
-    const o = await mgr.use(id, (e) => e.sb.exec(b.argv ?? b.command!, { ...opts, signal }));
+    const outputBudget = replyAccount(mgr.memory, reply);
+    const o = await mgr.use(id, (e) => e.sb.exec(b.argv ?? b.command!, { ...opts, signal, outputBudget }));
     mgr.metrics.execLatency(o.durationMs / 1000);
-    return outcomeBody(o);
+    return jsonReply(reply, outcomeBody(o));
   });
 
   app.post('/v1/sandboxes/:id/sessions', async (req, reply) => {
@@ -76,16 +84,19 @@ export function execRoutes(app: FastifyInstance, ctx: RouteContext): void {
   app.post('/v1/sandboxes/:id/sessions/:sid/run', async (req, reply) => {
     const { id, sid } = parse(SessionParamsSchema, req.params, 'path');
     const b = parse(SessionRunBodySchema, req.body, 'body');
+    const maxOutputBytes = outputCap(b.max_output, mgr.maxOutputBytes);
     const signal = disconnectSignal(reply);
+    const outputBudget = replyAccount(mgr.memory, reply);
     const o = await mgr.use(id, (e) =>
       sessionOf(e.sessions, sid, id).run(b.command, {
         signal,
+        outputBudget,
+        maxOutputBytes,
         ...(b.timeout === undefined ? {} : { timeoutMs: b.timeout }),
-        ...(b.max_output === undefined ? {} : { maxOutputBytes: b.max_output }),
       }),
     );
     mgr.metrics.execLatency(o.durationMs / 1000);
-    return outcomeBody(o);
+    return jsonReply(reply, outcomeBody(o));
   });
 
   // Ctrl-C for the session's running command (if any): it ends with its own status, the shell stays.

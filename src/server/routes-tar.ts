@@ -4,15 +4,15 @@
  * resolves in the sandbox's root, never on the host.
  */
 import { createReadStream } from 'node:fs';
-import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import type { IncomingMessage } from 'node:http';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { InvalidInputError, MinisandboxError } from '../errors.js';
 import { streamInSandbox } from '../sandbox/stream.js';
-import { ownedName } from '../util/owned-name.js';
+import { busyUntil, withSpoolDir } from './file-transfer.js';
 import { type RouteContext, disconnectSignal, parse } from './http.js';
+import { jsonReply } from './json-reply.js';
+import { MemoryBudgetError, replyAccount } from './request-memory.js';
 import { DirQuerySchema, IdParamsSchema } from './schemas.js';
 import { TarTooLargeError, spoolCheckedTar } from './tar-upload.js';
 
@@ -107,17 +107,21 @@ export function tarRoutes(app: FastifyInstance, ctx: RouteContext): void {
   // the tar body reaches the route as the request stream: the size limit is counted as it arrives
   app.addContentTypeParser('application/x-tar', (_req, payload, done) => done(null, payload));
 
-  app.get('/v1/sandboxes/:id/files/list', async (req) => {
+  app.get('/v1/sandboxes/:id/files/list', async (req, reply) => {
     const { id } = parse(IdParamsSchema, req.params, 'path');
     const q = parse(DirQuerySchema, req.query, 'query');
-    const o = await mgr.use(id, (e) => e.sb.exec(['/bin/sh', '-c', LIST_SCRIPT, 'msb-list', q.path], { timeoutMs: 120_000, maxOutputBytes: 64 << 20 }));
+    const outputBudget = replyAccount(mgr.memory, reply);
+    const o = await mgr.use(id, (e) =>
+      e.sb.exec(['/bin/sh', '-c', LIST_SCRIPT, 'msb-list', q.path], { timeoutMs: 120_000, maxOutputBytes: 64 << 20, outputBudget }),
+    );
+    if (o.budgetCut === true) throw new MemoryBudgetError(`the listing of ${q.path}`, mgr.memory);
     if (o.status === 'ok' && o.exitCode === 3) throw notADir(q.path);
     if (o.status === 'ok' && o.exitCode === 4) throw missingTool('stat');
     if (o.status !== 'ok' || o.exitCode !== 0 || o.stdoutTruncated)
       throw new MinisandboxError('SANDBOX_FILE', `cannot list ${q.path} in the sandbox (${o.status}, exit ${o.exitCode}): ${o.stderr.trim().slice(-300)}`, {
         hint: o.stdoutTruncated ? 'the directory is too large to list at once: download it with GET .../tar, or list it with exec' : 'check the path',
       });
-    return { path: q.path, entries: parseListing(o.stdout) };
+    return jsonReply(reply, { path: q.path, entries: parseListing(o.stdout) });
   });
 
   app.get('/v1/sandboxes/:id/tar', async (req, reply) => {
@@ -133,11 +137,8 @@ export function tarRoutes(app: FastifyInstance, ctx: RouteContext): void {
     const signal = disconnectSignal(reply);
     const cmd = streamInSandbox(e.sb, ['/bin/sh', '-c', TAR_OUT_SCRIPT, 'msb-tar', q.path], { timeoutMs: 3_600_000, signal });
     // busy until the tar has been sent: a long download is use
-    e.busy++;
-    e.lastUsed = Date.now();
+    busyUntil(e, cmd.done);
     void cmd.done.then((r) => {
-      e.busy--;
-      e.lastUsed = Date.now();
       if (r.exitCode !== 0) {
         ctx.log(
           JSON.stringify({ time: new Date().toISOString(), req: req.id, event: 'tar_failed', sandbox: id, exit: r.exitCode, stderr: r.stderr.slice(-300) }),
@@ -158,12 +159,9 @@ export function tarRoutes(app: FastifyInstance, ctx: RouteContext): void {
     const declared = Number(req.headers['content-length'] ?? 0);
     if (declared > fileLimit) throw new TarTooLargeError(fileLimit);
     // the archive is spooled whole before any of it is extracted: all or nothing
-    if (ctx.store !== undefined) await mkdir(ctx.store.tmpDir, { recursive: true, mode: 0o700 });
-    // named by our pid and start time: a restarted server removes what a killed one left (store/leftovers.ts)
-    const spoolDir = await mkdtemp(join(ctx.store?.tmpDir ?? tmpdir(), ownedName('tar-upload-', '')));
     const signal = disconnectSignal(reply);
-    try {
-      await mgr.use(id, async (e) => {
+    await mgr.use(id, (e) =>
+      withSpoolDir(ctx.store, async (spoolDir) => {
         const spooled = join(spoolDir, 'upload.tar');
         try {
           await spoolCheckedTar(body, fileLimit, spooled, signal);
@@ -185,10 +183,8 @@ export function tarRoutes(app: FastifyInstance, ctx: RouteContext): void {
         if (r.exitCode === 3) throw new InvalidInputError(`cannot make directory ${q.path} in the sandbox`, 'a parent is a file, or not writable');
         if (r.exitCode !== 0)
           throw new InvalidInputError(`tar in the sandbox failed (exit ${r.exitCode}): ${r.stderr.trim().slice(-300)}`, 'check that the body is a whole tar');
-      });
-    } finally {
-      await rm(spoolDir, { recursive: true, force: true });
-    }
+      }),
+    );
     return reply.code(204).send();
   });
 }

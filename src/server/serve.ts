@@ -37,6 +37,10 @@ export interface ServeOptions {
   jobOutputBudgetBytes?: number;
   /** Niceness of sandboxes whose create gives none (default DEFAULT_SANDBOX_NICE). */
   sandboxNice?: number;
+  /** Bytes requests may hold in memory at once (default DEFAULT_MEMORY_LIMITS; see MemoryLimits). */
+  memoryBudgetBytes?: number;
+  /** The largest max_output a request may ask for (default DEFAULT_MEMORY_LIMITS). */
+  maxOutputBytes?: number;
   /** Where evaluate records runs (`score`'s --report-dir); default logs/run_evaluation under the cwd, as `score`. */
   reportsDir?: string;
   /** `--allow-mount DIR[:rw]` values: host dirs creates may mount from (none by default). */
@@ -130,6 +134,10 @@ export async function startServer(reg: Registry, store: StorePaths, o: ServeOpti
     jobs: {
       ...(o.maxJobsPerSandbox === undefined ? {} : { maxRunning: o.maxJobsPerSandbox }),
       ...(o.jobOutputBudgetBytes === undefined ? {} : { outputBudgetBytes: o.jobOutputBudgetBytes }),
+    },
+    memory: {
+      ...(o.memoryBudgetBytes === undefined ? {} : { budgetBytes: o.memoryBudgetBytes }),
+      ...(o.maxOutputBytes === undefined ? {} : { maxOutputBytes: o.maxOutputBytes }),
     },
   });
   const app = buildApp(manager, {

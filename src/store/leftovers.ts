@@ -13,7 +13,7 @@ import { type Owners, ownersFor, removeOwnedTree } from './owners.js';
 import type { StorePaths } from './paths.js';
 
 /** What the store's commands name after their process in its tmp dir. */
-const TMP_PREFIXES = ['stage-', 'link-', 'w-', 'import-', 'image-', 'push-', 'copy-', 'trash-', 'tar-upload-'] as const;
+const TMP_PREFIXES = ['stage-', 'link-', 'w-', 'import-', 'image-', 'push-', 'copy-', 'trash-', 'tar-upload-', 'upload-'] as const;
 /** ... and in its layers dir: half laid-out trees. */
 const LAYER_PREFIXES = ['.tmp-'] as const;
 

@@ -11,6 +11,7 @@ import { LocalRegistry } from '../../src/registry/local.js';
 import type { Registry } from '../../src/registry/registry.js';
 import { buildApp } from '../../src/server/app.js';
 import { SandboxManager } from '../../src/server/manager.js';
+import type { MemoryLimits } from '../../src/server/memory-limits.js';
 import { type RunningServer, startServer, storeProvider } from '../../src/server/serve.js';
 import { StorePaths } from '../../src/store/paths.js';
 
@@ -76,6 +77,8 @@ export class ServerFixture {
       maxJobsPerSandbox?: number;
       jobOutputBudgetBytes?: number;
       allowMounts?: string[];
+      memoryBudgetBytes?: number;
+      maxOutputBytes?: number;
     } = {},
   ): Promise<RunningServer> {
     const s = await startServer(
@@ -90,6 +93,8 @@ export class ServerFixture {
         ...(opts.maxJobsPerSandbox === undefined ? {} : { maxJobsPerSandbox: opts.maxJobsPerSandbox }),
         ...(opts.jobOutputBudgetBytes === undefined ? {} : { jobOutputBudgetBytes: opts.jobOutputBudgetBytes }),
         ...(opts.allowMounts === undefined ? {} : { allowMounts: opts.allowMounts }),
+        ...(opts.memoryBudgetBytes === undefined ? {} : { memoryBudgetBytes: opts.memoryBudgetBytes }),
+        ...(opts.maxOutputBytes === undefined ? {} : { maxOutputBytes: opts.maxOutputBytes }),
       },
       (l) => void this.logLines.push(l),
     );
@@ -97,10 +102,16 @@ export class ServerFixture {
     return s;
   }
 
-  /** A server over the fixture's registry and store with its own body limits (startServer takes none). */
-  async serveWithLimits(limits: { fileLimit?: number; bodyLimit?: number }): Promise<RunningServer> {
-    const manager = new SandboxManager(storeProvider(this.reg, this.store), { maxSandboxes: 8, ttlMs: 3_600_000, idleMs: 600_000 });
-    const app = buildApp(manager, { token: this.token, log: (l) => void this.logLines.push(l), reg: this.reg, store: this.store, ...limits });
+  /** A server over the fixture's registry and store with its own body limits (startServer takes none), and memory limits. */
+  async serveWithLimits(limits: { fileLimit?: number; bodyLimit?: number; memory?: Partial<MemoryLimits> }): Promise<RunningServer> {
+    const { memory, ...body } = limits;
+    const manager = new SandboxManager(storeProvider(this.reg, this.store), {
+      maxSandboxes: 8,
+      ttlMs: 3_600_000,
+      idleMs: 600_000,
+      ...(memory === undefined ? {} : { memory }),
+    });
+    const app = buildApp(manager, { token: this.token, log: (l) => void this.logLines.push(l), reg: this.reg, store: this.store, ...body });
     await app.listen({ host: '127.0.0.1', port: 0 });
     const addr = app.server.address();
     const s: RunningServer = {
