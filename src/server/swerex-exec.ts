@@ -9,6 +9,9 @@ import type { CommandOutcome } from '../sandbox/outcome.js';
 import type { RawOutcome } from '../sandbox/runner.js';
 import type { Sandbox } from '../sandbox/sandbox.js';
 import { backslashReplace, decodeAscii, decodeUtf8, PyCodecError } from '../util/py-codec.js';
+import type { BudgetAccount, ByteBudget, ByteGrant } from '../util/byte-budget.js';
+import { readFileStream, tooLargeToRead } from './file-transfer.js';
+import { collectWithin, MemoryBudgetError, REQUEST_FLOOR_BYTES } from './request-memory.js';
 import { builtin, commandTimeout, nonZeroExitCode, pyFloat, pyRepr, type SwerexError } from './swerex-exceptions.js';
 import type { Command } from './swerex-schemas.js';
 import { MAX_OUTPUT_BYTES, NO_TIMEOUT_MS } from './swerex-session.js';
@@ -31,7 +34,12 @@ function reprCommand(cmd: string | string[]): string {
   return typeof cmd === 'string' ? pyRepr(cmd) : `[${cmd.map(pyRepr).join(', ')}]`;
 }
 
-export async function executeCommand(sb: Sandbox, c: Command, signal?: AbortSignal): Promise<{ response: CommandResponse; outcome: CommandOutcome }> {
+export async function executeCommand(
+  sb: Sandbox,
+  c: Command,
+  signal: AbortSignal | undefined,
+  outputBudget: ByteGrant,
+): Promise<{ response: CommandResponse; outcome: CommandOutcome }> {
   const argv = commandArgv(c);
   // os.execve's own check, before any of the command's strings
   if (c.env !== null && Object.keys(c.env).some((k) => k === '' || k.includes('='))) throw builtin('ValueError', 'illegal environment variable name');
@@ -40,6 +48,9 @@ export async function executeCommand(sb: Sandbox, c: Command, signal?: AbortSign
     raw = await sb.execBytes(argv, {
       timeoutMs: c.timeout === null ? NO_TIMEOUT_MS : Math.max(1, Math.round(c.timeout * 1000)),
       maxOutputBytes: MAX_OUTPUT_BYTES,
+      outputBudget,
+      // its bytes are decoded here: no text copy of them
+      rawStdout: true,
       // subprocess.run(env=...): that environment and nothing else
       ...(c.env === null ? {} : { env: c.env, exactEnv: true }),
       ...(c.cwd === null ? {} : { workdir: c.cwd }),
@@ -84,15 +95,38 @@ function startFailure(program: string, cwd: string | null, o: CommandOutcome): S
   });
 }
 
-/** Path.read_text(encoding, errors) of a file in the sandbox. */
-export async function readText(sb: Sandbox, path: string, encoding: string | null, errors: string | null, maxBytes: number): Promise<string> {
-  let bytes: Buffer;
+/** Where read_text's bytes and text are held: the server's memory budget, through the request's account. */
+export interface ReadBudget {
+  limit: number;
+  account: BudgetAccount;
+  budget: ByteBudget;
+  signal?: AbortSignal;
+}
+
+/**
+ * Path.read_text(encoding, errors) of a file in the sandbox. Its bytes, joined, and its text are
+ * held from the memory budget (refused, 429, past it), each counted as much as the bytes read.
+ */
+export async function readText(sb: Sandbox, path: string, encoding: string | null, errors: string | null, mem: ReadBudget): Promise<string> {
+  let chunks: Buffer[];
   try {
-    bytes = await sb.readFile(path, { maxBytes });
+    const read = await readFileStream(sb, path, { limit: mem.limit, ...(mem.signal === undefined ? {} : { signal: mem.signal }) });
+    chunks = await collectWithin(read.body, {
+      limit: mem.limit,
+      account: mem.account,
+      budget: mem.budget,
+      what: `the content of ${path}`,
+      tooLarge: () => tooLargeToRead(path, mem.limit),
+    });
   } catch (e) {
     if (e instanceof MinisandboxError && e.code === 'SANDBOX_FILE') throw await whyUnreadable(sb, path, e);
     throw e;
   }
+  const size = chunks.reduce((n, c) => n + c.length, 0);
+  // the bytes made one, then their text: each as much again as what was read
+  if (size > REQUEST_FLOOR_BYTES && !mem.account.take(2 * size)) throw new MemoryBudgetError(`the text of ${path}`, mem.budget);
+  const bytes = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size);
+  chunks.length = 0;
   // text mode: universal newlines, as Python reads
   const text = decode(bytes, encoding, errors).replace(/\r\n?/g, '\n');
   refuseSurrogates(text);
@@ -125,11 +159,16 @@ export async function writeText(sb: Sandbox, path: string, content: string | Buf
   try {
     await sb.writeFile(path, content);
   } catch (e) {
-    if (!(e instanceof MinisandboxError && e.code === 'SANDBOX_FILE')) throw e;
-    if (e.message.includes('Is a directory')) throw builtin('IsADirectoryError', `[Errno 21] Is a directory: ${pyRepr(path)}`);
-    if (e.message.includes('Permission denied')) throw builtin('PermissionError', `[Errno 13] Permission denied: ${pyRepr(path)}`);
-    throw builtin('OSError', e.message);
+    throw writeError(e, path);
   }
+}
+
+/** The Python exception a failed write of `path` is (the error itself where it is not the file's). */
+export function writeError(e: unknown, path: string): unknown {
+  if (!(e instanceof MinisandboxError && e.code === 'SANDBOX_FILE')) return e;
+  if (e.message.includes('Is a directory')) return builtin('IsADirectoryError', `[Errno 21] Is a directory: ${pyRepr(path)}`);
+  if (e.message.includes('Permission denied')) return builtin('PermissionError', `[Errno 13] Permission denied: ${pyRepr(path)}`);
+  return builtin('OSError', e.message);
 }
 
 /** The Python exception a failed read of `path` is: asked of the sandbox, as the read was. */

@@ -1,6 +1,7 @@
 /**
  * The X-Request-ID cache on its own: one run per (key, id), shared by calls that overlap it,
- * errors replayed only where they are the answer, and bounded per key and in keys.
+ * errors replayed only where they are the answer, and bounded per key, in keys and in the bytes of
+ * the answers kept.
  */
 import { describe, expect, it } from 'vitest';
 import { ReplayCache } from './swerex-replay.js';
@@ -52,5 +53,22 @@ describe('ReplayCache', () => {
     await cache.once('k3', 'x', work); // k1 is now the least recently used key: dropped
     expect(await cache.once('k3', 'x', work)).toBe(6);
     expect(await cache.once('k1', 'c', work)).toBe(7);
+  });
+
+  it('keeps answers up to a total size, dropping the oldest finished ones first, whatever their key', async () => {
+    const cache = new ReplayCache({ perKey: 64, keys: 64, bytes: 10 }, (o) => (o.ok ? String(o.value).length : 0));
+    let runs = 0;
+    const answer = (text: string) => async (): Promise<string> => {
+      runs++;
+      return text;
+    };
+    await cache.once('k1', 'a', answer('xxxx'));
+    await cache.once('k2', 'b', answer('yyyy'));
+    expect(await cache.once('k1', 'a', answer('new'))).toBe('xxxx');
+    // 12 characters in all: the oldest (k1/a) goes, though its key was used last
+    await cache.once('k2', 'c', answer('zzzz'));
+    expect(runs).toBe(3);
+    expect(await cache.once('k1', 'a', answer('again'))).toBe('again');
+    expect(await cache.once('k2', 'c', answer('not run'))).toBe('zzzz');
   });
 });

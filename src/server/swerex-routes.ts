@@ -10,6 +10,7 @@
  * `{"error": ...}` with its status). A fastify plugin with its own error handler and multipart
  * parser, registered under the `/swerex/:key` prefix.
  */
+import { join } from 'node:path';
 import multipart from '@fastify/multipart';
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { errorMessage, InvalidInputError, MinisandboxError } from '../errors.js';
@@ -30,6 +31,10 @@ import {
 } from './swerex-schemas.js';
 import { closeAllBashSessions, closeBashSession, createBashSession, interruptBashSession, runBashAction, sessionNamed } from './swerex-session.js';
 import { uploadFile, uploadZip } from './swerex-upload.js';
+import { BodyTooLargeError, spoolBody, withSpoolDir } from './file-transfer.js';
+import { jsonReply, stringChars } from './json-reply.js';
+import { replyAccount } from './request-memory.js';
+import type { BudgetAccount } from '../util/byte-budget.js';
 
 export interface SwerexPluginOptions {
   ctx: RouteContext;
@@ -54,7 +59,10 @@ const isSwerexAnswer = (e: unknown): boolean => e instanceof SwerexError;
 
 export const swerexRoutes: FastifyPluginAsync<SwerexPluginOptions> = async (app, { ctx }) => {
   const { mgr, fileLimit, log } = ctx;
-  const replay = new ReplayCache();
+  // answers are kept by the characters of their strings (an exception's message holds the output it reports)
+  const replay = new ReplayCache({ perKey: 64, keys: 4096 }, (o) =>
+    o.ok ? stringChars(o.value) : o.error instanceof SwerexError ? o.error.message.length + stringChars(o.error.extraInfo) : 0,
+  );
   await app.register(multipart, { limits: { fileSize: fileLimit, files: 1, fields: 8, fieldSize: 1 << 20 } });
 
   app.setErrorHandler(async (err: unknown, _req, reply) => {
@@ -107,14 +115,23 @@ export const swerexRoutes: FastifyPluginAsync<SwerexPluginOptions> = async (app,
   /**
    * A POST route that runs once per X-Request-ID. Without one, a client that disconnects gets its
    * command killed (`signal`); with one, the command runs on so that the retry gets its answer.
+   * What the work holds in memory comes from the server's budget (`account`): until the answer
+   * is sent, or, for work a retry may join, until the work ends (the replay cache bounds the
+   * answers it keeps).
    */
-  const post = (path: string, handler: (req: FastifyRequest, t: Target, signal: AbortSignal | undefined) => Promise<unknown>): void => {
-    app.post(path, async (req: FastifyRequest, reply: FastifyReply) => {
-      const t = targetOf((req.params as { key?: unknown }).key);
-      const rid = requestIdOf(req);
-      if (rid === undefined) return handler(req, t, disconnectSignal(reply));
-      return replay.once(t.key, rid, () => handler(req, t, undefined), isSwerexAnswer);
-    });
+  type Handler = (req: FastifyRequest, t: Target, signal: AbortSignal | undefined, account: BudgetAccount) => Promise<unknown>;
+  const once = async (req: FastifyRequest, reply: FastifyReply, t: Target, handler: Handler): Promise<unknown> => {
+    const rid = requestIdOf(req);
+    if (rid === undefined) return jsonReply(reply, await handler(req, t, disconnectSignal(reply), replyAccount(mgr.memory, reply)));
+    const account = mgr.memory.account();
+    try {
+      return jsonReply(reply, await replay.once(t.key, rid, () => handler(req, t, undefined, account), isSwerexAnswer));
+    } finally {
+      account.release();
+    }
+  };
+  const post = (path: string, handler: Handler): void => {
+    app.post(path, async (req: FastifyRequest, reply: FastifyReply) => once(req, reply, targetOf((req.params as { key?: unknown }).key), handler));
   };
 
   // GET: answers from the server's own tables, never touching a sandbox (SWE-ReX polls it, with a 0.15 s timeout)
@@ -136,6 +153,7 @@ export const swerexRoutes: FastifyPluginAsync<SwerexPluginOptions> = async (app,
     return mgr.use(e.sb.id, () => createBashSession(e.sb, b));
   });
 
+  // a terminal session holds at most MAX_OUTPUT_BYTES characters of output (its own cap), outside the budget
   post('/run_in_session', async (req, t, signal) => {
     const body = req.body as { action_type?: unknown } | undefined;
     if (body?.action_type === 'bash_interrupt') {
@@ -161,20 +179,21 @@ export const swerexRoutes: FastifyPluginAsync<SwerexPluginOptions> = async (app,
     return closeBashSession(e?.sb, b.session);
   });
 
-  post('/execute', async (req, t, signal) => {
+  post('/execute', async (req, t, signal, account) => {
     const c = parse(CommandSchema, req.body, 'body');
     const e = (await sandboxOf(t, true))!;
     return mgr.use(e.sb.id, async () => {
-      const { response, outcome } = await executeCommand(e.sb, c, signal);
+      const { response, outcome } = await executeCommand(e.sb, c, signal, account);
       mgr.metrics.execLatency(outcome.durationMs / 1000);
       return response;
     });
   });
 
-  post('/read_file', async (req, t) => {
+  post('/read_file', async (req, t, signal, account) => {
     const r = parse(ReadFileRequestSchema, req.body, 'body');
     const e = (await sandboxOf(t, true))!;
-    return { content: await mgr.use(e.sb.id, () => readText(e.sb, r.path, r.encoding, r.errors, fileLimit)) };
+    const mem = { limit: fileLimit, account, budget: mgr.memory, ...(signal === undefined ? {} : { signal }) };
+    return { content: await mgr.use(e.sb.id, () => readText(e.sb, r.path, r.encoding, r.errors, mem)) };
   });
 
   post('/write_file', async (req, t) => {
@@ -184,29 +203,34 @@ export const swerexRoutes: FastifyPluginAsync<SwerexPluginOptions> = async (app,
     return {};
   });
 
-  // multipart: the file first (SWE-ReX's client sends it first), then target_path and unzip
-  app.post('/upload', async (req: FastifyRequest) => {
+  // multipart: the file first (SWE-ReX's client sends it first), then target_path and unzip; the
+  // file is spooled to the host as it arrives (counted by the multipart limit), never held whole
+  app.post('/upload', async (req: FastifyRequest, reply: FastifyReply) => {
     const t = targetOf((req.params as { key?: unknown }).key);
     if (!req.isMultipart())
       throw new InvalidInputError('upload: the body must be multipart/form-data', 'send the fields file, target_path and unzip (true for a zipped directory)');
-    let data: Buffer | undefined;
-    const fields: Record<string, string> = {};
-    for await (const part of req.parts()) {
-      if (part.type === 'file') {
-        const bytes = await part.toBuffer();
-        if (part.fieldname === 'file') data = bytes;
-      } else fields[part.fieldname] = String(part.value);
-    }
-    if (data === undefined) throw new FieldError('file', 'body field file: missing (the bytes to upload)');
-    const f = parse(UploadFieldsSchema, fields, 'body');
-    const bytes = data;
-    const run = async (): Promise<Record<string, never>> => {
-      const e = (await sandboxOf(t, true))!;
-      await mgr.use(e.sb.id, () => (f.unzip ? uploadZip(e.sb, bytes, f.target_path, fileLimit) : uploadFile(e.sb, bytes, f.target_path)));
-      return {};
-    };
-    const rid = requestIdOf(req);
-    return rid === undefined ? run() : replay.once(t.key, rid, run, isSwerexAnswer);
+    if (Number(req.headers['content-length'] ?? 0) > fileLimit + (1 << 20)) throw new BodyTooLargeError(fileLimit);
+    return withSpoolDir(ctx.store, async (dir) => {
+      const spooled = join(dir, 'file');
+      let got = false;
+      const fields: Record<string, string> = {};
+      for await (const part of req.parts()) {
+        if (part.type !== 'file') fields[part.fieldname] = String(part.value);
+        else if (part.fieldname !== 'file' || got) part.file.resume();
+        else {
+          await spoolBody(part.file, fileLimit, spooled);
+          if (part.file.truncated) throw new BodyTooLargeError(fileLimit);
+          got = true;
+        }
+      }
+      if (!got) throw new FieldError('file', 'body field file: missing (the bytes to upload)');
+      const f = parse(UploadFieldsSchema, fields, 'body');
+      return once(req, reply, t, async (_req, target, signal) => {
+        const e = (await sandboxOf(target, true))!;
+        await mgr.use(e.sb.id, () => (f.unzip ? uploadZip(e.sb, spooled, f.target_path, fileLimit, signal) : uploadFile(e.sb, spooled, f.target_path, signal)));
+        return {};
+      });
+    });
   });
 
   post('/close', async (_req, t) => {
