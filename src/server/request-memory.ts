@@ -8,12 +8,25 @@
 import { Transform, type Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { DEFAULT_MAX_OUTPUT_BYTES } from '../sandbox/outcome.js';
-import type { BudgetAccount, ByteBudget } from '../util/byte-budget.js';
+import type { BudgetAccount, ByteBudget, ByteGrant } from '../util/byte-budget.js';
 import { FieldError } from './http.js';
 import { RetryLaterError } from './manager.js';
 
 /** Bytes of a body or a read a request holds without asking the budget: small requests are never refused. */
 export const REQUEST_FLOOR_BYTES = 64 << 10;
+
+/**
+ * What holding a byte costs, counted against the budget: captured output is held as bytes, then
+ * as text (one or two bytes a character) while it is answered; a JSON body as bytes, text and
+ * its parsed value.
+ */
+export const OUTPUT_COPIES = 2;
+export const JSON_BODY_COPIES = 3;
+
+/** The grant a request's output capture takes from: its account, at OUTPUT_COPIES a byte. */
+export function outputGrant(account: BudgetAccount): ByteGrant {
+  return account.weighted(OUTPUT_COPIES);
+}
 
 export class MemoryBudgetError extends RetryLaterError {
   constructor(what: string, budget: ByteBudget) {
@@ -44,17 +57,17 @@ export function outputCap(asked: number | undefined, ceiling: number): number {
 }
 
 /**
- * `src` as it arrives, each chunk past the first REQUEST_FLOOR_BYTES taken from `account`; a
+ * `src` as it arrives, each chunk past the first REQUEST_FLOOR_BYTES taken from `grant`; a
  * chunk the budget refuses fails the stream with a MemoryBudgetError.
  */
-export function countedAgainst(src: Readable, account: BudgetAccount, budget: ByteBudget, what: string): Transform {
+export function countedAgainst(src: Readable, grant: ByteGrant, budget: ByteBudget, what: string): Transform {
   let seen = 0;
   const t = new Transform({
     transform(chunk: Buffer, _enc, cb) {
       const before = seen;
       seen += chunk.length;
       const asked = seen - Math.max(before, REQUEST_FLOOR_BYTES);
-      if (asked > 0 && !account.take(asked)) return cb(new MemoryBudgetError(what, budget));
+      if (asked > 0 && !grant.take(asked)) return cb(new MemoryBudgetError(what, budget));
       cb(null, chunk);
     },
   });
@@ -71,7 +84,7 @@ export function budgetJsonBodies(app: FastifyInstance, budget: ByteBudget): void
   app.addHook('preParsing', async (req, reply, payload) => {
     const type = req.headers['content-type'];
     if (typeof type !== 'string' || !type.toLowerCase().startsWith('application/json')) return payload;
-    return countedAgainst(payload, replyAccount(budget, reply), budget, 'this request body');
+    return countedAgainst(payload, replyAccount(budget, reply).weighted(JSON_BODY_COPIES), budget, 'this request body');
   });
 }
 

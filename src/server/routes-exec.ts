@@ -7,7 +7,7 @@ import type { Session } from '../sandbox/session.js';
 import { type RouteContext, disconnectSignal, outcomeBody, parse } from './http.js';
 import { jobsOf } from './jobs.js';
 import { jsonReply } from './json-reply.js';
-import { outputCap, replyAccount } from './request-memory.js';
+import { outputCap, outputGrant, replyAccount } from './request-memory.js';
 import { CreateSessionBodySchema, ExecBodySchema, ExecQuerySchema, IdParamsSchema, SessionParamsSchema, SessionRunBodySchema } from './schemas.js';
 
 export function execRoutes(app: FastifyInstance, ctx: RouteContext): void {
@@ -34,7 +34,7 @@ export function execRoutes(app: FastifyInstance, ctx: RouteContext): void {
       const job = jobsOf(e, mgr.jobLimits).start(
         e,
         timeoutMs,
-        (signal) => e.sb.exec(b.argv ?? b.command!, { ...opts, timeoutMs, signal, outputBudget: account }),
+        (signal) => e.sb.exec(b.argv ?? b.command!, { ...opts, timeoutMs, signal, outputBudget: outputGrant(account) }),
         (o) => {
           account.release();
           mgr.metrics.execLatency(o.durationMs / 1000);
@@ -43,7 +43,7 @@ export function execRoutes(app: FastifyInstance, ctx: RouteContext): void {
       return reply.code(202).send({ job: job.id, status: 'running' });
     }
     const signal = disconnectSignal(reply);
-    const outputBudget = replyAccount(mgr.memory, reply);
+    const outputBudget = outputGrant(replyAccount(mgr.memory, reply));
     const o = await mgr.use(id, (e) => e.sb.exec(b.argv ?? b.command!, { ...opts, signal, outputBudget }));
     mgr.metrics.execLatency(o.durationMs / 1000);
     return jsonReply(reply, outcomeBody(o));
@@ -86,7 +86,7 @@ export function execRoutes(app: FastifyInstance, ctx: RouteContext): void {
     const b = parse(SessionRunBodySchema, req.body, 'body');
     const maxOutputBytes = outputCap(b.max_output, mgr.maxOutputBytes);
     const signal = disconnectSignal(reply);
-    const outputBudget = replyAccount(mgr.memory, reply);
+    const outputBudget = outputGrant(replyAccount(mgr.memory, reply));
     const o = await mgr.use(id, (e) =>
       sessionOf(e.sessions, sid, id).run(b.command, {
         signal,

@@ -12,7 +12,7 @@ import { streamInSandbox } from '../sandbox/stream.js';
 import { busyUntil, withSpoolDir } from './file-transfer.js';
 import { type RouteContext, disconnectSignal, parse } from './http.js';
 import { jsonReply } from './json-reply.js';
-import { MemoryBudgetError, replyAccount } from './request-memory.js';
+import { MemoryBudgetError, outputGrant, replyAccount } from './request-memory.js';
 import { DirQuerySchema, IdParamsSchema } from './schemas.js';
 import { TarTooLargeError, spoolCheckedTar } from './tar-upload.js';
 
@@ -110,7 +110,7 @@ export function tarRoutes(app: FastifyInstance, ctx: RouteContext): void {
   app.get('/v1/sandboxes/:id/files/list', async (req, reply) => {
     const { id } = parse(IdParamsSchema, req.params, 'path');
     const q = parse(DirQuerySchema, req.query, 'query');
-    const outputBudget = replyAccount(mgr.memory, reply);
+    const outputBudget = outputGrant(replyAccount(mgr.memory, reply));
     const o = await mgr.use(id, (e) =>
       e.sb.exec(['/bin/sh', '-c', LIST_SCRIPT, 'msb-list', q.path], { timeoutMs: 120_000, maxOutputBytes: 64 << 20, outputBudget }),
     );

@@ -33,7 +33,7 @@ import { closeAllBashSessions, closeBashSession, createBashSession, interruptBas
 import { uploadFile, uploadZip } from './swerex-upload.js';
 import { BodyTooLargeError, spoolBody, withSpoolDir } from './file-transfer.js';
 import { jsonReply, stringChars } from './json-reply.js';
-import { replyAccount } from './request-memory.js';
+import { outputGrant, replyAccount } from './request-memory.js';
 import type { BudgetAccount } from '../util/byte-budget.js';
 
 export interface SwerexPluginOptions {
@@ -183,7 +183,7 @@ export const swerexRoutes: FastifyPluginAsync<SwerexPluginOptions> = async (app,
     const c = parse(CommandSchema, req.body, 'body');
     const e = (await sandboxOf(t, true))!;
     return mgr.use(e.sb.id, async () => {
-      const { response, outcome } = await executeCommand(e.sb, c, signal, account);
+      const { response, outcome } = await executeCommand(e.sb, c, signal, outputGrant(account));
       mgr.metrics.execLatency(outcome.durationMs / 1000);
       return response;
     });

@@ -68,6 +68,11 @@ export class BudgetAccount implements ByteGrant {
     return true;
   }
 
+  /** A grant through this account that takes `copies` bytes for each byte asked: what holding it costs in all its copies. */
+  weighted(copies: number): ByteGrant {
+    return { take: (n) => this.take(n * copies) };
+  }
+
   /** Gives back everything taken; later takes are refused. Idempotent. */
   release(): void {
     if (this.released) return;
