@@ -147,8 +147,8 @@ export interface LauncherEnd {
  * launcher) to end, killing it when `timeoutMs` passes or `signal` fires: first the pid 1 the
  * launcher reported (`commandInit`), which takes every process of its pid namespace with it, then
  * the launcher, whose chain dies with it. Once it has exited, `afterExit` runs, the pipes get a
- * moment to drain, and then they are cut (`detach` lets go of any other) rather than waiting for
- * holders of their other ends.
+ * moment to drain (what arrived by its end is read first), and then they are cut (`detach` lets
+ * go of any other) rather than waiting for holders of their other ends.
  */
 export async function awaitLauncher(
   child: ChildProcess | ServedProcess,
@@ -192,12 +192,18 @@ export async function awaitLauncher(
     child.on('exit', (c: number | null, s: NodeJS.Signals | null) => {
       exited = [c, s];
       void (opts.afterExit?.() ?? Promise.resolve()).then(() =>
-        setTimeout(() => {
-          child.stdout?.destroy();
-          child.stderr?.destroy();
-          opts.detach?.();
-          resolve(exited!);
-        }, 500).unref(),
+        setTimeout(
+          () =>
+            // after this turn's I/O: a process stalled past the timer (a busy server) reads what
+            // arrived meanwhile, such as the status' exit-code, before cutting the pipes
+            setImmediate(() => {
+              child.stdout?.destroy();
+              child.stderr?.destroy();
+              opts.detach?.();
+              resolve(exited!);
+            }),
+          500,
+        ).unref(),
       );
     });
     child.on('close', (c: number | null, s: NodeJS.Signals | null) => resolve(exited ?? [c, s]));
