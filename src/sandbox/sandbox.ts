@@ -148,6 +148,18 @@ export interface ExecOptions {
   outputBudget?: ByteGrant;
 }
 
+/** The largest patch diff() returns. */
+export const DIFF_MAX_BYTES = 512 << 20;
+
+/** A patch larger than DIFF_MAX_BYTES, or than the memory budget it was read within granted (`budgetCut`). */
+export class DiffTooLargeError extends MinisandboxError {
+  constructor(readonly budgetCut: boolean) {
+    super('DIFF_FAILED', budgetCut ? 'the patch is larger than the memory budget could hold now' : `the patch is larger than ${DIFF_MAX_BYTES} bytes`, {
+      hint: budgetCut ? 'retry when fewer requests hold memory' : 'the workdir holds files too large for a patch: remove or ignore them (.gitignore)',
+    });
+  }
+}
+
 export class SandboxStartError extends MinisandboxError {
   constructor(message: string, hint: string) {
     super('SANDBOX_START', message, { hint });
@@ -363,7 +375,7 @@ export class Sandbox {
    * The repository's changes as a binary-safe unified git patch against `base` (default HEAD),
    * untracked files included (through a throwaway index): exactly the agent's submission.
    */
-  async diff(opts: { workdir?: string; base?: string; timeoutMs?: number } = {}): Promise<string> {
+  async diff(opts: { workdir?: string; base?: string; timeoutMs?: number; outputBudget?: ByteGrant } = {}): Promise<string> {
     const script = [
       'set -e',
       'cd "$1"',
@@ -377,8 +389,9 @@ export class Sandbox {
     ].join('\n');
     const r = await this.execBytes(['/bin/sh', '-c', script, 'msb-diff', opts.workdir ?? this.config.workdir, opts.base ?? 'HEAD'], {
       timeoutMs: opts.timeoutMs ?? 300_000,
-      maxOutputBytes: 512 << 20,
+      maxOutputBytes: DIFF_MAX_BYTES,
       rawStdout: true,
+      ...(opts.outputBudget === undefined ? {} : { outputBudget: opts.outputBudget }),
     });
     if (r.outcome.status !== 'ok' || r.outcome.exitCode !== 0) {
       throw new MinisandboxError(
@@ -389,6 +402,8 @@ export class Sandbox {
         },
       );
     }
+    // a cut patch must not pass for the whole submission
+    if (r.outcome.stdoutTruncated) throw new DiffTooLargeError(r.outcome.budgetCut === true);
     return r.stdout().toString('utf8');
   }
 

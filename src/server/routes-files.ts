@@ -6,7 +6,9 @@ import type { Readable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import { InvalidInputError, MinisandboxError } from '../errors.js';
 import { BodyTooLargeError, busyUntil, readFileStream, spoolBody, withSpoolDir, writeFileFrom } from './file-transfer.js';
+import { DiffTooLargeError } from '../sandbox/sandbox.js';
 import { type RouteContext, disconnectSignal, parse } from './http.js';
+import { MemoryBudgetError, outputGrant, replyAccount } from './request-memory.js';
 import { DiffQuerySchema, FileQuerySchema, IdParamsSchema } from './schemas.js';
 
 /** Permission bits as stat's `%a` prints them. */
@@ -65,9 +67,15 @@ export function fileRoutes(app: FastifyInstance, ctx: RouteContext): void {
   app.get('/v1/sandboxes/:id/diff', async (req, reply) => {
     const { id } = parse(IdParamsSchema, req.params, 'path');
     const q = parse(DiffQuerySchema, req.query, 'query');
-    const patch = await mgr.use(id, (e) =>
-      e.sb.diff({ ...(q.workdir === undefined ? {} : { workdir: q.workdir }), ...(q.base === undefined ? {} : { base: q.base }) }),
-    );
+    // the patch is held whole (its bytes, then its text): it takes from the memory budget
+    const outputBudget = outputGrant(replyAccount(mgr.memory, reply));
+    const patch = await mgr
+      .use(id, (e) =>
+        e.sb.diff({ ...(q.workdir === undefined ? {} : { workdir: q.workdir }), ...(q.base === undefined ? {} : { base: q.base }), outputBudget }),
+      )
+      .catch((err: unknown) => {
+        throw err instanceof DiffTooLargeError && err.budgetCut ? new MemoryBudgetError('the patch', mgr.memory) : err;
+      });
     return reply.type('text/x-diff; charset=utf-8').send(patch);
   });
 }
