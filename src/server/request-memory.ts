@@ -58,7 +58,7 @@ export function outputCap(asked: number | undefined, ceiling: number): number {
 
 /**
  * `src` as it arrives, each chunk past the first REQUEST_FLOOR_BYTES taken from `grant`; a
- * chunk the budget refuses fails the stream with a MemoryBudgetError.
+ * chunk the budget refuses fails the stream with a MemoryBudgetError (the rest of `src` drained).
  */
 export function countedAgainst(src: Readable, grant: ByteGrant, budget: ByteBudget, what: string): Transform {
   let seen = 0;
@@ -67,7 +67,12 @@ export function countedAgainst(src: Readable, grant: ByteGrant, budget: ByteBudg
       const before = seen;
       seen += chunk.length;
       const asked = seen - Math.max(before, REQUEST_FLOOR_BYTES);
-      if (asked > 0 && !grant.take(asked)) return cb(new MemoryBudgetError(what, budget));
+      if (asked > 0 && !grant.take(asked)) {
+        // the rest is read and dropped (holding nothing), so the client gets to read its answer
+        src.unpipe(t);
+        src.resume();
+        return cb(new MemoryBudgetError(what, budget));
+      }
       cb(null, chunk);
     },
   });
