@@ -65,6 +65,7 @@ export async function runInSandbox(spec: EnterSpec, opts: RunOptions): Promise<R
     // whatever the command left running (or a half-set-up pid 1) ends with it
     afterExit: () => killNestedInit(status, spec.initPid),
     detach: () => statusPipe.removeAllListeners('data'),
+    complete: () => EXIT_CODE.test(status),
   });
   const durationMs = performance.now() - started;
   const out = opts.rawStdout === true ? { text: '', truncated: stdout.total > stdout.bytesKept } : stdout.slice();
@@ -103,7 +104,7 @@ type OutcomeBase = Pick<CommandOutcome, 'durationMs' | 'stdout' | 'stderr' | 'st
 export async function classifyEnding(e: Ending, base: OutcomeBase): Promise<CommandOutcome> {
   if (e.timedOut) return { status: 'timeout', exitCode: null, signal: 'SIGKILL', ...base };
   if (e.aborted) return { status: 'killed', exitCode: null, signal: 'SIGKILL', ...base };
-  const m = /"exit-code"\s*:\s*(-?\d+)/.exec(e.status);
+  const m = EXIT_CODE.exec(e.status);
   if (m === null) {
     // The launcher reports an exit code only for a command that started: a failed setup (namespace
     // entry, chdir, exec of a missing program) is the runtime's or the caller's error, not the command's.
@@ -134,6 +135,12 @@ export function childPid(status: string): number | undefined {
   return m === null ? undefined : Number(m[1]);
 }
 
+/** The command's exit code in the launcher's status. */
+const EXIT_CODE = /"exit-code"\s*:\s*(-?\d+)/;
+
+/** How long a command's pipes are kept, once it has exited, for a status that lacks its exit-code. */
+const STATUS_WAIT_MS = 30_000;
+
 /** The launcher's own end, and whether we ended it. */
 export interface LauncherEnd {
   code: number | null;
@@ -159,6 +166,13 @@ export async function awaitLauncher(
     onError: (e: Error) => void;
     afterExit?: () => Promise<void>;
     detach?: () => void;
+    /**
+     * Whether the launcher's status has all it will say (its exit-code): until it has, the pipes
+     * are not cut, for up to STATUS_WAIT_MS (its close ends the wait sooner). Through the launcher
+     * server, a command's last status frame can come well after its exit is reported, behind other
+     * commands' output on the one pipe they share.
+     */
+    complete?: () => boolean;
   },
 ): Promise<LauncherEnd> {
   let timedOut = false;
@@ -192,18 +206,22 @@ export async function awaitLauncher(
     child.on('exit', (c: number | null, s: NodeJS.Signals | null) => {
       exited = [c, s];
       void (opts.afterExit?.() ?? Promise.resolve()).then(() =>
-        setTimeout(
-          () =>
-            // after this turn's I/O: a process stalled past the timer (a busy server) reads what
-            // arrived meanwhile, such as the status' exit-code, before cutting the pipes
-            setImmediate(() => {
-              child.stdout?.destroy();
-              child.stderr?.destroy();
-              opts.detach?.();
-              resolve(exited!);
-            }),
-          500,
-        ).unref(),
+        setTimeout(() => {
+          const waitUntil = performance.now() + STATUS_WAIT_MS;
+          // after this turn's I/O: a process stalled past the timer (a busy server) reads what
+          // arrived meanwhile, such as the status' exit-code, before cutting the pipes
+          const cut = (): void => {
+            if (opts.complete !== undefined && !opts.complete() && performance.now() < waitUntil) {
+              setTimeout(() => setImmediate(cut), 20).unref();
+              return;
+            }
+            child.stdout?.destroy();
+            child.stderr?.destroy();
+            opts.detach?.();
+            resolve(exited!);
+          };
+          setImmediate(cut);
+        }, 500).unref(),
       );
     });
     child.on('close', (c: number | null, s: NodeJS.Signals | null) => resolve(exited ?? [c, s]));
