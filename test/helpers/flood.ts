@@ -7,7 +7,9 @@
  * clients' own cost stays small beside the server's.
  */
 import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { Agent, request } from 'node:http';
+import { fileURLToPath } from 'node:url';
 
 export interface Target {
   url: string;
@@ -87,14 +89,15 @@ export interface FloodSizes {
 /**
  * Rounds of every hostile request at once, on the tenant's sandboxes `ids`, until `stop()` says
  * so (checked between rounds; at least one round). Returns how often each kind got each status;
- * a request that failed at the connection counts as status 0.
+ * a request that failed at the connection counts as status 0 with its error's code.
  */
 export async function flood(t: Target, ids: string[], s: FloodSizes, stop: () => boolean): Promise<Map<string, number>> {
   const tally = new Map<string, number>();
+  const add = (key: string): void => void tally.set(key, (tally.get(key) ?? 0) + 1);
   const count = (kind: string, p: Promise<Answer>): Promise<void> =>
     p.then(
-      (a) => void tally.set(`${kind} ${a.status}`, (tally.get(`${kind} ${a.status}`) ?? 0) + 1),
-      () => void tally.set(`${kind} 0`, (tally.get(`${kind} 0`) ?? 0) + 1),
+      (a) => add(`${kind} ${a.status}`),
+      (e: unknown) => add(`${kind} 0 ${(e as { code?: string }).code ?? String(e)}`),
     );
   const near = Buffer.alloc(7 << 20, 'b').toString();
   let round = 0;
@@ -169,4 +172,17 @@ export async function victim(t: Target, ids: string[], stop: () => boolean): Pro
     }),
   );
   return r;
+}
+
+/**
+ * As a process of its own (so that the flood's clients share neither its event loop nor its
+ * timing): `node --import tsx test/helpers/flood.ts victim <url> <token-file> <seconds> <id>...`
+ * runs the quiet tenant for that long and prints its VictimResult as one JSON line.
+ */
+if (process.argv[1] === fileURLToPath(import.meta.url) && process.argv[2] === 'victim') {
+  const [url, tokenFile, seconds, ...ids] = process.argv.slice(3);
+  const end = performance.now() + Number(seconds) * 1000;
+  const r = await victim({ url: url!, token: readFileSync(tokenFile!, 'utf8').trim() }, ids, () => performance.now() >= end);
+  process.stdout.write(`${JSON.stringify(r)}\n`);
+  agent.destroy();
 }
