@@ -174,11 +174,13 @@ export async function spoolBody(src: Readable, limit: number, file: string, sign
   return seen;
 }
 
-/** A fresh directory for spooling uploads (under the store's tmp dir where there is one), removed after `fn`. */
-export async function withSpoolDir<T>(store: StorePaths | undefined, fn: (dir: string) => Promise<T>): Promise<T> {
+/**
+ * A fresh directory for spooling uploads (under the store's tmp dir where there is one), named
+ * `prefix` and its owner (store/leftovers.ts reaps those of a killed server), removed after `fn`.
+ */
+export async function withSpoolDir<T>(store: StorePaths | undefined, prefix: 'upload-' | 'tar-upload-', fn: (dir: string) => Promise<T>): Promise<T> {
   if (store !== undefined) await mkdir(store.tmpDir, { recursive: true, mode: 0o700 });
-  // named by our pid and start time: a restarted server removes what a killed one left (store/leftovers.ts)
-  const dir = await mkdtemp(join(store?.tmpDir ?? tmpdir(), ownedName('upload-', '')));
+  const dir = await mkdtemp(join(store?.tmpDir ?? tmpdir(), ownedName(prefix, '')));
   try {
     return await fn(dir);
   } finally {

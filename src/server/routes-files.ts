@@ -43,7 +43,7 @@ export function fileRoutes(app: FastifyInstance, ctx: RouteContext): void {
     if (Number(req.headers['content-length'] ?? 0) > fileLimit) throw new BodyTooLargeError(fileLimit);
     const signal = disconnectSignal(reply);
     await mgr.use(id, (e) =>
-      withSpoolDir(ctx.store, async (dir) => {
+      withSpoolDir(ctx.store, 'upload-', async (dir) => {
         // the body is spooled whole before the write starts: one that breaks off writes nothing
         const spooled = join(dir, 'body');
         try {

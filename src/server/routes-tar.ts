@@ -161,7 +161,7 @@ export function tarRoutes(app: FastifyInstance, ctx: RouteContext): void {
     // the archive is spooled whole before any of it is extracted: all or nothing
     const signal = disconnectSignal(reply);
     await mgr.use(id, (e) =>
-      withSpoolDir(ctx.store, async (spoolDir) => {
+      withSpoolDir(ctx.store, 'tar-upload-', async (spoolDir) => {
         const spooled = join(spoolDir, 'upload.tar');
         try {
           await spoolCheckedTar(body, fileLimit, spooled, signal);

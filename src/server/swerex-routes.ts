@@ -210,7 +210,7 @@ export const swerexRoutes: FastifyPluginAsync<SwerexPluginOptions> = async (app,
     if (!req.isMultipart())
       throw new InvalidInputError('upload: the body must be multipart/form-data', 'send the fields file, target_path and unzip (true for a zipped directory)');
     if (Number(req.headers['content-length'] ?? 0) > fileLimit + (1 << 20)) throw new BodyTooLargeError(fileLimit);
-    return withSpoolDir(ctx.store, async (dir) => {
+    return withSpoolDir(ctx.store, 'upload-', async (dir) => {
       const spooled = join(dir, 'file');
       let got = false;
       const fields: Record<string, string> = {};
