@@ -25,8 +25,14 @@ const TRANSFER_TIMEOUT_MS = 3_600_000;
 /**
  * The file's raw mode (hex), size and permission bits on a first line (`- - -` where stat
  * cannot say), then its bytes. One command, so the size checked is the size of the file read.
+ * The stat is the tenant's to replace: the shell prints the line only if it is hex digits and
+ * spaces, so no other bytes (a newline, a header line of its own) can get in front of the file's.
  */
-const READ_SCRIPT = `{ stat -L -c '%f %s %a' -- "$1" 2>/dev/null || echo '- - -'; } && exec cat -- "$1"`;
+const READ_SCRIPT = [
+  `s=$(stat -L -c '%f %s %a' -- "$1" 2>/dev/null) || s='- - -'`,
+  `case $s in ''|*[!0-9a-f\\ ]*) s='- - -' ;; esac`,
+  `printf '%s\\n' "$s" && exec cat -- "$1"`,
+].join('; ');
 
 /** As Sandbox.writeFile does it, the bytes from stdin. */
 const WRITE_SCRIPT = 'd=$(dirname -- "$1") && mkdir -p -- "$d" && cat > "$1" && if [ -n "$2" ]; then chmod "$2" -- "$1"; fi';
