@@ -1,6 +1,7 @@
 /**
- * Reading datasets: SWE-bench JSONL streamed line by line (a dataset can be large), or a `.json`
- * file holding an array of rows. Every error names the file and line (or array index).
+ * Reading datasets: JSONL streamed line by line (a dataset can be large), or a `.json` file
+ * holding an array of rows. Rows are SWE-bench's, or Multi-SWE-bench's and SWE-smith's, read as
+ * SWE-bench's (row-formats.ts). Every error names the file and line (or array index).
  */
 import { createReadStream } from 'node:fs';
 import { readFile } from 'node:fs/promises';
@@ -9,8 +10,11 @@ import { InvalidInputError, NotFoundError } from '../errors.js';
 import { isErrno } from '../util/fs.js';
 import { parseWith } from '../recipe/structured.js';
 import { DatasetRowSchema, type LocatedRow } from './row.js';
+import { asSweBenchRow } from './row-formats.js';
 
-const HINT = 'each row needs instance_id, repo, base_commit and version (see recipes/demo/dataset.jsonl)';
+const HINT =
+  'each row needs instance_id, repo, base_commit and version (see recipes/demo/dataset.jsonl); ' +
+  'Multi-SWE-bench rows org, repo, number, base.sha and fix_patch; SWE-smith rows instance_id, repo, base_commit, patch and image_name';
 
 /** Streams validated rows; blank lines are skipped. */
 export async function* readDataset(file: string): AsyncGenerator<LocatedRow> {
@@ -40,7 +44,7 @@ export async function* readDataset(file: string): AsyncGenerator<LocatedRow> {
     } catch (e) {
       throw new InvalidInputError(`${where}: not valid JSON (${(e as Error).message})`, 'a JSONL dataset holds one JSON object per line');
     }
-    yield { row: parseWith(DatasetRowSchema, value, where, HINT), where };
+    yield { row: parseWith(DatasetRowSchema, asSweBenchRow(value, where), where, HINT), where };
   }
 }
 
@@ -55,7 +59,7 @@ async function* readJsonArray(file: string): AsyncGenerator<LocatedRow> {
   if (!Array.isArray(value)) throw new InvalidInputError(`${file}: expected a JSON array of rows`, 'use .jsonl for one row per line');
   for (const [i, v] of value.entries()) {
     const where = `${file}[${i}]`;
-    yield { row: parseWith(DatasetRowSchema, v, where, HINT), where };
+    yield { row: parseWith(DatasetRowSchema, asSweBenchRow(v, where), where, HINT), where };
   }
 }
 

@@ -18,6 +18,8 @@
  *         build: [make]                 # run after the test patch is applied, before the tests
  *                                       #   (and after install when the instance is built)
  *         evalEnv: {KEY: value}         # extra variables while scoring
+ *       "*":                            # every version without an entry of its own (Multi-SWE-bench
+ *         ...                           #   rows are versioned by pull request number)
  *       "2.0":
  *         image: docker://host/repo:tag # an existing container image instead of recipes: per
  *                                       #   (repo, version), or a template over the instance
@@ -216,9 +218,15 @@ export async function loadSpecs(path: string): Promise<Specs> {
   return { file, base: base?.source ?? '', catalog, entries };
 }
 
-/** The spec for a row's (repo, version), or an error naming the row and what the specs do have. */
+/** The version key of an entry that serves every version of its repo the specs name no entry for. */
+export const ANY_VERSION = '*';
+
+/**
+ * The spec for a row's (repo, version), else the repo's `"*"` entry, or an error naming the row
+ * and what the specs do have.
+ */
 export function lookupSpec(specs: Specs, repo: string, version: string, where: string): ResolvedSpec {
-  const spec = specs.entries.get(specKey(repo, version));
+  const spec = specs.entries.get(specKey(repo, version)) ?? specs.entries.get(specKey(repo, ANY_VERSION));
   if (spec) return spec;
   const versions = [...specs.entries.values()].filter((s) => s.repo === repo).map((s) => JSON.stringify(s.version));
   const known = versions.length > 0 ? `it has versions ${versions.join(', ')} of ${repo}` : `it has no entry for repo ${repo}`;

@@ -4,14 +4,19 @@
  * once, each tagged `<dataset>/<instance_id>` as a built instance would be.
  *
  * Templates: `{id}` is SWE-bench's image name for the instance (lowercased, `__` written
- * `_1776_`, as its harness names `swebench/sweb.eval.x86_64.{id}:latest`), `{instance_id}` the
- * id as is, `{repo}` and `{version}` the row's. A source without a transport is a registry image
- * (`docker://` is implied, as podman does).
+ * `_1776_`, as its harness names `swebench/sweb.eval.x86_64.{id}:latest`), `{owner}` (or
+ * `{org}`) and `{name}` the two parts of the repo, and any other `{field}` the row's own string or
+ * number field (`{instance_id}`, `{repo}`, `{version}`, Multi-SWE-bench's `{number}`, SWE-smith's
+ * `{image_name}`); `{field|lower}` lowercases it. The public per-task images of the multilingual
+ * datasets are then, for SWE-bench Multilingual `swebench/sweb.eval.x86_64.{id}:latest`, for
+ * Multi-SWE-bench `mswebench/{org|lower}_m_{name|lower}:pr-{number}` and for SWE-smith
+ * `{image_name}`. A source without a transport is a registry image (`docker://` is implied, as
+ * podman does).
  */
 import type { Registry } from '../registry/registry.js';
 import { loadCatalog } from '../store/catalog.js';
 import type { StorePaths } from '../store/paths.js';
-import { errorMessage, MinisandboxError } from '../errors.js';
+import { errorMessage, InvalidInputError, MinisandboxError } from '../errors.js';
 import { importImage, type ImportImageOptions } from './import.js';
 import { isImageSource } from './reference.js';
 
@@ -19,6 +24,7 @@ export interface ImageRow {
   instance_id: string;
   repo: string;
   version: string;
+  [field: string]: unknown;
 }
 
 /** SWE-bench's spelling of an instance id in image names. */
@@ -26,12 +32,26 @@ export function swebenchImageId(instanceId: string): string {
   return instanceId.toLowerCase().replaceAll('__', '_1776_');
 }
 
+function templateValue(row: ImageRow, field: string): string | undefined {
+  const [owner, name] = row.repo.split('/');
+  if (field === 'id') return swebenchImageId(row.instance_id);
+  if (field === 'owner' || (field === 'org' && typeof row.org !== 'string')) return owner;
+  if (field === 'name') return name;
+  const v = row[field];
+  return typeof v === 'string' || typeof v === 'number' ? String(v) : undefined;
+}
+
+/** The image source `template` names for `row`; a placeholder the row has no value for is an error naming it. */
 export function imageForRow(template: string, row: ImageRow): string {
-  const s = template
-    .replaceAll('{id}', swebenchImageId(row.instance_id))
-    .replaceAll('{instance_id}', row.instance_id)
-    .replaceAll('{repo}', row.repo)
-    .replaceAll('{version}', row.version);
+  const s = template.replace(/\{([A-Za-z_][A-Za-z0-9_]*)(\|lower)?\}/g, (_placeholder, field: string, lower: string | undefined) => {
+    const v = templateValue(row, field);
+    if (v === undefined)
+      throw new InvalidInputError(
+        `instance ${row.instance_id}: image template ${JSON.stringify(template)} names {${field}}, which the row has no value for`,
+        'use {id}, {owner}, {name} or a string or number field of the row',
+      );
+    return lower === undefined ? v : v.toLowerCase();
+  });
   return isImageSource(s) ? s : `docker://${s}`;
 }
 
