@@ -32,6 +32,7 @@ import type { Discarder } from './discard.js';
 import { prestartHashWorkers } from '../layer/capture-hash.js';
 import type { PhaseClock } from './phases.js';
 import { UpperFullError, upperFull } from './upper.js';
+import { HOST_CA_FILE, type HostNetworkSettings, hostNetworkEnv, stageHostCa } from './host-network.js';
 
 export class BuildCommandError extends MinisandboxError {
   constructor(
@@ -73,6 +74,8 @@ export interface BuildEnvContext {
   catalog: CatalogCache;
   /** Size cap of a build sandbox's upper in RAM (see upper.ts); 0 or absent: uppers on disk. */
   ramUpperBytes?: number;
+  /** The host's proxy and CA settings, which build sandboxes with network get (see host-network.ts); absent: none. */
+  hostNetwork?: HostNetworkSettings;
 }
 
 export interface Parent {
@@ -134,6 +137,8 @@ export async function buildBase(recipe: Extract<Recipe, { kind: 'base' }>, ctx: 
 
 interface SandboxBuild {
   network: boolean;
+  /** With network: pass in the host's proxy variables and CA certificates (the recipe's `hostNetworkSettings`). */
+  hostNetworkSettings: boolean;
   label: string;
   tag: string;
   config: Partial<RuntimeConfig>;
@@ -165,32 +170,44 @@ async function buildInSandboxOn(parent: Parent, script: string, ctx: BuildEnvCon
   // same trees export and task sandboxes use, so a node that builds and runs lays each out once.
   const mapping = await layerMapping(ctx.store, host, (m) => void log(ctx.logPath, `warning: ${m}`));
   const pulled = await clock.time('parent-layout', () => pullEnv(ctx.registry, ctx.store, parent.digest, { idShift: layerIdShift(mapping) }));
+  const hostNet = opts.network && opts.hostNetworkSettings && ctx.hostNetwork !== undefined ? ctx.hostNetwork : undefined;
+  // the host's CA bundle, as a lower layer of its own above the parent's: read, never captured
+  const hostCa = hostNet === undefined ? null : await stageHostCa(hostNet, ctx.store.tmpDir, layerIdShift(mapping));
   const inRam = ramBytes > 0;
   const t0 = performance.now();
-  const sb = await createSandbox(
-    {
-      lowerDirs: pulled.layerDirs,
-      stateDir: ctx.store.sandboxesDir,
-      config: { ...parent.config.config, workdir: '/' },
-      network: opts.network ? 'host' : 'none',
-      upper: inRam ? 'tmpfs' : 'disk',
-      // The upper is captured only after the commands succeeded, and thrown away otherwise: the
-      // fsyncs of dpkg and friends need not reach the disk.
-      volatileUpper: !inRam,
-      ...(inRam ? { limits: { diskBytes: ramBytes } } : {}),
-      capabilities: 'default',
-      idmapLowers: mapping.kind === 'idmap',
-      commandTimeoutMs: ctx.timeoutMs,
-      maxOutputBytes: 64 << 20,
-    },
-    {
-      host,
-      onCreated: async (s) => void (await acquireLease(ctx.store, s.id, pulled.layerDirs)),
-      onDestroyed: async (s) => releaseLease(ctx.store, s.id),
-      warn: (m) => void log(ctx.logPath, `warning: ${m}`),
-    },
-  );
+  let sb: Sandbox;
+  try {
+    sb = await createSandbox(
+      {
+        lowerDirs: hostCa === null ? pulled.layerDirs : [...pulled.layerDirs, hostCa.dir],
+        stateDir: ctx.store.sandboxesDir,
+        config: { ...parent.config.config, workdir: '/' },
+        network: opts.network ? 'host' : 'none',
+        upper: inRam ? 'tmpfs' : 'disk',
+        // The upper is captured only after the commands succeeded, and thrown away otherwise: the
+        // fsyncs of dpkg and friends need not reach the disk.
+        volatileUpper: !inRam,
+        ...(inRam ? { limits: { diskBytes: ramBytes } } : {}),
+        capabilities: 'default',
+        idmapLowers: mapping.kind === 'idmap',
+        commandTimeoutMs: ctx.timeoutMs,
+        maxOutputBytes: 64 << 20,
+      },
+      {
+        host,
+        onCreated: async (s) => void (await acquireLease(ctx.store, s.id, pulled.layerDirs)),
+        onDestroyed: async (s) => releaseLease(ctx.store, s.id),
+        warn: (m) => void log(ctx.logPath, `warning: ${m}`),
+      },
+    );
+  } catch (e) {
+    await hostCa?.remove();
+    throw e;
+  }
   clock.add('sandbox-create', performance.now() - t0);
+  // what the parent's environment sets itself (an image's own SSL_CERT_FILE) stays its own
+  const parentEnv = parent.config.config.env;
+  const execEnv = hostNet === undefined ? undefined : Object.fromEntries(Object.entries(hostNetworkEnv(hostNet)).filter(([k]) => !Object.hasOwn(parentEnv, k)));
   // What the commands write is owned by the sandbox's own range (its slot of root's pool over
   // idmapped layers): the capture takes that range's start off every owner.
   const shift = idShiftOf(sb.state.idMap);
@@ -210,7 +227,15 @@ async function buildInSandboxOn(parent: Parent, script: string, ctx: BuildEnvCon
     ctx.catalog.warm();
     // and start the capture's hashing threads, so it hashes off the main thread from its first file
     prestartHashWorkers(Math.min(4, availableParallelism()));
-    const o = await clock.time('commands', () => sb.exec(['/bin/sh', '-c', script]));
+    if (execEnv !== undefined) {
+      // names only: a proxy URL may hold a password
+      const names = Object.keys(execEnv).filter((k) => k === k.toUpperCase());
+      await log(
+        ctx.logPath,
+        `host network settings: ${names.length > 0 ? names.join(', ') : 'none'}${hostCa === null ? '' : ` (the host's CA bundle at ${HOST_CA_FILE})`}`,
+      );
+    }
+    const o = await clock.time('commands', () => sb.exec(['/bin/sh', '-c', script], execEnv === undefined ? {} : { env: execEnv }));
     await log(
       ctx.logPath,
       `${o.stdout}${o.stderr}${o.stdoutTruncated || o.stderrTruncated ? '\n[output truncated]' : ''}\n--- ` +
@@ -254,6 +279,7 @@ async function buildInSandboxOn(parent: Parent, script: string, ctx: BuildEnvCon
     // booked: only what the push did not already cover
     await clock.time('sandbox-destroy', () => destroying ?? sb.destroy());
     if (trash !== null && trash !== undefined) ctx.discard.remove(trash, sb.state.idMap);
+    await hostCa?.remove();
   }
 }
 
@@ -264,6 +290,7 @@ export async function buildEnv(recipe: EnvRecipe, normalized: NormalizedRecipe, 
   const cleanup = `\nrm -rf ${staging}\n`;
   return buildInSandbox(parent, script.replace(/exit 0\n*$/, `${cleanup}exit 0\n`), ctx, {
     network: recipe.network,
+    hostNetworkSettings: recipe.hostNetworkSettings !== false,
     label: recipe.name ?? 'env',
     tag,
     config: { env: { ...parent.config.config.env, ...recipe.env }, workdir: recipe.workdir },
@@ -357,7 +384,13 @@ export async function buildInstance(
     const checkout = await pushTimed(ctx, root, { parent, config, ...(hasCommands ? {} : { tag }) });
     if (!hasCommands) return checkout.env;
     const withCheckout = await resolveEnv(ctx.registry, checkout.env);
-    return await buildInSandbox(withCheckout, instanceBuildScript(recipe), ctx, { network: true, label: recipe.name ?? 'instance', tag, config });
+    return await buildInSandbox(withCheckout, instanceBuildScript(recipe), ctx, {
+      network: true,
+      hostNetworkSettings: recipe.hostNetworkSettings !== false,
+      label: recipe.name ?? 'instance',
+      tag,
+      config,
+    });
   } finally {
     await rm(root, { recursive: true, force: true });
   }

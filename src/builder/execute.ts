@@ -20,6 +20,7 @@ import { CatalogCache } from './catalog-cache.js';
 import { Discarder, type DiscardMode } from './discard.js';
 import { formatPhases, PhaseClock, type PhaseTimes } from './phases.js';
 import { availableMemory, ramUpperBytes } from './upper.js';
+import { type HostNetworkSettings, hostNetworkSettings } from './host-network.js';
 
 export interface BuildOptions {
   registry: Registry;
@@ -42,6 +43,11 @@ export interface BuildOptions {
    * memory available now, divided by `jobs` (see upper.ts).
    */
   ramUpperBytes?: number;
+  /**
+   * The host's proxy and CA settings for build sandboxes with network (see host-network.ts).
+   * Default: read from this process's environment; null: none.
+   */
+  hostNetwork?: HostNetworkSettings | null;
 }
 
 export type BuildEvent =
@@ -91,6 +97,7 @@ export async function executePlan(plan: BuildPlan, opts: BuildOptions): Promise<
   const discard = new Discarder(opts.store.tmpDir, opts.discard ?? 'wait');
   const catalog = new CatalogCache(opts.registry, opts.store);
   const ramUpper = opts.ramUpperBytes ?? ramUpperBytes(opts.jobs, availableMemory());
+  const hostNetwork = opts.hostNetwork === undefined ? await hostNetworkSettings() : opts.hostNetwork;
 
   const parentOf = async (n: PlanNode): Promise<Parent | null> => {
     if (n.parent !== null) {
@@ -122,6 +129,7 @@ export async function executePlan(plan: BuildPlan, opts: BuildOptions): Promise<
         discard,
         catalog,
         ramUpperBytes: ramUpper,
+        ...(hostNetwork === null ? {} : { hostNetwork }),
       };
       const r = n.recipe;
       if (r.kind === 'base') env = await buildBase(r, ctx, cacheRef, runtimeConfig(n));

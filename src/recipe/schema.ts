@@ -94,6 +94,11 @@ export const EnvRecipeSchema = z.strictObject({
   files: z.array(CopyFileSchema).default([]),
   workdir: AbsolutePathSchema.default('/'),
   network: z.boolean().default(true),
+  /**
+   * With network, the commands get the host's proxy variables and CA certificates, so they reach
+   * registries as the host does (see builder/host-network.ts); false: the sandbox's own settings only.
+   */
+  hostNetworkSettings: z.boolean().optional(),
   shell: AbsolutePathSchema.default('/bin/sh'),
 });
 export type EnvRecipe = z.output<typeof EnvRecipeSchema>;
@@ -120,6 +125,8 @@ export const InstanceRecipeSchema = z.strictObject({
   commands: z.array(CommandSchema).default([]),
   env: EnvVarsSchema.default({}),
   shell: AbsolutePathSchema.default('/bin/sh'),
+  /** As an env recipe's: false keeps the host's proxy variables and CA certificates out of the commands. */
+  hostNetworkSettings: z.boolean().optional(),
   /**
    * Store the history up to `base` (an ancestor of `commit` shared by many instances) as a bare
    * repository at `path`, which the checkout borrows objects from: byte-identical across the
