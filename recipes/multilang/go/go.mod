@@ -1,0 +1,3 @@
+module example.com/gostrs
+
+go 1.19
