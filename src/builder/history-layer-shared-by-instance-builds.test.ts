@@ -4,7 +4,7 @@
  * instance costs the registry its own changes and its own new history only, and a built instance
  * reaches no commit after its base (checked with git on the layers as the sandbox sees them).
  */
-import { execFile, execFileSync, spawnSync } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { chmodSync, cpSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -18,12 +18,12 @@ import { LocalRegistry } from '../registry/local.js';
 import { StorePaths } from '../store/paths.js';
 import { pullEnv } from '../store/pull.js';
 import { executePlan } from './execute.js';
+import { gitInLayers } from '../../test/helpers/git-in-layers.js';
 import { longRepo } from '../../test/helpers/long-repo.js';
 import { computeRepoHistories, historyPath, type RepoHistory } from './plan-history.js';
 import { defaultRepoSource, planDataset } from './plan.js';
 
 const GIT_ENV = { ...process.env, GIT_CONFIG_GLOBAL: '/dev/null', GIT_CONFIG_NOSYSTEM: '1' };
-const UNSHARE = ['unshare', '--mount', '--propagation', 'private'];
 const work = mkdtempSync(join(tmpdir(), 'ms-history-build-'));
 chmodSync(work, 0o755);
 const reg = new LocalRegistry(join(work, 'registry'));
@@ -72,18 +72,6 @@ const fullImageBytes = (commit: string): number => {
   return n;
 };
 
-/** `git` in an instance layer's checkout with the history layer's /opt/minisandbox where the sandbox sees it. */
-function gitInLayers(history: string, instance: string, ...args: string[]): { status: number | null; stdout: string; stderr: string } {
-  const script =
-    'mount -t tmpfs tmpfs /opt && mkdir -p /opt/minisandbox && mount --bind "$1/opt/minisandbox" /opt/minisandbox && shift && exec git -C "$0/testbed" "$@"';
-  const r = spawnSync(UNSHARE[0]!, [...UNSHARE.slice(1), 'sh', '-c', script, instance, history, ...args], {
-    encoding: 'utf8',
-    env: GIT_ENV,
-    maxBuffer: 1 << 26,
-  });
-  return { status: r.status, stdout: r.stdout, stderr: r.stderr };
-}
-
 describe('a dataset with a long history', () => {
   it('builds one history layer under every instance; an added instance costs only its changes and its own new history', async () => {
     const first = await build(3);
@@ -124,33 +112,21 @@ describe('a dataset with a long history', () => {
     const [history, instance] = pulled.layerDirs.slice(-2) as [string, string];
     // the checkout borrows from the history layer at the path the sandbox sees
     expect(readFileSync(join(instance, 'testbed/.git/objects/info/alternates'), 'utf8')).toBe(`${historyPath('test/longlib')}/objects\n`);
-    const log = gitInLayers(history, instance, 'log', '--format=%H');
+    const log = gitInLayers(history, instance, ['log', '--format=%H']);
     expect(log.status).toBe(0);
     const commits = log.stdout.trim().split('\n');
     expect(commits[0]).toBe(row.base_commit);
     expect(commits.length).toBe(Number(git('rev-list', '--count', row.base_commit).trim()));
-    expect(gitInLayers(history, instance, 'rev-list', '--all').stdout.trim().split('\n').length).toBe(commits.length);
+    expect(gitInLayers(history, instance, ['rev-list', '--all']).stdout.trim().split('\n').length).toBe(commits.length);
     // the fix and everything after: in neither layer
     const fix = git('rev-list', '--reverse', '--ancestry-path', `${row.base_commit}..main`).split('\n')[0]!;
     expect(await hasObject(join(instance, 'testbed'), fix)).toBe(false);
     expect(await hasObject(join(history, historyPath('test/longlib')), fix)).toBe(false);
     expect(await hasObject(join(history, historyPath('test/longlib')), git('rev-parse', 'main').trim())).toBe(false);
     // what scoring does: status, diff, apply
-    expect(gitInLayers(history, instance, 'status', '--porcelain').stdout).toBe('');
-    const apply = spawnSync(
-      UNSHARE[0]!,
-      [
-        ...UNSHARE.slice(1),
-        'sh',
-        '-c',
-        'mount -t tmpfs tmpfs /opt && mkdir -p /opt/minisandbox && mount --bind ' +
-          '"$1/opt/minisandbox" /opt/minisandbox && exec git -C "$0/testbed" apply --check -',
-        instance,
-        history,
-      ],
-      { input: row.patch as string, encoding: 'utf8', env: GIT_ENV },
-    );
+    expect(gitInLayers(history, instance, ['status', '--porcelain']).stdout).toBe('');
+    const apply = gitInLayers(history, instance, ['apply', '--check', '-'], row.patch as string);
     expect(apply.status).toBe(0);
-    expect(gitInLayers(history, instance, 'fsck', '--no-dangling', '--connectivity-only').status).toBe(0);
+    expect(gitInLayers(history, instance, ['fsck', '--no-dangling', '--connectivity-only']).status).toBe(0);
   }, 300_000);
 });
