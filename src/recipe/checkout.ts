@@ -10,7 +10,7 @@
  * commit among its ancestors (checkoutInstance), every one of them reachable from the commit.
  */
 import { createHash } from 'node:crypto';
-import { copyFile, cp, link, mkdir, mkdtemp, readdir, rename, rm, writeFile } from 'node:fs/promises';
+import { copyFile, cp, link, mkdir, mkdtemp, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { InvalidInputError, MinisandboxError, NotFoundError } from '../errors.js';
 import { isErrno } from '../util/fs.js';
@@ -79,6 +79,8 @@ async function fetchCommit(repo: string, from: string, commit: string, branch: s
       '--no-tags',
       '--no-write-fetch-head',
       '--update-head-ok',
+      // a shallow source's boundary comes along (markShallow then pins exactly which)
+      '--update-shallow',
       '--upload-pack',
       uploadPack,
       from,
@@ -116,6 +118,33 @@ async function scrubFresh(gitDir: string): Promise<void> {
   for (const f of ['ORIG_HEAD', 'FETCH_HEAD', 'logs', 'hooks']) await rm(join(gitDir, f), { recursive: true, force: true });
 }
 
+/**
+ * Where a shallow source's history ends below `commit`: its shallow commits that are `commit` or
+ * an ancestor of it (sorted); empty for a source with all of its history. A repository built from
+ * such a source lists them as its own shallow boundary, or git stops at their missing parents
+ * ("Failed to traverse parents"). Commits of other lines are left out: not even their ids leak.
+ */
+async function shallowBoundary(source: RepoSource, commit: string): Promise<string[]> {
+  if ('url' in source) return [];
+  const from = repoSourceLocation(source);
+  const path = await runGit(['-C', from, '-c', 'safe.directory=*', 'rev-parse', '--path-format=absolute', '--git-path', 'shallow']);
+  if (path.exitCode !== 0) return [];
+  const listed = await readFile(path.stdout.trim(), 'utf8').catch(() => '');
+  const out: string[] = [];
+  for (const c of [...new Set(listed.split('\n').filter((l) => /^[0-9a-f]{40,64}$/.test(l)))].sort()) {
+    const r = await runGit(['-C', from, '-c', 'safe.directory=*', 'merge-base', '--is-ancestor', c, commit]);
+    if (r.exitCode === 0) out.push(c);
+  }
+  return out;
+}
+
+/** Writes (or removes) `<gitDir>/shallow` as the source's boundary below `commit` is. */
+async function markShallow(source: RepoSource, commit: string, gitDir: string): Promise<void> {
+  const boundary = await shallowBoundary(source, commit);
+  if (boundary.length === 0) await rm(join(gitDir, 'shallow'), { force: true });
+  else await writeFile(join(gitDir, 'shallow'), `${boundary.join('\n')}\n`);
+}
+
 export async function checkoutAtCommit(opts: CheckoutOptions): Promise<void> {
   const branch = opts.branch ?? 'main';
   const from = repoSourceLocation(opts.source);
@@ -129,6 +158,7 @@ export async function checkoutAtCommit(opts: CheckoutOptions): Promise<void> {
     await writeFile(alternates, `${opts.sharedHistory.objects}\n`);
   }
   await fetchCommit(t, from, opts.commit, branch);
+  await markShallow(opts.source, opts.commit, join(t, '.git'));
   await git(['-C', t, 'reset', '-q', '--hard', branch]);
   await scrubFresh(join(t, '.git'));
   if (opts.sharedHistory?.objectsAtRuntime !== undefined) await writeFile(alternates, `${opts.sharedHistory.objectsAtRuntime}\n`);
@@ -161,6 +191,7 @@ export async function makeSharedHistory(source: RepoSource, commits: readonly st
   }
   await git(['--git-dir', target, 'update-ref', 'refs/heads/history', base]);
   for (const [i] of commits.entries()) await git(['--git-dir', target, 'update-ref', '-d', `refs/heads/c${i}`]);
+  await markShallow(source, base, target);
   await scrub(target);
   return base;
 }
@@ -319,6 +350,7 @@ async function checkoutFromSegments(
     else await linkInto(await cachedSegmentPack(recipe.repo, seg, cacheDir), packDir);
   }
   await git(['-C', target, 'update-ref', 'refs/heads/main', recipe.commit]);
+  await markShallow(recipe.repo, recipe.commit, join(target, '.git'));
   await git(['-C', target, 'reset', '-q', '--hard', 'main']);
   await scrubFresh(join(target, '.git'));
 }
