@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { InvalidInputError } from '../errors.js';
-import { imageForRow } from '../image/dataset-images.js';
+import { type ImageRow, imageForRow } from '../image/dataset-images.js';
 import { parseScoreInstance } from '../score/instance.js';
 import { loadDataset } from './read.js';
 import { rowFormat } from './row-formats.js';
@@ -146,5 +146,32 @@ describe('rows of other datasets', () => {
       'docker://swebench/sweb.eval.x86_64.jqlang_1776_jq-2681:latest',
     );
     expect(() => imageForRow('x/{nope}', s!.row)).toThrow('names {nope}, which the row has no value for');
+  });
+
+  it("specs name a dataset's images by the dataset's name; a name of no known dataset is refused when the specs load", async () => {
+    const specs = await loadSpecs(
+      await file(
+        'specs.yaml',
+        [
+          'repos:',
+          '  Gin-Gonic/gin: {"*": {image: "dataset:multi-swe-bench", testCmd: go test -v ./...}}',
+          '  swesmith/acme__calc.1a2b3c4d: {"*": {image: "dataset:swe-smith", testCmd: pytest}}',
+          '  jqlang/jq: {"2681": {image: "dataset:swe-bench-multilingual", testCmd: make check}}',
+          '  django/django: {"3.0": {image: "dataset:swe-bench", testCmd: ./tests/runtests.py}}',
+        ].join('\n'),
+      ),
+    );
+    const [m] = await loadDataset(await file('m.jsonl', JSON.stringify({ ...multiSweBench, org: 'Gin-Gonic' })));
+    const [s] = await loadDataset(await file('s.jsonl', JSON.stringify(sweSmith)));
+    const image = (row: ImageRow) => imageForRow(lookupSpec(specs, row.repo, row.version, 'row').image ?? '', row);
+    expect(image(m!.row)).toBe('docker://mswebench/gin-gonic_m_gin:pr-4003');
+    expect(image(s!.row)).toBe('docker://jyangballin/swesmith.x86_64.acme_1776_calc.1a2b3c4d');
+    expect(image({ instance_id: 'jqlang__jq-2681', repo: 'jqlang/jq', version: '2681' })).toBe('docker://swebench/sweb.eval.x86_64.jqlang_1776_jq-2681:latest');
+    expect(image({ instance_id: 'django__django-11099', repo: 'django/django', version: '3.0' })).toBe(
+      'docker://swebench/sweb.eval.x86_64.django_1776_django-11099:latest',
+    );
+    const bad = await file('bad.yaml', 'repos:\n  a/b: {"1": {image: "dataset:swe-bench-java", testCmd: mvn test}}\n');
+    await expect(loadSpecs(bad)).rejects.toThrow(InvalidInputError);
+    await expect(loadSpecs(bad)).rejects.toThrow(`${bad}: repos["a/b"]["1"].image: image "dataset:swe-bench-java" names no dataset whose images are known`);
   });
 });

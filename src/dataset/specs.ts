@@ -23,7 +23,8 @@
  *       "2.0":
  *         image: docker://host/repo:tag # an existing container image instead of recipes: per
  *                                       #   (repo, version), or a template over the instance
- *                                       #   (`{id}`: SWE-bench's image name for it; see image/dataset-images.ts)
+ *                                       #   (`{id}`: SWE-bench's image name for it; see image/dataset-images.ts),
+ *                                       #   or a dataset's own: dataset:swe-bench, dataset:multi-swe-bench, ...
  *         preTest: [source /opt/miniconda3/bin/activate testbed]   # run before the tests when scoring
  *
  * `base` is needed only when some entry builds from recipes.
@@ -37,6 +38,7 @@ import { AbsolutePathSchema, CommandSchema, EnvVarsSchema } from '../recipe/sche
 import { formatFieldPath, parseWith, readStructuredFile } from '../recipe/structured.js';
 // The parser names are pure data about score's parsers; checking them at load names the file and field.
 import { defaultParser, PARSER_NAMES, parserName, REPO_VERSION_PARSERS } from '../score/parsers/registry.js';
+import { expandImageTemplate } from './image-templates.js';
 import { RepoNameSchema } from './row.js';
 
 const RecipeRefSchema = z.union([z.string().min(1), z.record(z.string(), z.unknown())]);
@@ -203,7 +205,15 @@ export async function loadSpecs(path: string): Promise<Specs> {
           throw new InvalidInputError(`${path}: ${field}: both env and image given`, 'an entry either builds from an env recipe or imports an image');
         const { env: _env, image, ...rest } = spec;
         void _env;
-        entries.set(specKey(repo, version), { ...rest, image, logParser, preTest: spec.preTest ?? [], repo, version, env: '' });
+        entries.set(specKey(repo, version), {
+          ...rest,
+          image: expandImageTemplate(image, `${path}: ${field}.image`),
+          logParser,
+          preTest: spec.preTest ?? [],
+          repo,
+          version,
+          env: '',
+        });
         continue;
       }
       if (spec.env === undefined) throw new InvalidInputError(`${path}: ${field}: expected env (a recipe) or image`);
