@@ -13,14 +13,13 @@
  * with MINISANDBOX_E2E_ALL_LANGUAGES=1.
  */
 import { execFile } from 'node:child_process';
-import { chmodSync, cpSync, existsSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../helpers/run-cli.js';
-import { SHARED_FIXTURES_DIR } from '../helpers/sandbox-testkit.js';
-import { ensureDebianRootfs } from '../../src/sandbox/rootfs.js';
+import { debianTarball } from '../helpers/debian-tarball.js';
 import { LocalRegistry } from '../../src/registry/local.js';
 import { resolveEnv } from '../../src/registry/resolve-env.js';
 
@@ -41,21 +40,6 @@ const CI_IDS = [
   'mlang__rsnum-1',
 ];
 const GO = CI_IDS[4]!;
-
-/**
- * The shared Debian rootfs as a tarball beside it (made once per host, like the rootfs): a
- * directory base would be hashed whole by every command that loads the specs, a tarball is read
- * once to hash.
- */
-async function debianTarball(): Promise<string> {
-  const dir = await ensureDebianRootfs(SHARED_FIXTURES_DIR);
-  const tar = `${dir}.tar`;
-  if (existsSync(tar)) return tar;
-  const tmp = `${tar}.tmp-${process.pid}`;
-  await run('tar', ['-C', dir, '--numeric-owner', '--xattrs', '--xattrs-include=*', '-cf', tmp, '.'], { maxBuffer: 16 << 20 });
-  renameSync(tmp, tar);
-  return tar;
-}
 
 async function ms(args: string[], okCodes = [0]): Promise<unknown> {
   const r = await runCli(['--json', '--progress', 'none', ...args], env);
