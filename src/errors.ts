@@ -61,6 +61,11 @@ export const ErrorCode = {
   CAPACITY: 'CAPACITY',
   /** A snapshot still used by a live sandbox (delete refused). */
   SNAPSHOT_IN_USE: 'SNAPSHOT_IN_USE',
+  /**
+   * `serve`: the sandbox was this node's, made before the server restarted, and was lost with the
+   * process that held it (HTTP 410). Clients of a pool raise it as a lost node.
+   */
+  NODE_RESTARTED: 'NODE_RESTARTED',
   /** `serve`: the request body is larger than the server accepts (HTTP 413). */
   BODY_TOO_LARGE: 'BODY_TOO_LARGE',
   /** `serve`: the request body is not valid JSON (HTTP 400). */

@@ -9,6 +9,7 @@ import { fromSchema, opt, option } from './options.js';
 import { DEFAULT_JOB_LIMITS } from '../server/job-limits.js';
 import { DEFAULT_MEMORY_LIMITS } from '../server/memory-limits.js';
 import { DEFAULT_SANDBOX_NICE } from '../server/sandbox-nice.js';
+import { packageVersion } from './command-line.js';
 
 interface ServeOpts {
   listen: string;
@@ -24,6 +25,10 @@ interface ServeOpts {
   evalDataset: string[];
   reportsDir: string;
   allowMount: string[];
+  nodeName?: string;
+  prefetchDataset: string[];
+  prefetchIoBudget: number;
+  readyAfterPrefetch?: boolean;
 }
 
 export function registerServeCommand(program: Command, globals: () => GlobalOptions, setExit: (code: number) => void): void {
@@ -93,6 +98,23 @@ export function registerServeCommand(program: Command, globals: () => GlobalOpti
       [] as string[],
     )
     .option('--reports-dir <dir>', 'where evaluate calls with a run_id record their run (as score --report-dir)', 'logs/run_evaluation')
+    .option(
+      '--node-name <name>',
+      "this node's name in a pool: every sandbox id ends in .NAME (default: $MINISANDBOX_NODE_NAME, else the host name; made a DNS label)",
+    )
+    .option(
+      '--prefetch-dataset <[name=]file>',
+      'pull <name>/<instance_id> for every row of a SWE-bench JSONL/JSON file into the store in the background (GET /v1/prefetch); repeatable',
+      (v: string, prev: string[]) => [...prev, v],
+      [] as string[],
+    )
+    .addOption(
+      option('--prefetch-io-budget <size>', 'compressed bytes the start-up prefetch fetches at once', opt.size({ min: 1024 ** 2 }), {
+        value: 256 * 1024 ** 2,
+        shown: '256m',
+      }),
+    )
+    .option('--ready-after-prefetch', 'GET /v1/health says ready=false (and ?ready=1 answers 503) until the start-up prefetch ended')
     .action(async (o: ServeOpts) => {
       checkDirOption('--reports-dir', o.reportsDir);
       // Signals are taken from the start: one that arrives while the server starts (reaping, listening)
@@ -125,6 +147,11 @@ export function registerServeCommand(program: Command, globals: () => GlobalOpti
         reportsDir: o.reportsDir,
         allowMounts: o.allowMount,
         ...(o.tokenFile === undefined ? {} : { tokenFile: o.tokenFile }),
+        ...(o.nodeName === undefined ? {} : { nodeName: o.nodeName }),
+        prefetchDatasets: o.prefetchDataset,
+        prefetchIoBudget: o.prefetchIoBudget,
+        readyAfterPrefetch: o.readyAfterPrefetch === true,
+        version: packageVersion(),
       });
       // one JSON line on stdout: where to connect and where the token is (never the token itself)
       process.stdout.write(`${JSON.stringify({ listening: srv.url, token_file: srv.tokenFile })}\n`);

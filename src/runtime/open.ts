@@ -184,6 +184,22 @@ async function pulledSandbox(
 }
 
 /**
+ * An environment of the registry laid out for this host's sandboxes, pulled if need be: what a
+ * sandbox is reset over (a snapshot another node pushed, say); see resetLeased.
+ */
+export async function layOutEnv(
+  reg: Registry,
+  store: StorePaths,
+  ref: string,
+  host: HostInfo,
+  opts: { signal?: AbortSignal; warn?: (message: string) => void } = {},
+): Promise<{ lowerDirs: string[]; origin: SandboxOrigin }> {
+  const mapping = await layerMapping(store, host, opts.warn);
+  const pulled = await pullEnv(reg, store, ref, { idShift: layerIdShift(mapping), ...(opts.signal ? { signal: opts.signal } : {}) });
+  return { lowerDirs: pulled.layerDirs, origin: { env: { digest: pulled.digest, config: pulled.env }, ...(ref.startsWith('sha256:') ? {} : { ref }) } };
+}
+
+/**
  * Leases for the children of a fork: each holds its lower dirs for its lifetime. Exported for
  * bench/fork-reset.ts, whose streaming-fork baseline leases as the library's forks do.
  */

@@ -18,7 +18,7 @@ import type { SandboxOptionsSchema } from './sandbox.js';
 import { makeStateDir, sandboxDir, teardown, writeState, type SandboxState } from './state.js';
 import type { z } from 'zod';
 import { mark } from '../util/timing.js';
-import { randomHex } from '../util/lazy-crypto.js';
+import { newSandboxId } from './sandbox-id.js';
 
 type ParsedOptions = z.output<typeof SandboxOptionsSchema>;
 
@@ -42,7 +42,7 @@ export async function prepareSandbox(
   warn: (message: string) => void,
   from: { forkedFrom?: string | undefined; fromTar?: boolean; holdable?: boolean } = {},
 ): Promise<PreparedSandbox> {
-  const id = opts.id ?? newId();
+  const id = opts.id ?? newSandboxId(opts.idNode);
   if (opts.idmapLowers && !host.isRoot) {
     throw new InvalidInputError(
       'idmapped lower layers need root',
@@ -153,10 +153,6 @@ export function makeUpperDir(upperDir: string, kind: 'tmpfs' | 'disk', isRoot: b
     if (isRoot) chownSync(upperDir, idMap.uidStart, idMap.gidStart);
     else chmodSync(upperDir, 0o777);
   }
-}
-
-function newId(): string {
-  return `sb-${Date.now().toString(36)}-${randomHex(4)}`;
 }
 
 let pool: { value: IdPool | undefined } | undefined;

@@ -32,6 +32,7 @@ import { runInSandbox, type RawOutcome } from './runner.js';
 import { TerminalSession, type TerminalSessionOptions } from './terminal-session.js';
 import { Session, type SessionOptions, type SessionRunOptions } from './session.js';
 import { removeTree, sandboxDir, teardown, writeState, type SandboxState } from './state.js';
+import { NODE_LABEL_RE, SANDBOX_ID_RE } from './sandbox-id.js';
 import { freezeUpper, releaseFrozenLowers, retainFrozenLowers } from './frozen.js';
 import type { Digest } from '../cas/digest.js';
 import type { EnvConfig } from '../layer/env.js';
@@ -96,10 +97,12 @@ export const SandboxOptionsSchema = z.strictObject({
   /** Default per-command timeout. */
   commandTimeoutMs: z.number().int().positive().default(600_000),
   maxOutputBytes: z.number().int().positive().default(DEFAULT_MAX_OUTPUT_BYTES),
-  id: z
-    .string()
-    .regex(/^[a-z0-9][a-z0-9-]{0,63}$/)
-    .optional(),
+  id: z.string().regex(SANDBOX_ID_RE).optional(),
+  /**
+   * The node's name (a server of a cluster): new ids, a fork's children's included, end in
+   * `.<node>` (see sandbox-id.ts). Ignored where `id` is given.
+   */
+  idNode: z.string().regex(NODE_LABEL_RE).optional(),
   /**
    * `none`: every capability dropped (the default for tasks). `default`: the namespaced set root
    * needs to install packages (see DEFAULT_CAPS), as builds do.

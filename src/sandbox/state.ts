@@ -13,8 +13,9 @@ import { reapStaleIdRanges, releaseIdRange } from './idpool.js';
 import { parentPid, processStartTime, sameProcessAlive, trySignal } from './proc.js';
 import { IdMapSchema, type IdMap } from '../host/subid.js';
 import { removeTreeAs } from '../host/userns.js';
+import { SANDBOX_ID_RE } from './sandbox-id.js';
 
-export const SANDBOX_ID_RE = /^[a-z0-9][a-z0-9-]{0,63}$/;
+export { SANDBOX_ID_RE } from './sandbox-id.js';
 
 export const SandboxStateSchema = z.strictObject({
   version: z.literal(1),

@@ -11,7 +11,7 @@ import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest }
 import { InvalidFieldError, MinisandboxError, type ErrorCode } from '../errors.js';
 import type { Registry } from '../registry/registry.js';
 import type { StorePaths } from '../store/paths.js';
-import { dropHeaders, type RouteContext } from './http.js';
+import { dropHeaders, FieldError, parse, type RouteContext } from './http.js';
 import { RetryLaterError, type SandboxManager } from './manager.js';
 import { openApiRoutes, recordRoutes } from './openapi.js';
 import { budgetJsonBodies } from './request-memory.js';
@@ -19,7 +19,10 @@ import { execRoutes } from './routes-exec.js';
 import { fileRoutes } from './routes-files.js';
 import { type EvaluateConfig, evaluateRoutes } from './routes-evaluate.js';
 import { jobRoutes } from './routes-jobs.js';
+import { NodeHolds } from './holds.js';
+import { NodePrefetch, type PrefetchStatus } from './node-prefetch.js';
 import { nodeRoutes } from './routes-node.js';
+import { HealthQuerySchema } from './schemas.js';
 import { sandboxRoutes } from './routes-sandboxes.js';
 import { snapshotRoutes } from './routes-snapshots.js';
 import { tarRoutes } from './routes-tar.js';
@@ -40,6 +43,12 @@ export interface AppOptions {
   evaluate?: EvaluateConfig;
   /** Host dirs creates may mount from (serve --allow-mount); none when absent. */
   allowMounts?: readonly AllowedMountDir[];
+  /** The node's background prefetch (made here over reg and store where not given). */
+  prefetch?: NodePrefetch;
+  /** Whether /v1/health says ready (false while a start-up prefetch runs, with --ready-after-prefetch); default always. */
+  ready?: () => boolean;
+  /** What /v1/health answers as the version. */
+  version?: string;
 }
 
 const STATUS: Partial<Record<ErrorCode, number>> = {
@@ -57,11 +66,17 @@ const STATUS: Partial<Record<ErrorCode, number>> = {
   MALFORMED_BODY: 400,
   MALFORMED_REQUEST: 400,
   SANDBOX_DESTROYED: 410,
+  NODE_RESTARTED: 410,
   SESSION_CLOSED: 410,
   ABORTED: 499,
   SANDBOX_FILE: 404,
   NOT_CONFIGURED: 501,
 };
+
+/** The prefetch's progress in /v1/health: its counts, not its list of failures. */
+function pick(s: PrefetchStatus): Pick<PrefetchStatus, 'state' | 'total' | 'done'> & { failed: number } {
+  return { state: s.state, total: s.total, done: s.done, failed: s.failed.length };
+}
 
 function tokenDigest(t: string): Buffer {
   return createHash('sha256').update(t).digest();
@@ -159,6 +174,9 @@ export function buildApp(mgr: SandboxManager, opts: AppOptions): FastifyInstance
    */
   const proven = new WeakMap<object, string>();
   app.addHook('onRequest', async (req) => {
+    // Health alone is open: kubelet's probes send no secret, and it says nothing a caller could
+    // use (node name, start time, version, readiness; no sandbox, no ref).
+    if (req.method === 'GET' && req.routeOptions.url === '/v1/health') return;
     const auth = req.headers.authorization;
     const key = req.headers['x-api-key'];
     const given = typeof auth === 'string' && auth.startsWith('Bearer ') ? auth.slice(7) : typeof key === 'string' ? key : undefined;
@@ -208,7 +226,23 @@ export function buildApp(mgr: SandboxManager, opts: AppOptions): FastifyInstance
     });
   });
 
-  app.get('/v1/health', async () => ({ ok: true }));
+  const node = mgr.opts.node;
+  const startedAt = new Date(node?.startedAt ?? Date.now()).toISOString();
+  const prefetch = opts.prefetch ?? (opts.reg !== undefined && opts.store !== undefined ? new NodePrefetch(opts.reg, opts.store) : undefined);
+  app.get('/v1/health', async (req, reply) => {
+    const q = parse(HealthQuerySchema, req.query, 'query');
+    const warming = opts.ready?.() === false;
+    const body = {
+      ok: true,
+      node: node?.name ?? null,
+      started_at: startedAt,
+      version: opts.version ?? 'unknown',
+      ready: !warming,
+      ...(prefetch === undefined ? {} : { prefetch: pick(prefetch.status()) }),
+    };
+    // a readiness probe (`?ready=1`) fails while the node warms; liveness (no query) never does
+    return reply.code(q.ready === true && warming ? 503 : 200).send(body);
+  });
   app.get('/metrics', async (_req, reply) => reply.type('text/plain; version=0.0.4').send(mgr.metrics.render(mgr.live, mgr.max, mgr.memory)));
 
   const ctx: RouteContext = {
@@ -218,6 +252,7 @@ export function buildApp(mgr: SandboxManager, opts: AppOptions): FastifyInstance
     ...(opts.reg === undefined ? {} : { reg: opts.reg }),
     ...(opts.store === undefined ? {} : { store: opts.store }),
     ...(opts.allowMounts === undefined ? {} : { allowMounts: opts.allowMounts }),
+    ...(prefetch === undefined || opts.reg === undefined || opts.store === undefined ? {} : { prefetch, holds: new NodeHolds(opts.reg, opts.store) }),
   };
   sandboxRoutes(app, ctx);
   execRoutes(app, ctx);

@@ -9,8 +9,10 @@ import { unionCause } from '../recipe/structured.js';
 import type { Registry } from '../registry/registry.js';
 import type { CommandOutcome } from '../sandbox/outcome.js';
 import type { StorePaths } from '../store/paths.js';
+import type { NodeHolds } from './holds.js';
 import type { SandboxManager } from './manager.js';
 import type { AllowedMountDir } from './mount-policy.js';
+import type { NodePrefetch } from './node-prefetch.js';
 
 /** What a route module is given: the sandboxes, and the node's store and registry where it has them. */
 export interface RouteContext {
@@ -24,6 +26,9 @@ export interface RouteContext {
   store?: StorePaths;
   /** Host dirs creates may mount from (serve --allow-mount); none when absent. */
   allowMounts?: readonly AllowedMountDir[];
+  /** The node's background prefetch and what its store holds (where it has a store). */
+  prefetch?: NodePrefetch;
+  holds?: NodeHolds;
 }
 
 /** A request field that failed its schema: answered 422 with the field's dotted path. */

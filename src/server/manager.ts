@@ -14,17 +14,21 @@ import { ByteBudget } from '../util/byte-budget.js';
 import { DEFAULT_JOB_LIMITS, type JobLimits } from './job-limits.js';
 import { DEFAULT_MEMORY_LIMITS, type MemoryLimits } from './memory-limits.js';
 import { ServerMetrics } from './metrics.js';
+import { lostInRestart, type NodeIdentity, NodeRestartedError } from './node-identity.js';
 
 /** How sandboxes are made: from the store and registry in production (see serve.ts), anything in tests. */
 export interface SandboxProvider {
   open(ref: string, opts: OpenOptions): Promise<Sandbox>;
   /** `n` children of the sandbox's current state, each reported on its own. */
   fork(sb: Sandbox, n: number): Promise<ForkResult[]>;
-  /** Back to its creation state, or to a snapshot of this node. */
-  reset(sb: Sandbox, snapshot?: string): Promise<void>;
+  /** Back to its creation state, or over a snapshot of this node, or over an environment of the registry. */
+  reset(sb: Sandbox, to?: ResetTarget): Promise<void>;
   /** The node's snapshots, where the server has a store. */
   snapshots?: Snapshots;
 }
+
+/** Where a reset goes: a snapshot of this node, or a ref of the registry (a snapshot another node pushed). */
+export type ResetTarget = { snapshot: string } | { ref: string };
 
 export type ForkChild = { id: string; session?: string } | { error: { code: string; message: string } };
 
@@ -55,6 +59,8 @@ export interface ManagerOptions {
   sandboxNice?: number;
   /** Default: DEFAULT_MEMORY_LIMITS. */
   memory?: Partial<MemoryLimits>;
+  /** The node this server is: its sandbox ids end in `.<name>`; ids it made before it started are answered 410. */
+  node?: NodeIdentity;
 }
 
 /** Full for now: answered 429 with a Retry-After of `retryAfterS` seconds. */
@@ -83,7 +89,10 @@ export { DEFAULT_JOB_LIMITS, type JobLimits };
 
 export interface Entry {
   sb: Sandbox;
+  /** The ref it runs over: the one it was created from, or last reset to. */
   ref: string;
+  /** The ref it was created from, where a reset to another ref changed `ref`. */
+  createdRef?: string;
   createdAt: number;
   expiresAt: number;
   lastUsed: number;
@@ -190,9 +199,17 @@ export class SandboxManager {
     return e;
   }
 
+  /** The server's defaults for what a create leaves out: niceness, and the node its id names. */
   private niced(opts: OpenOptions): OpenOptions {
     const nice = opts.limits?.nice ?? this.opts.sandboxNice;
-    return nice === undefined ? opts : { ...opts, limits: { ...opts.limits, nice } };
+    const node = this.opts.node === undefined || opts.idNode !== undefined ? {} : { idNode: this.opts.node.name };
+    return nice === undefined ? { ...opts, ...node } : { ...opts, ...node, limits: { ...opts.limits, nice } };
+  }
+
+  /** No such sandbox: 410 for one this node held before it restarted, else 404. */
+  private missing(id: string, hint: string): MinisandboxError {
+    if (this.opts.node !== undefined && lostInRestart(id, this.opts.node)) return new NodeRestartedError(id, this.opts.node);
+    return new NotFoundError(`sandbox ${id}`, hint);
   }
 
   /** `reach.internal`: a sandbox of the server's own (see Entry.internal). */
@@ -217,7 +234,7 @@ export class SandboxManager {
     if (lost !== undefined && e?.internal !== true)
       throw new MinisandboxError('SANDBOX_DESTROYED', `sandbox ${id} ended: ${lost}`, { hint: 'create a new sandbox (its state is gone)' });
     if (e === undefined || !e.sb.alive || (e.internal === true && reach.internal !== true))
-      throw new NotFoundError(`sandbox ${id}`, 'list live sandboxes with GET /v1/sandboxes; it may have passed its TTL or idle timeout');
+      throw this.missing(id, 'list live sandboxes with GET /v1/sandboxes; it may have passed its TTL or idle timeout');
     return e;
   }
 
@@ -259,8 +276,7 @@ export class SandboxManager {
 
   async destroy(id: string, reach: Reach = {}): Promise<void> {
     const e = this.entries.get(id);
-    if (e === undefined || (e.internal === true && reach.internal !== true))
-      throw new NotFoundError(`sandbox ${id}`, 'list live sandboxes with GET /v1/sandboxes');
+    if (e === undefined || (e.internal === true && reach.internal !== true)) throw this.missing(id, 'list live sandboxes with GET /v1/sandboxes');
     this.entries.delete(id);
     await e.sb.destroy();
   }
@@ -371,14 +387,22 @@ export class SandboxManager {
     return true;
   }
 
-  /** Back to its creation state (or a snapshot's): same id; its commands and sessions end. */
-  async reset(id: string, snapshot?: string): Promise<SandboxInfo> {
+  /** Back to its creation state (or a snapshot's, or a ref's): same id; its commands and sessions end. */
+  async reset(id: string, to?: ResetTarget): Promise<SandboxInfo> {
     return this.use(id, async (e) => {
-      if (snapshot !== undefined) await this.snapshotsOrFail().get(snapshot);
+      if (to !== undefined && 'snapshot' in to) await this.snapshotsOrFail().get(to.snapshot);
       e.sessions.clear();
-      await this.provider.reset(e.sb, snapshot);
+      await this.provider.reset(e.sb, to);
       e.sessions.clear();
-      if (snapshot !== undefined) e.snapshot = snapshot;
+      const created = e.createdRef ?? e.ref;
+      if (to !== undefined && 'ref' in to) {
+        e.ref = to.ref;
+        e.createdRef = created;
+      } else if (to === undefined) {
+        e.ref = created;
+        delete e.createdRef;
+      }
+      if (to !== undefined && 'snapshot' in to) e.snapshot = to.snapshot;
       else delete e.snapshot;
       return this.info(e);
     });

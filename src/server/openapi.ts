@@ -13,9 +13,12 @@ import {
   ErrorBodySchema,
   EvaluationAnswerSchema,
   ForkResultSchema,
+  HealthSchema,
+  HoldsSchema,
   JobInfoSchema,
   JobStartedSchema,
   OutcomeBodySchema,
+  PrefetchStatusSchema,
   PrewarmResultsSchema,
   SnapshotSchema,
   SandboxInfoSchema,
@@ -29,9 +32,12 @@ import {
   ExecQuerySchema,
   FileQuerySchema,
   ForkBodySchema,
+  HealthQuerySchema,
+  HoldsBodySchema,
   IdParamsSchema,
   JobParamsSchema,
   JobWaitQuerySchema,
+  PrefetchBodySchema,
   PrewarmBodySchema,
   ResetBodySchema,
   SessionParamsSchema,
@@ -59,13 +65,22 @@ export interface RouteDoc {
   /** A JSON body's schema, or the content type of a raw body. */
   body?: z.ZodType | { contentType: string };
   responses: Record<number, Response>;
+  /** Answered without the token. */
+  open?: boolean;
 }
 
 const NO_CONTENT: Response = { description: 'done' };
 const ok = (description: string, body: z.ZodType | { contentType: string }): Response => ({ description, body });
 
 export const ROUTES: RouteDoc[] = [
-  { method: 'GET', path: '/v1/health', summary: 'liveness', responses: { 200: ok('alive', z.object({ ok: z.literal(true) })) } },
+  {
+    method: 'GET',
+    path: '/v1/health',
+    summary: 'liveness and readiness (no token needed: probes send none)',
+    open: true,
+    query: HealthQuerySchema,
+    responses: { 200: ok('alive (and ready, or not asked)', HealthSchema), 503: ok('asked ?ready=1 while not ready', HealthSchema) },
+  },
   { method: 'GET', path: '/v1/capacity', summary: 'sandboxes held and the memory they use', responses: { 200: ok('capacity', CapacitySchema) } },
   {
     method: 'POST',
@@ -74,6 +89,21 @@ export const ROUTES: RouteDoc[] = [
     body: PrewarmBodySchema,
     responses: { 200: ok('one result per ref', PrewarmResultsSchema) },
   },
+  {
+    method: 'POST',
+    path: '/v1/holds',
+    summary: "what the node's store holds of environments (for a pool's placement); pulls nothing",
+    body: HoldsBodySchema,
+    responses: { 200: ok('one entry per ref', HoldsSchema) },
+  },
+  {
+    method: 'POST',
+    path: '/v1/prefetch',
+    summary: "start pulling environments into the node's store in the background, within an I/O budget",
+    body: PrefetchBodySchema,
+    responses: { 202: ok('started (or joined the running prefetch)', PrefetchStatusSchema) },
+  },
+  { method: 'GET', path: '/v1/prefetch', summary: "the background prefetch's progress", responses: { 200: ok('progress', PrefetchStatusSchema) } },
   {
     method: 'POST',
     path: '/v1/evaluate',
@@ -307,6 +337,7 @@ export function openApiDocument(routes: readonly RouteDoc[] = ROUTES): Json {
       operationId: `${r.method.toLowerCase()}${key.replace(/[{}]/g, '').replace(/[^A-Za-z0-9]+(.)?/g, (_m, c: string | undefined) => (c ?? '').toUpperCase())}`,
       ...(params.length === 0 ? {} : { parameters: params }),
       ...(r.body === undefined ? {} : { requestBody: { required: true, content: content(r.body, 'input') } }),
+      ...(r.open === true ? { security: [] } : {}),
       responses,
     };
   }

@@ -1,13 +1,13 @@
 /**
  * Pre-warming: environments pulled and laid out in the node's store ahead of the creates that use
- * them, a few at a time, each reported on its own (one bad ref never stops the others).
+ * them, a few at a time, each reported on its own (one bad ref never stops the others): what a
+ * request waits for (POST /v1/prewarm) and what runs in the background (node-prefetch.ts).
  */
-import { MinisandboxError, NotFoundError } from '../errors.js';
+import { NotFoundError } from '../errors.js';
 import type { Registry } from '../registry/registry.js';
 import { hostIdShift } from '../runtime/open.js';
 import type { StorePaths } from '../store/paths.js';
-import { pullEnv } from '../store/pull.js';
-import { runPool } from '../util/pool.js';
+import { prefetch } from '../store/prefetch.js';
 
 export type PrewarmResult = { ref: string; ok: true; fetched_bytes: number } | { ref: string; ok: false; error: { code: string; message: string } };
 
@@ -24,7 +24,11 @@ export async function datasetRefs(reg: Registry, dataset: string): Promise<strin
   return out.sort();
 }
 
-/** `signal` (the client went away) stops the pulls between layers; what is laid out stays. */
+/**
+ * POST /v1/prewarm: the refs pulled now (store/prefetch.ts, as the node's background prefetch
+ * and `pull` do), answered when all are in. `signal` (the client went away) stops the pulls
+ * between layers; what is laid out stays.
+ */
 export async function prewarm(
   reg: Registry,
   store: StorePaths,
@@ -33,19 +37,15 @@ export async function prewarm(
 ): Promise<PrewarmResult[]> {
   // the owner shift the sandboxes' creates will ask for, so they find these lay-outs
   const idShift = await hostIdShift(store);
-  const results = new Map<string, PrewarmResult>();
   const unique = [...new Set(refs)];
-  await runPool(unique, opts.jobs ?? PREWARM_JOBS, async (ref) => {
-    try {
-      const p = await pullEnv(reg, store, ref, { idShift, ...(opts.signal === undefined ? {} : { signal: opts.signal }) });
-      results.set(ref, { ref, ok: true, fetched_bytes: p.fetchedBytes });
-    } catch (e) {
-      results.set(ref, {
-        ref,
-        ok: false,
-        error: { code: e instanceof MinisandboxError ? e.code : 'INTERNAL', message: e instanceof Error ? e.message : String(e) },
-      });
-    }
-  });
+  const results = new Map<string, PrewarmResult>();
+  for (const r of await prefetch(reg, store, unique, { idShift, jobs: opts.jobs ?? PREWARM_JOBS, ...(opts.signal ? { signal: opts.signal } : {}) })) {
+    results.set(
+      r.ref,
+      r.status === 'failed'
+        ? { ref: r.ref, ok: false, error: { code: r.code ?? 'INTERNAL', message: r.error ?? 'failed' } }
+        : { ref: r.ref, ok: true, fetched_bytes: r.fetchedBytes },
+    );
+  }
   return unique.map((r) => results.get(r)!);
 }

@@ -81,8 +81,10 @@ export const DirListingSchema = z.object({
 });
 
 export const CapacitySchema = z.object({
+  node: z.string().nullable().describe("the server's node name (--node-name)"),
   live: z.number().int(),
   max: z.number().int(),
+  free: z.number().int().describe('max - live: creates this node takes now'),
   memory: z.object({ total_bytes: z.number().int(), available_bytes: z.number().int(), sandboxes_bytes: z.number().int() }),
 });
 
@@ -112,4 +114,38 @@ export const SnapshotSchema = z.object({
   size: z.number(),
   ref: z.string().optional(),
   pushed: z.array(z.string()).optional(),
+});
+
+export const HealthSchema = z.object({
+  ok: z.literal(true),
+  node: z.string().nullable(),
+  started_at: z.string().describe('when this server process started: ids of this node made before it are lost (410 NODE_RESTARTED)'),
+  version: z.string(),
+  ready: z.boolean().describe('false while a start-up prefetch runs, with --ready-after-prefetch'),
+  prefetch: z.object({ state: z.string(), total: z.number().int(), done: z.number().int(), failed: z.number().int() }).optional(),
+});
+
+export const HoldsSchema = z.object({
+  node: z.string().nullable(),
+  holds: z.array(
+    z.object({
+      ref: z.string(),
+      env: z.string().nullable().describe('the environment the ref names; null where the registry has no such ref'),
+      present: z.boolean().describe('every layer laid out in the store: a create pulls nothing'),
+      layers_present: z.number().int(),
+      layers: z.number().int(),
+      error: z.object({ code: z.string(), message: z.string() }).optional().describe('why the ref could not be looked up'),
+    }),
+  ),
+});
+
+export const PrefetchStatusSchema = z.object({
+  state: z.enum(['idle', 'running', 'done', 'failed']).describe('failed: it ended with refs that could not be pulled (listed in failed)'),
+  total: z.number().int(),
+  done: z.number().int().describe('refs in the store'),
+  failed: z.array(z.object({ ref: z.string(), code: z.string(), message: z.string() })),
+  bytes_fetched: z.number().int(),
+  io_budget_bytes: z.number().int().nullable(),
+  started_at: z.string().nullable(),
+  finished_at: z.string().nullable(),
 });

@@ -52,6 +52,6 @@ export function sandboxRoutes(app: FastifyInstance, ctx: RouteContext): void {
   app.post('/v1/sandboxes/:id/reset', async (req) => {
     const { id } = parse(IdParamsSchema, req.params, 'path');
     const b = parse(ResetBodySchema, req.body, 'body');
-    return mgr.reset(id, b.snapshot);
+    return mgr.reset(id, b.snapshot !== undefined ? { snapshot: b.snapshot } : b.ref !== undefined ? { ref: b.ref } : undefined);
   });
 }

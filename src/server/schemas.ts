@@ -5,6 +5,7 @@
  */
 import { z } from 'zod';
 import { RefNameSchema } from '../cas/ref-name.js';
+import { SANDBOX_ID_RE } from '../sandbox/sandbox-id.js';
 
 const SIZE_UNITS: Record<string, number> = { '': 1, k: 1024, m: 1024 ** 2, g: 1024 ** 3, t: 1024 ** 4 };
 const DURATION_UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
@@ -135,10 +136,14 @@ export const SnapshotBodySchema = z.strictObject({
   tag: RefNameSchema.optional(),
 });
 
-export const ResetBodySchema = z.strictObject({
-  /** Reset to this snapshot of the node instead of the creation state. */
-  snapshot: SnapshotIdSchema.optional(),
-});
+export const ResetBodySchema = z
+  .strictObject({
+    /** Reset to this snapshot of the node instead of the creation state ... */
+    snapshot: SnapshotIdSchema.optional(),
+    /** ... or over this environment of the registry (a snapshot another node pushed), pulled if need be. */
+    ref: RefNameSchema.optional(),
+  })
+  .refine((b) => b.snapshot === undefined || b.ref === undefined, { message: 'give at most one of snapshot or ref', path: ['ref'] });
 
 export const SnapParamsSchema = z.strictObject({ snap: SnapshotIdSchema });
 
@@ -160,7 +165,8 @@ export const DiffQuerySchema = z.strictObject({
     .optional(),
 });
 
-export const IdParamsSchema = z.strictObject({ id: z.string().regex(/^[a-z0-9][a-z0-9-]{0,63}$/, 'a sandbox id') });
+/** A sandbox id: `sb-...`, and `.<node>` after it on a server with a node name (sandbox/sandbox-id.ts). */
+export const IdParamsSchema = z.strictObject({ id: z.string().regex(SANDBOX_ID_RE, 'a sandbox id') });
 export const SessionParamsSchema = IdParamsSchema.extend({ sid: z.string().regex(/^[a-z0-9-]{1,64}$/, 'a session id') });
 
 /** `true`/`false` in a query string (also `1`/`0`). */
@@ -181,12 +187,37 @@ export const JobWaitQuerySchema = z.strictObject({
 /** A directory inside the sandbox (list, tar download and upload). */
 export const DirQuerySchema = z.strictObject({ path: SandboxPathSchema });
 
+/** Refs, or instances of a dataset (`<dataset>/<instance_id>`): what /v1/holds and /v1/prefetch take. */
+const RefsOrInstances = {
+  refs: z.array(z.string().min(1)).min(1).max(10_000).optional(),
+  /** Every env tagged `<dataset>/*` in the registry (prewarm, prefetch), or the given instances of it. */
+  dataset: TagPartSchema.optional(),
+  instance_ids: z.array(TagPartSchema).min(1).max(10_000).optional(),
+};
+
 export const PrewarmBodySchema = z
+  .strictObject(RefsOrInstances)
+  .refine((b) => b.instance_ids === undefined || b.dataset !== undefined, { message: 'instance_ids pick instances of a dataset', path: ['instance_ids'] })
+  .refine((b) => (b.refs === undefined) !== (b.dataset === undefined), { message: 'give exactly one of refs or dataset', path: ['refs'] });
+
+export const HoldsBodySchema = z
+  .strictObject(RefsOrInstances)
+  .refine((b) => (b.refs === undefined) !== (b.dataset === undefined), { message: 'give exactly one of refs or dataset', path: ['refs'] })
+  .refine((b) => (b.dataset === undefined) === (b.instance_ids === undefined), {
+    message: 'dataset and instance_ids go together (the envs tagged <dataset>/<instance_id>)',
+    path: ['instance_ids'],
+  });
+
+export const PrefetchBodySchema = z
   .strictObject({
-    refs: z.array(z.string().min(1)).min(1).max(10_000).optional(),
-    /** Every env tagged `<dataset>/*` in the registry, or the given instances of it. */
-    dataset: TagPartSchema.optional(),
-    instance_ids: z.array(TagPartSchema).min(1).max(10_000).optional(),
+    ...RefsOrInstances,
+    /** Compressed bytes being fetched at once (default 512m). */
+    io_budget: SizeSchema.optional(),
   })
   .refine((b) => b.instance_ids === undefined || b.dataset !== undefined, { message: 'instance_ids pick instances of a dataset', path: ['instance_ids'] })
   .refine((b) => (b.refs === undefined) !== (b.dataset === undefined), { message: 'give exactly one of refs or dataset', path: ['refs'] });
+
+export const HealthQuerySchema = z.strictObject({
+  /** A readiness probe: 503 while the node is not ready (a start-up prefetch with --ready-after-prefetch). */
+  ready: QueryFlagSchema.optional(),
+});

@@ -10,7 +10,7 @@ import { isIP } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { InvalidInputError, MinisandboxError } from '../errors.js';
 import type { Registry } from '../registry/registry.js';
-import { forkShared, openSandbox, reapStale, resetLeased } from '../runtime/open.js';
+import { forkShared, layOutEnv, openSandbox, reapStale, resetLeased } from '../runtime/open.js';
 import { Snapshots } from '../runtime/snapshot.js';
 import { type HostInfo, probeHost } from '../sandbox/host.js';
 import { removeDeadLeftovers } from '../store/leftovers.js';
@@ -22,6 +22,8 @@ import { DEFAULT_SANDBOX_NICE } from './sandbox-nice.js';
 import { isErrno } from '../util/fs.js';
 import { loadToken } from './token-file.js';
 import { type SandboxProvider, SandboxManager } from './manager.js';
+import { NodePrefetch, prefetchDatasetRefs } from './node-prefetch.js';
+import { type NodeIdentity, nodeName } from './node-identity.js';
 
 export interface ServeOptions {
   listen: { host: string; port: number };
@@ -45,6 +47,16 @@ export interface ServeOptions {
   reportsDir?: string;
   /** `--allow-mount DIR[:rw]` values: host dirs creates may mount from (none by default). */
   allowMounts?: readonly string[];
+  /** The node's name (`--node-name`; else $MINISANDBOX_NODE_NAME, else the host name): its sandbox ids end in `.<name>`. */
+  nodeName?: string;
+  /** Datasets (`[NAME=]FILE`) whose environments are prefetched in the background from the start. */
+  prefetchDatasets?: string[];
+  /** Compressed bytes that start-up prefetch fetches at once (default 512 MiB). */
+  prefetchIoBudget?: number;
+  /** /v1/health says ready=false (and `?ready=1` answers 503) until the start-up prefetch ended. */
+  readyAfterPrefetch?: boolean;
+  /** The version /v1/health reports. */
+  version?: string;
 }
 
 /** `host:port`, `[::1]:port` or `:port` (loopback). */
@@ -76,7 +88,12 @@ export function storeProvider(reg: Registry, store: StorePaths): SandboxProvider
   return {
     open: async (ref, opts) => openSandbox(reg, store, ref, { ...opts, host: await probe() }),
     fork: (sb, n) => forkShared(store, sb, n),
-    reset: async (sb, snapshot) => resetLeased(store, sb, snapshot === undefined ? undefined : await snapshots.layout(snapshot)),
+    reset: async (sb, to) =>
+      resetLeased(
+        store,
+        sb,
+        to === undefined ? undefined : 'snapshot' in to ? await snapshots.layout(to.snapshot) : await layOutEnv(reg, store, to.ref, await probe()),
+      ),
     snapshots,
   };
 }
@@ -116,7 +133,10 @@ export async function startServer(reg: Registry, store: StorePaths, o: ServeOpti
   }
   // a bad dir stops the start, before anything is reaped or listened on
   const allowMounts = (o.allowMounts ?? []).map(parseAllowMount);
+  const node: NodeIdentity = { name: nodeName(o.nodeName), startedAt: Date.now() };
   const datasets = await loadEvalDatasets(o.evalDatasets ?? []);
+  // read before anything starts: a bad dataset file stops the start, as a bad eval dataset does
+  const prefetchRefs = (await Promise.all((o.prefetchDatasets ?? []).map(prefetchDatasetRefs))).flat();
   const { token, file } = loadToken(o.tokenFile, store.root);
   // what a killed predecessor left: its sandboxes, its work dirs and spools, its half-made snapshots
   await reapStale(store);
@@ -130,6 +150,7 @@ export async function startServer(reg: Registry, store: StorePaths, o: ServeOpti
     ttlMs: o.ttlMs,
     idleMs: o.idleTimeoutMs,
     sandboxNice: o.sandboxNice ?? DEFAULT_SANDBOX_NICE,
+    node,
     onReaped: (id, why) => write(JSON.stringify({ time: new Date().toISOString(), event: 'reaped', sandbox: id, why })),
     jobs: {
       ...(o.maxJobsPerSandbox === undefined ? {} : { maxRunning: o.maxJobsPerSandbox }),
@@ -140,13 +161,19 @@ export async function startServer(reg: Registry, store: StorePaths, o: ServeOpti
       ...(o.maxOutputBytes === undefined ? {} : { maxOutputBytes: o.maxOutputBytes }),
     },
   });
+  // not ready until the start-up prefetch ended, where asked to (see ServeOptions.readyAfterPrefetch)
+  let warming = o.readyAfterPrefetch === true && prefetchRefs.length > 0;
+  const prefetch = new NodePrefetch(reg, store, (event) => write(JSON.stringify({ time: new Date().toISOString(), ...event })));
   const app = buildApp(manager, {
     token,
     log: write,
     reg,
     store,
-    evaluate: { datasets, reportsDir: resolve(o.reportsDir ?? 'logs/run_evaluation') },
     allowMounts,
+    prefetch,
+    ready: () => !warming,
+    ...(o.version === undefined ? {} : { version: o.version }),
+    evaluate: { datasets, reportsDir: resolve(o.reportsDir ?? 'logs/run_evaluation') },
   });
   try {
     await app.listen({ host: o.listen.host, port: o.listen.port });
@@ -154,6 +181,11 @@ export async function startServer(reg: Registry, store: StorePaths, o: ServeOpti
     await manager.shutdown();
     await app.close();
     throw listenError(e, o.listen);
+  }
+  // after the listen: probes answer (not ready) while it runs
+  if (prefetchRefs.length > 0) {
+    prefetch.start(prefetchRefs, o.prefetchIoBudget);
+    void prefetch.ended().then(() => (warming = false));
   }
   const addr = app.server.address();
   const port = typeof addr === 'object' && addr !== null ? addr.port : o.listen.port;
@@ -166,6 +198,7 @@ export async function startServer(reg: Registry, store: StorePaths, o: ServeOpti
     tokenFile: file,
     close: () =>
       (closing ??= (async () => {
+        await prefetch.close();
         await manager.shutdown();
         await app.close();
         sink?.flush();

@@ -14,6 +14,7 @@ import { join } from 'node:path';
 import multipart from '@fastify/multipart';
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { errorMessage, InvalidInputError, MinisandboxError } from '../errors.js';
+import { SANDBOX_ID_RE } from '../sandbox/sandbox-id.js';
 import { disconnectSignal, dropHeaders, FieldError, parse, type RouteContext } from './http.js';
 import type { Entry } from './manager.js';
 import { executeCommand, readText, writeText } from './swerex-exec.js';
@@ -41,7 +42,6 @@ export interface SwerexPluginOptions {
 }
 
 const INSTANCE_KEY = /^inst:([A-Za-z0-9._+@=-]+):([A-Za-z0-9_][A-Za-z0-9._+@=-]*)$/;
-const SANDBOX_ID = /^[a-z0-9][a-z0-9-]{0,63}$/;
 
 type Target = { kind: 'sandbox'; key: string; id: string } | { kind: 'inst'; key: string; ref: string };
 
@@ -49,7 +49,7 @@ export function targetOf(key: unknown): Target {
   if (typeof key === 'string') {
     const m = INSTANCE_KEY.exec(key);
     if (m !== null) return { kind: 'inst', key, ref: `${m[1]}/${m[2]}` };
-    if (SANDBOX_ID.test(key)) return { kind: 'sandbox', key, id: key };
+    if (SANDBOX_ID_RE.test(key)) return { kind: 'sandbox', key, id: key };
   }
   throw new FieldError('key', `path field key: ${String(key)} is neither a sandbox id nor inst:<dataset>:<instance_id>`);
 }

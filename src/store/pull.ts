@@ -38,6 +38,8 @@ export interface PullOptions {
   onProgress?: (p: { layer: Digest; phase: 'manifest' | 'fetch' | 'layout' | 'cached'; objects?: number; bytes?: number }) => void;
   /** Stops the pull between layers (each layer is laid out whole or not at all): AbortedError. */
   signal?: AbortSignal;
+  /** The environment `refOrDigest` names, already resolved and its config verified (prefetch's): not read again. */
+  resolved?: { digest: Digest; config: EnvConfig };
 }
 
 export interface PulledEnv {
@@ -51,9 +53,9 @@ export interface PulledEnv {
 
 export async function pullEnv(reg: Registry, store: StorePaths, refOrDigest: string, opts: PullOptions = {}): Promise<PulledEnv> {
   await ensurePrivateStore(store);
-  const digest = await resolveEnvDigest(reg, refOrDigest);
+  const digest = opts.resolved?.digest ?? (await resolveEnvDigest(reg, refOrDigest));
   const stored = storedEnvConfig(store, digest);
-  const config = stored ?? (await readEnvConfig(reg, digest));
+  const config = stored ?? opts.resolved?.config ?? (await readEnvConfig(reg, digest));
   const idShift = opts.idShift ?? 0;
   const layerDirs: string[] = [];
   let fetchedObjects = 0;
@@ -85,7 +87,7 @@ export async function pullEnv(reg: Registry, store: StorePaths, refOrDigest: str
  * atomically, in a directory only its owner reaches; reading it back costs neither a registry
  * round trip (an S3 GET) nor a hash. Anything unreadable is fetched again.
  */
-function storedEnvConfig(store: StorePaths, digest: Digest): EnvConfig | undefined {
+export function storedEnvConfig(store: StorePaths, digest: Digest): EnvConfig | undefined {
   const text = readTextOrUndefined(store.env(digest));
   if (text === undefined) return undefined;
   try {

@@ -12,7 +12,7 @@ import type { Registry } from '../../src/registry/registry.js';
 import { buildApp } from '../../src/server/app.js';
 import { SandboxManager } from '../../src/server/manager.js';
 import type { MemoryLimits } from '../../src/server/memory-limits.js';
-import { type RunningServer, startServer, storeProvider } from '../../src/server/serve.js';
+import { type RunningServer, type ServeOptions, startServer, storeProvider } from '../../src/server/serve.js';
 import { StorePaths } from '../../src/store/paths.js';
 
 export interface Res {
@@ -79,6 +79,8 @@ export class ServerFixture {
       allowMounts?: string[];
       memoryBudgetBytes?: number;
       maxOutputBytes?: number;
+      /** Any other of startServer's options (node name, prefetch). */
+      more?: Partial<ServeOptions>;
     } = {},
   ): Promise<RunningServer> {
     const s = await startServer(
@@ -95,6 +97,7 @@ export class ServerFixture {
         ...(opts.allowMounts === undefined ? {} : { allowMounts: opts.allowMounts }),
         ...(opts.memoryBudgetBytes === undefined ? {} : { memoryBudgetBytes: opts.memoryBudgetBytes }),
         ...(opts.maxOutputBytes === undefined ? {} : { maxOutputBytes: opts.maxOutputBytes }),
+        ...opts.more,
       },
       (l) => void this.logLines.push(l),
     );
