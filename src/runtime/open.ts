@@ -31,6 +31,7 @@ import type { ExecInPlace } from '../util/exec-in-place.js';
 import type { StorePaths } from '../store/paths.js';
 import { type PullOptions, pullEnv } from '../store/pull.js';
 import { mark } from '../util/timing.js';
+import type { GitStatCache } from './git-stat-cache.js';
 
 export interface OpenOptions extends Omit<SandboxOptions, 'lowerDirs' | 'stateDir' | 'config'> {
   /** Runtime config fields that override the environment's. */
@@ -48,6 +49,12 @@ export interface OpenOptions extends Omit<SandboxOptions, 'lowerDirs' | 'stateDi
    * the signal is the caller's to pass to exec/run.
    */
   signal?: AbortSignal;
+  /**
+   * Gives the git repositories of the environment a stat cache valid in the sandbox before its
+   * first command (see git-stat-cache.ts): without it their first `git status` re-hashes every
+   * file. One per long-lived caller (the server's), remembering what each environment holds.
+   */
+  gitStatCache?: GitStatCache;
 }
 
 export async function openSandbox(reg: Registry, store: StorePaths, ref: string, opts: OpenOptions = {}): Promise<Sandbox> {
@@ -55,12 +62,46 @@ export async function openSandbox(reg: Registry, store: StorePaths, ref: string,
   const { options, hooks, origin } = await pulledSandbox(reg, store, ref, opts);
   const sb = await createSandbox(options, hooks);
   sb.origin = sb.creationOrigin = origin;
+  if (opts.gitStatCache !== undefined) await refreshGitIndexes(sb, store, opts.gitStatCache, opts.warn);
   if (signal?.aborted === true) {
     // aborted while the sandbox started: nobody will get it to destroy
     await sb.destroy();
     throwIfAborted(signal, `open ${ref}`);
   }
   return sb;
+}
+
+/**
+ * Writes the environment's git indexes, their stat data made the laid-out files', into the
+ * sandbox (see git-stat-cache.ts), as its own root would, before any command of the caller's.
+ * Only over the environment's own layers (a fork's state carries its parent's index). A failure
+ * only warns: git then re-hashes, as it would have without.
+ */
+export async function refreshGitIndexes(sb: Sandbox, store: StorePaths, cache: GitStatCache, warn?: (message: string) => void): Promise<void> {
+  const layers = sb.origin?.env.config.layers;
+  const dirs = sb.state.lowerDirs;
+  if (layers === undefined || layers.length !== dirs.length) return;
+  try {
+    const fixes = await cache.fixes(
+      layers.map((l, i) => ({ dir: dirs[i]!, manifest: store.manifest(l.digest) })),
+      store.layersDir,
+    );
+    for (const f of fixes) {
+      // only over the index the sandbox sees (a regular file of the size the plan read), never a new file
+      const script = '[ -f "$1" ] && [ ! -h "$1" ] && [ "$(wc -c < "$1")" -eq "$2" ] || exit 3; cat > "$1" && chmod "$3" -- "$1"';
+      const o = await sb.exec(['/bin/sh', '-c', script, 'msb-git-index', `/${f.path}`, String(f.data.length), f.mode.toString(8)], {
+        stdin: f.data,
+        user: { uid: f.uid, gid: f.gid },
+        timeoutMs: 60_000,
+      });
+      if (o.status !== 'ok' || (o.exitCode !== 0 && o.exitCode !== 3))
+        throw new Error(`writing /${f.path} ended ${o.status} ${o.exitCode ?? ''}: ${o.stderr.trim().slice(0, 400)}`);
+    }
+  } catch (e) {
+    (warn ?? ((m: string) => process.emitWarning(m, 'MinisandboxWarning')))(
+      `sandbox ${sb.id}: the git index stat refresh failed, its first git command re-hashes the work tree: ${e instanceof Error ? e.message : String(e)}`,
+    );
+  }
 }
 
 export interface RunOnceOptions extends Omit<OpenOptions, 'prewarmReset' | 'timeoutMs'>, Omit<SandboxRunOnceOptions, 'signal'> {
@@ -153,7 +194,7 @@ async function pulledSandbox(
   ref: string,
   opts: OpenOptions,
 ): Promise<{ options: SandboxOptions; hooks: CreateHooks; origin: SandboxOrigin }> {
-  const { config, onPull, warn, signal, host: given, ...rest } = opts;
+  const { config, onPull, warn, signal, host: given, gitStatCache: _statCache, ...rest } = opts;
   throwIfAborted(signal, `open ${ref}`);
   const host = given ?? (await probeHost());
   mark('open: host probed');
@@ -224,12 +265,19 @@ export async function forkShared(store: StorePaths, sb: Sandbox, n: number): Pro
  * Resets a sandbox (see Sandbox.reset) to its creation state, or over `to` (a snapshot's
  * environment, laid out: see runtime/snapshot.ts); its lease follows its lower dirs.
  */
-export async function resetLeased(store: StorePaths, sb: Sandbox, to?: { lowerDirs: string[]; origin: SandboxOrigin }): Promise<void> {
+export async function resetLeased(
+  store: StorePaths,
+  sb: Sandbox,
+  to?: { lowerDirs: string[]; origin: SandboxOrigin },
+  gitStatCache?: GitStatCache,
+): Promise<void> {
   // lease the new lower dirs first, so no gc between the two leaves them unclaimed
   if (to !== undefined) await acquireLease(store, sb.id, [...new Set([...sb.state.lowerDirs, ...to.lowerDirs])]);
   await sb.reset(to === undefined ? {} : { lowerDirs: to.lowerDirs });
   sb.origin = to === undefined ? sb.creationOrigin : to.origin;
   await acquireLease(store, sb.id, sb.state.lowerDirs);
+  // a fresh upper: the index is the layer's again
+  if (gitStatCache !== undefined) await refreshGitIndexes(sb, store, gitStatCache);
 }
 
 /**

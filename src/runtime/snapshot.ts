@@ -107,6 +107,8 @@ export class Snapshots {
   constructor(
     readonly store: StorePaths,
     readonly registry: Registry,
+    /** Options every open from a snapshot gets (the server's git stat cache). */
+    private readonly openDefaults: Pick<OpenOptions, 'gitStatCache'> = {},
   ) {
     this.dir = join(store.root, 'snapshots');
     this.local = new LocalRegistry(join(this.dir, 'registry'));
@@ -337,7 +339,7 @@ export class Snapshots {
   /** A new sandbox started from the snapshot. */
   async open(id: string, opts: OpenOptions = {}): Promise<Sandbox> {
     const record = await this.get(id);
-    const sb = await openSandbox(this.view, this.store, snapshotRef(id), opts);
+    const sb = await openSandbox(this.view, this.store, snapshotRef(id), { ...this.openDefaults, ...opts });
     if (record.parentRef !== undefined) sb.origin = sb.creationOrigin = { ...sb.origin!, ref: record.parentRef };
     return sb;
   }

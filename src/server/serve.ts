@@ -11,6 +11,7 @@ import type { FastifyInstance } from 'fastify';
 import { InvalidInputError, MinisandboxError } from '../errors.js';
 import type { Registry } from '../registry/registry.js';
 import { forkShared, layOutEnv, openSandbox, reapStale, resetLeased } from '../runtime/open.js';
+import { GitStatCache } from '../runtime/git-stat-cache.js';
 import { Snapshots } from '../runtime/snapshot.js';
 import { type HostInfo, probeHost } from '../sandbox/host.js';
 import { removeDeadLeftovers } from '../store/leftovers.js';
@@ -84,15 +85,18 @@ export function storeProvider(reg: Registry, store: StorePaths): SandboxProvider
       host = undefined;
       throw e;
     }));
-  const snapshots = new Snapshots(store, reg);
+  // what each environment's git indexes need to hold for the sandbox's stat cache (runtime/git-stat-cache.ts)
+  const gitStatCache = new GitStatCache();
+  const snapshots = new Snapshots(store, reg, { gitStatCache });
   return {
-    open: async (ref, opts) => openSandbox(reg, store, ref, { ...opts, host: await probe() }),
+    open: async (ref, opts) => openSandbox(reg, store, ref, { ...opts, host: await probe(), gitStatCache }),
     fork: (sb, n) => forkShared(store, sb, n),
     reset: async (sb, to) =>
       resetLeased(
         store,
         sb,
         to === undefined ? undefined : 'snapshot' in to ? await snapshots.layout(to.snapshot) : await layOutEnv(reg, store, to.ref, await probe()),
+        gitStatCache,
       ),
     snapshots,
   };
