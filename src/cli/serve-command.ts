@@ -41,7 +41,10 @@ export function registerServeCommand(program: Command, globals: () => GlobalOpti
         shown: '127.0.0.1:7000',
       }),
     )
-    .option('--token-file <file>', 'the token clients must send; made (random, mode 0600) if the file is missing (default: <store>/serve.token, always new)')
+    .option(
+      '--token-file <file>',
+      'the token clients must send; made (random, mode 0600) if the file is missing, never rewritten (default: $MINISANDBOX_TOKEN, else <store>/serve.token)',
+    )
     .option('--max-sandboxes <n>', 'most sandboxes held at once (more get 429)', opt.int({ min: 1, max: 100_000 }), 64)
     .addOption(
       option('--idle-timeout <duration>', 'destroy a sandbox after this long without a request', opt.duration({ min: 1000 }), {
@@ -147,6 +150,8 @@ export function registerServeCommand(program: Command, globals: () => GlobalOpti
         reportsDir: o.reportsDir,
         allowMounts: o.allowMount,
         ...(o.tokenFile === undefined ? {} : { tokenFile: o.tokenFile }),
+        // a Kubernetes Secret's value: one token for every node of a cluster
+        ...(process.env.MINISANDBOX_TOKEN ? { token: process.env.MINISANDBOX_TOKEN } : {}),
         ...(o.nodeName === undefined ? {} : { nodeName: o.nodeName }),
         prefetchDatasets: o.prefetchDataset,
         prefetchIoBudget: o.prefetchIoBudget,

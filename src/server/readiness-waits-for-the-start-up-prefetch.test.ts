@@ -9,7 +9,6 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually } from '../../test/helpers/eventually.js';
 import { ServerFixture } from '../../test/helpers/server-fixture.js';
-import { LocalRegistry } from '../registry/local.js';
 import type { Registry } from '../registry/registry.js';
 import { StorePaths } from '../store/paths.js';
 
@@ -19,12 +18,13 @@ afterAll(() => fx.tearDown());
 
 describe('readiness after a start-up prefetch', () => {
   it('is false (503 to ?ready=1) while the dataset is pulled, and true once it is in the store', async () => {
-    const inner = new LocalRegistry(join(fx.work, 'registry-ready'));
-    for (const i of ['a-1', 'a-2']) await fx.pushBusybox(inner, `rd/${i}`, { 'who.txt': i });
+    // the fixture's srv/busybox (as dataset "srv") and an alias of it, into a store of their own
+    const inner = fx.reg;
+    await inner.putRef('srv/alias', (await inner.getRef('srv/busybox'))!);
     const rows = join(fx.work, 'rows.jsonl');
     writeFileSync(
       rows,
-      ['a-1', 'a-2'].map((instance_id) => `${JSON.stringify({ instance_id, repo: 'o/r', base_commit: 'a'.repeat(40), version: '1' })}\n`).join(''),
+      ['busybox', 'alias'].map((instance_id) => `${JSON.stringify({ instance_id, repo: 'o/r', base_commit: 'a'.repeat(40), version: '1' })}\n`).join(''),
     );
     let release!: () => void;
     const gate = new Promise<void>((r) => (release = r));
@@ -36,7 +36,7 @@ describe('readiness after a start-up prefetch', () => {
     const srv = await fx.serve({
       reg,
       store: new StorePaths(join(fx.work, 'store-ready')),
-      more: { prefetchDatasets: [`rd=${rows}`], readyAfterPrefetch: true, nodeName: 'n1' },
+      more: { prefetchDatasets: [`srv=${rows}`], readyAfterPrefetch: true, nodeName: 'n1' },
     });
     const health = async (q = ''): Promise<[number, Record<string, unknown>]> => {
       const r = await fetch(`${srv.url}/v1/health${q}`);
@@ -54,7 +54,7 @@ describe('readiness after a start-up prefetch', () => {
     release();
     await eventually(async () => (await health('?ready=1'))[0] === 200);
     expect((await health('?ready=1'))[1]).toMatchObject({ ready: true, prefetch: { state: 'done', total: 2, done: 2, failed: 0 } });
-    const held = (await fx.call('POST', '/v1/holds', { dataset: 'rd', instance_ids: ['a-1', 'a-2'] }, { server: srv })).json();
+    const held = (await fx.call('POST', '/v1/holds', { dataset: 'srv', instance_ids: ['busybox', 'alias'] }, { server: srv })).json();
     expect(held.holds).toEqual([expect.objectContaining({ present: true }), expect.objectContaining({ present: true })]);
     expect(fx.logLines.map((l) => JSON.parse(l) as Record<string, unknown>)).toContainEqual(
       expect.objectContaining({ event: 'prefetch-ended', state: 'done', total: 2, done: 2 }),

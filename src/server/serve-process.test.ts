@@ -1,10 +1,11 @@
 /**
  * `minisandbox serve` as a process: it refuses a public address without a token file, a SIGTERM
  * destroys every sandbox it holds (no state dir, no lease, no process left), and its job limits
- * and its sandboxes' niceness come from its command line.
+ * and its sandboxes' niceness come from its command line; as a node of a cluster, its name, its
+ * token (kept across restarts, or $MINISANDBOX_TOKEN) and its start-up prefetch do too.
  */
 import { spawn } from 'node:child_process';
-import { chmodSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -31,7 +32,17 @@ beforeAll(async () => {
 afterAll(() => rmSync(work, { recursive: true, force: true }));
 
 function serve(...args: string[]) {
-  return spawn(BIN, ['--registry', regDir, '--store', store.root, 'serve', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  return serveWith({}, ...args);
+}
+
+function serveWith(env: Record<string, string>, ...args: string[]) {
+  const { MINISANDBOX_TOKEN: _t, MINISANDBOX_NODE_NAME: _n, ...inherited } = process.env;
+  return spawn(BIN, ['--registry', regDir, '--store', store.root, 'serve', ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...inherited, ...env } });
+}
+
+/** The JSON line serve prints once it listens. */
+async function started(p: ReturnType<typeof serve>): Promise<{ listening: string; token_file: string | null }> {
+  return JSON.parse(await new Promise<string>((r) => createInterface({ input: p.stdout }).once('line', r))) as { listening: string; token_file: string | null };
 }
 
 function exitOf(p: ReturnType<typeof serve>): Promise<number | null> {
@@ -157,6 +168,65 @@ describe('minisandbox serve as a process', () => {
     }
     expect((await fetch(`${listening}/v1/sandboxes/${id}/jobs/${jobs[0]}`, { headers })).status).toBe(404);
     expect((await fetch(`${listening}/v1/sandboxes/${id}/jobs/${jobs[1]}`, { headers })).status).toBe(200);
+    p.kill('SIGTERM');
+    expect(await exited).toBe(0);
+  });
+
+  it('keeps its node name and its token across a kill -9, and answers 410 for the sandboxes that lost', async () => {
+    const first = serve('--listen', '127.0.0.1:0', '--node-name', 'Proc-Node');
+    const firstExit = exitOf(first);
+    const a = await started(first);
+    expect(a.token_file).toBe(join(store.root, 'serve.token'));
+    const token = readFileSync(a.token_file!, 'utf8').trim();
+    const headers = { authorization: `Bearer ${token}`, 'content-type': 'application/json' };
+    const made = await fetch(`${a.listening}/v1/sandboxes`, { method: 'POST', headers, body: JSON.stringify({ ref: 'proc/busybox' }) });
+    const { id } = (await made.json()) as { id: string };
+    expect(id).toMatch(/\.proc-node$/);
+    first.kill('SIGKILL');
+    await firstExit;
+
+    const second = serve('--listen', '127.0.0.1:0', '--node-name', 'proc-node');
+    const secondExit = exitOf(second);
+    const b = await started(second);
+    expect(readFileSync(b.token_file!, 'utf8').trim()).toBe(token); // a client made before still gets in
+    expect(await (await fetch(`${b.listening}/v1/health`)).json()).toMatchObject({ ok: true, node: 'proc-node', ready: true });
+    const lost = await fetch(`${b.listening}/v1/sandboxes/${id}`, { headers });
+    expect([lost.status, ((await lost.json()) as { error: { code: string } }).error.code]).toEqual([410, 'NODE_RESTARTED']);
+    second.kill('SIGTERM');
+    expect(await secondExit).toBe(0);
+  });
+
+  it('takes its token from $MINISANDBOX_TOKEN, and prefetches a dataset at start, ready once it is in', async () => {
+    const short = serveWith({ MINISANDBOX_TOKEN: 'short' }, '--listen', '127.0.0.1:0');
+    let err = '';
+    short.stderr.on('data', (c: Buffer) => (err += c.toString()));
+    expect(await exitOf(short)).toBe(2);
+    expect(err).toContain('$MINISANDBOX_TOKEN is shorter than 16 characters');
+    const rows = join(work, 'prefetch.jsonl');
+    writeFileSync(
+      rows,
+      ['busybox', 'nope'].map((i) => `${JSON.stringify({ instance_id: i, repo: 'o/r', base_commit: 'a'.repeat(40), version: '1' })}\n`).join(''),
+    );
+    const token = 'a-cluster-token-from-a-kubernetes-secret';
+    // a token from the environment also lets it listen beyond loopback
+    const p = serveWith(
+      { MINISANDBOX_TOKEN: token, MINISANDBOX_NODE_NAME: 'env-node' },
+      ...['--listen', '0.0.0.0:0', '--prefetch-dataset', `proc=${rows}`, '--prefetch-io-budget', '64m', '--ready-after-prefetch'],
+    );
+    const exited = exitOf(p);
+    const s = await started(p);
+    expect(s.token_file).toBeNull();
+    const url = s.listening.replace('0.0.0.0', '127.0.0.1');
+    await eventually(async () => (await fetch(`${url}/v1/health?ready=1`)).status === 200);
+    const headers = { authorization: `Bearer ${token}` };
+    expect(await (await fetch(`${url}/v1/prefetch`, { headers })).json()).toMatchObject({
+      state: 'failed',
+      total: 2,
+      done: 1,
+      failed: [{ ref: 'proc/nope', code: 'NOT_FOUND' }],
+      io_budget_bytes: 64 << 20,
+    });
+    expect(await (await fetch(`${url}/v1/capacity`, { headers })).json()).toMatchObject({ node: 'env-node' });
     p.kill('SIGTERM');
     expect(await exited).toBe(0);
   });

@@ -2,8 +2,8 @@
  * `serve --token-file F` trusts F as ssh trusts a key: a symlink, a file of another user, one that
  * group or others may read or write, a FIFO, or one in a directory others may write is refused
  * (exit 2, naming the file and the fix) and nothing is followed or written; a missing file is made
- * 0600 without following a link planted in its place; the default `<store>/serve.token` is new at
- * every start and replaces a planted symlink instead of writing through it.
+ * 0600 without following a link planted in its place; the default `<store>/serve.token` is made on
+ * the first start and kept, and a symlink planted there is refused rather than written through.
  */
 import { spawn } from 'node:child_process';
 import { chmodSync, chownSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
@@ -92,20 +92,18 @@ describe('the token file', () => {
     expect(() => loadToken(join(theirs, 'token'), work)).toThrow(/which belongs to uid 65534/);
   });
 
-  it('by default is new at every start in the store, replacing a planted symlink rather than writing through it', () => {
+  it('by default is made once in the store and kept; a symlink planted there is refused, not written through', () => {
     const store = dir();
     const first = loadToken(undefined, store);
     expect(first.file).toBe(join(store, 'serve.token'));
+    expect(lstatSync(first.file!).mode & 0o7777).toBe(0o600);
+    expect(loadToken(undefined, store)).toEqual(first); // a restarted node keeps its clients
     const target = join(dir(), 'elsewhere');
     writeFileSync(target, 'not yours\n');
-    rmSync(first.file);
-    symlinkSync(target, first.file);
-    const second = loadToken(undefined, store);
-    expect(second.token).not.toBe(first.token);
+    rmSync(first.file!);
+    symlinkSync(target, first.file!);
+    expect(() => loadToken(undefined, store)).toThrow(/is a symlink/);
     expect(readFileSync(target, 'utf8')).toBe('not yours\n');
-    expect(lstatSync(second.file).isFile()).toBe(true);
-    expect(lstatSync(second.file).mode & 0o7777).toBe(0o600);
-    expect(readFileSync(second.file, 'utf8').trim()).toBe(second.token);
   });
 
   it('stops `serve` with exit 2 before it listens', async () => {

@@ -29,6 +29,8 @@ import { type NodeIdentity, nodeName } from './node-identity.js';
 export interface ServeOptions {
   listen: { host: string; port: number };
   tokenFile?: string;
+  /** The token itself ($MINISANDBOX_TOKEN), where no --token-file is given. */
+  token?: string;
   maxSandboxes: number;
   idleTimeoutMs: number;
   ttlMs: number;
@@ -106,7 +108,8 @@ export interface RunningServer {
   app: FastifyInstance;
   manager: SandboxManager;
   url: string;
-  tokenFile: string;
+  /** Where the token is; null when it came from $MINISANDBOX_TOKEN. */
+  tokenFile: string | null;
   /** Destroys every sandbox and stops listening. */
   close(): Promise<void>;
 }
@@ -130,9 +133,9 @@ function listenError(e: unknown, at: { host: string; port: number }): unknown {
 }
 
 export async function startServer(reg: Registry, store: StorePaths, o: ServeOptions, log?: (line: string) => void): Promise<RunningServer> {
-  if (!isLoopback(o.listen.host) && o.tokenFile === undefined) {
-    throw new MinisandboxError('USAGE', `refusing to listen on ${o.listen.host} without --token-file`, {
-      hint: 'pass --token-file with a token every client knows, or listen on 127.0.0.1',
+  if (!isLoopback(o.listen.host) && o.tokenFile === undefined && o.token === undefined) {
+    throw new MinisandboxError('USAGE', `refusing to listen on ${o.listen.host} without --token-file or $MINISANDBOX_TOKEN`, {
+      hint: 'pass --token-file, or set $MINISANDBOX_TOKEN, to a token every client knows; or listen on 127.0.0.1',
     });
   }
   // a bad dir stops the start, before anything is reaped or listened on
@@ -141,7 +144,7 @@ export async function startServer(reg: Registry, store: StorePaths, o: ServeOpti
   const datasets = await loadEvalDatasets(o.evalDatasets ?? []);
   // read before anything starts: a bad dataset file stops the start, as a bad eval dataset does
   const prefetchRefs = (await Promise.all((o.prefetchDatasets ?? []).map(prefetchDatasetRefs))).flat();
-  const { token, file } = loadToken(o.tokenFile, store.root);
+  const { token, file } = loadToken(o.tokenFile, store.root, o.token);
   // what a killed predecessor left: its sandboxes, its work dirs and spools, its half-made snapshots
   await reapStale(store);
   await removeDeadLeftovers(store);

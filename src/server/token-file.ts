@@ -8,25 +8,11 @@
  * a directory can swap the file in it. Anything else stops the start (exit 2) with what to fix.
  *
  * A new token is written to a new file only: created 0600 with O_EXCL and O_NOFOLLOW (never through
- * a planted symlink, never into someone else's file), and the default `<store>/serve.token`, new at
- * every start, is such a file renamed over the old one (a rename replaces a symlink, it does not
- * follow it).
+ * a planted symlink, never into someone else's file); the default `<store>/serve.token` is made so
+ * on the first start and then kept, read with the same checks (a symlink there is refused).
  */
 import { randomBytes } from 'node:crypto';
-import {
-  closeSync,
-  constants,
-  fstatSync,
-  lstatSync,
-  mkdirSync,
-  openSync,
-  readFileSync,
-  realpathSync,
-  renameSync,
-  rmSync,
-  type Stats,
-  writeSync,
-} from 'node:fs';
+import { closeSync, constants, fstatSync, lstatSync, mkdirSync, openSync, readFileSync, realpathSync, type Stats, writeSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { InvalidInputError } from '../errors.js';
 import { isErrno } from '../util/fs.js';
@@ -100,7 +86,7 @@ function readToken(file: string): string | undefined {
     const token = readFileSync(fd, 'utf8').trim();
     if (token.length < 16)
       throw new InvalidInputError(
-        `--token-file ${file} holds a token shorter than 16 characters`,
+        `token file ${file} holds a token shorter than 16 characters`,
         'put a long random token in it (e.g. `openssl rand -hex 32`), or point --token-file at a missing file to have one made',
       );
     return token;
@@ -127,26 +113,19 @@ function createTokenFile(file: string, token: string): boolean {
 }
 
 /**
- * The token: the given file's content, or a new random one written to it (0600) when it is missing.
- * Without a file, a new token goes to `<store>/serve.token` at every start.
+ * The token: `--token-file`'s content, else `given` ($MINISANDBOX_TOKEN: a Kubernetes Secret's,
+ * one for a cluster; no file then), else `<store>/serve.token`'s. A missing file gets a new random
+ * token; an existing one is read (checked as above) and never rewritten, so a restarted node keeps
+ * the token its clients have.
  */
-export function loadToken(tokenFile: string | undefined, storeRoot: string): { token: string; file: string } {
-  if (tokenFile === undefined) {
-    const file = join(storeRoot, 'serve.token');
-    mkdirSync(storeRoot, { recursive: true, mode: 0o700 });
-    checkDirs(file, storeRoot);
-    const token = randomBytes(32).toString('hex');
-    const tmp = `${file}.${process.pid}-${randomBytes(4).toString('hex')}.tmp`;
-    if (!createTokenFile(tmp, token)) throw new InvalidInputError(`cannot create ${tmp}: it exists`, 'start serve again');
-    try {
-      renameSync(tmp, file);
-    } catch (e) {
-      rmSync(tmp, { force: true });
-      throw e;
-    }
-    return { token, file };
+export function loadToken(tokenFile: string | undefined, storeRoot: string, given?: string): { token: string; file: string | null } {
+  if (tokenFile === undefined && given !== undefined) {
+    if (given.trim().length < 16)
+      throw new InvalidInputError('$MINISANDBOX_TOKEN is shorter than 16 characters', 'set it to a long random token, e.g. `openssl rand -hex 32`');
+    return { token: given.trim(), file: null };
   }
-  const file = resolve(tokenFile);
+  if (tokenFile === undefined) mkdirSync(storeRoot, { recursive: true, mode: 0o700 });
+  const file = resolve(tokenFile ?? join(storeRoot, 'serve.token'));
   const dir = dirname(file);
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   checkDirs(file, dir);
