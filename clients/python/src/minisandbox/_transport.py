@@ -15,7 +15,7 @@ import socket
 import threading
 import time
 import urllib.parse
-from typing import IO, Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
+from typing import IO, Any, Callable, Dict, List, Mapping, Optional, Set, Tuple, Union
 
 from .errors import CapacityError, MinisandboxError, TransportError, error_from_response
 
@@ -69,6 +69,7 @@ class Transport:
         timeout: float = 600.0,
         retry_on_capacity: float = 0.0,
         max_idle_connections: int = 64,
+        connect_timeout: Optional[float] = None,
     ) -> None:
         url = base_url or os.environ.get("MINISANDBOX_URL") or DEFAULT_BASE_URL
         u = urllib.parse.urlsplit(url)
@@ -81,8 +82,13 @@ class Transport:
         self._prefix = u.path.rstrip("/")
         self.token = resolve_token(token, token_file)
         self.timeout = timeout
+        # a connect waits this long (None: the request's timeout); a node that is gone is said so
+        # in seconds, while a long command's answer may take its whole timeout
+        self.connect_timeout = connect_timeout
         self.retry_on_capacity = retry_on_capacity
         self._idle: List[http.client.HTTPConnection] = []
+        # connections with a request on them, for abort_busy
+        self._busy: Set[http.client.HTTPConnection] = set()
         self._lock = threading.Lock()
         self._max_idle = max_idle_connections
         self._closed = False
@@ -117,6 +123,37 @@ class Transport:
             idle, self._idle = self._idle, []
         for c in idle:
             c.close()
+
+    def abort_busy(self) -> int:
+        """Breaks the connection of every request in flight (their callers get a TransportError at
+        once, whatever their timeout) and returns how many there were: for a pool whose node stopped
+        answering, so that a call waiting on it does not wait out its socket timeout."""
+        with self._lock:
+            busy = list(self._busy)
+        for c in busy:
+            sock = c.sock
+            if sock is not None:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass  # already closed
+        return len(busy)
+
+    @property
+    def busy(self) -> int:
+        """Requests in flight."""
+        with self._lock:
+            return len(self._busy)
+
+    def _connect(self, conn: http.client.HTTPConnection, sock_timeout: Optional[float]) -> None:
+        """Opens a new connection within ``connect_timeout``, then gives it the request's timeout."""
+        if conn.sock is not None:
+            return
+        conn.timeout = self.connect_timeout if self.connect_timeout is not None else sock_timeout
+        conn.connect()
+        conn.timeout = sock_timeout
+        if conn.sock is not None:
+            conn.sock.settimeout(sock_timeout)
 
     # -- requests ------------------------------------------------------------------------------
 
@@ -190,21 +227,29 @@ class Transport:
         sock_timeout = timeout if timeout is not None else self.timeout
         for attempt in (0, 1):
             conn, reused = self._take(sock_timeout)
+            with self._lock:
+                self._busy.add(conn)
             try:
                 if attempt == 1 and payload is not None and not isinstance(payload, bytes):
                     payload.seek(start)
+                self._connect(conn, sock_timeout)
                 conn.request(method, target, body=payload, headers=self.headers(extra))
                 resp = conn.getresponse()
             except _STALE as e:
-                conn.close()
+                self._drop(conn)
                 if reused and attempt == 0:
                     continue
-                raise TransportError(f"{method} {target}: connection failed: {e}", code="TRANSPORT") from e
+                raise _failed(f"{method} {self.base_url}{target}: connection failed: {e}", "TRANSPORT", True) from e
             except (OSError, http.client.HTTPException) as e:
-                conn.close()
+                connected, waited = conn.sock is not None, conn.timeout
+                self._drop(conn)
                 if isinstance(e, socket.timeout):
-                    raise TransportError(f"{method} {target}: no answer within {sock_timeout}s", code="TIMEOUT") from e
-                raise TransportError(f"{method} {self.base_url}{target}: {e}", code="TRANSPORT") from e
+                    what = "no answer" if connected else "no connection"
+                    raise _failed(f"{method} {self.base_url}{target}: {what} within {waited}s", "TIMEOUT", connected) from e
+                raise _failed(f"{method} {self.base_url}{target}: {e}", "TRANSPORT", connected) from e
+            except BaseException:
+                self._drop(conn)
+                raise
             break
         try:
             headers = {k.lower(): v for k, v in resp.getheaders()}
@@ -215,13 +260,15 @@ class Transport:
             else:
                 out = Response(resp.status, headers, resp.read())
         except (OSError, http.client.HTTPException) as e:
-            conn.close()
+            self._drop(conn)
             if isinstance(e, socket.timeout):
-                raise TransportError(f"{method} {target}: no answer within {sock_timeout}s", code="TIMEOUT") from e
-            raise TransportError(f"{method} {target}: {e}", code="TRANSPORT") from e
+                raise _failed(f"{method} {self.base_url}{target}: no answer within {sock_timeout}s", "TIMEOUT", True) from e
+            raise _failed(f"{method} {self.base_url}{target}: {e}", "TRANSPORT", True) from e
         except BaseException:
-            conn.close()
+            self._drop(conn)
             raise
+        with self._lock:
+            self._busy.discard(conn)
         if resp.will_close:
             conn.close()
         else:
@@ -229,6 +276,11 @@ class Transport:
         if out.status >= 400:
             raise self._error(out)
         return out
+
+    def _drop(self, conn: http.client.HTTPConnection) -> None:
+        with self._lock:
+            self._busy.discard(conn)
+        conn.close()
 
     @staticmethod
     def _error(r: Response) -> MinisandboxError:
@@ -242,6 +294,14 @@ class Transport:
         except ValueError:
             retry_after = None
         return error_from_response(r.status, body if isinstance(body, dict) else None, retry_after, r.text[:500])
+
+
+def _failed(message: str, code: str, sent: bool) -> TransportError:
+    """A transport failure; ``sent`` is False when no connection was made, so the server cannot
+    have seen the request (sending it again is safe)."""
+    e = TransportError(message, code=code)
+    e.sent = sent
+    return e
 
 
 def _query_value(v: Any) -> str:

@@ -14,7 +14,7 @@ from urllib.parse import quote
 
 from . import _tar
 from ._transport import Transport
-from .errors import EvaluationError, MinisandboxError, NotFoundError, TransportError
+from .errors import EvaluationError, MinisandboxError, NodeLost, NotFoundError, TransportError
 from .types import (
     Capacity,
     Evaluation,
@@ -163,6 +163,7 @@ class Client:
                 body[k] = v
         r = self._t.request("POST", "/v1/sandboxes", json_body=body, timeout=_timeout_for(1800, self._t.timeout))
         info = SandboxInfo.from_json(r.json())
+        self._made(info.id)
         return RemoteSandbox(self, info.id, info)
 
     def sandbox(self, sandbox_id: str) -> "RemoteSandbox":
@@ -180,11 +181,21 @@ class Client:
         return [SandboxInfo.from_json(x) for x in self._t.request("GET", "/v1/sandboxes").json().get("sandboxes", [])]
 
     def delete(self, sandbox_id: str, *, missing_ok: bool = False) -> None:
+        """Deletes the sandbox; with ``missing_ok``, one already gone (or lost with its node) is no error."""
         try:
             self._t.request("DELETE", f"/v1/sandboxes/{_seg(sandbox_id)}")
-        except NotFoundError:
+        except (NotFoundError, NodeLost):
+            self._gone(sandbox_id)
             if not missing_ok:
                 raise
+        self._gone(sandbox_id)
+
+    # what a pool's node client tracks (the sandboxes it made and still holds); nothing here
+    def _made(self, sandbox_id: str) -> None:
+        pass
+
+    def _gone(self, sandbox_id: str) -> None:
+        pass
 
     # -- snapshots ------------------------------------------------------------------------------
 
@@ -247,10 +258,11 @@ class RemoteSandbox:
         return self.client.info(self.id)
 
     def is_alive(self) -> bool:
+        """Whether the sandbox still exists (False too once its node is lost)."""
         try:
             self.info()
             return True
-        except NotFoundError:
+        except (NotFoundError, NodeLost):
             return False
 
     def delete(self, *, missing_ok: bool = False) -> None:
@@ -404,6 +416,7 @@ class RemoteSandbox:
         out: List[ForkChild[RemoteSandbox, Session]] = []
         for c in r.json().get("children", []):
             if "id" in c:
+                self.client._made(str(c["id"]))
                 child = RemoteSandbox(self.client, str(c["id"]))
                 s = c.get("session")
                 out.append(ForkChild(child, Session(child, str(s)) if s else None, None))
@@ -422,10 +435,16 @@ class RemoteSandbox:
         r = self._t.request("POST", f"{self._p}/snapshot", json_body=body, timeout=_timeout_for(1800, self._t.timeout))
         return SnapshotInfo.from_json(r.json())
 
-    def reset(self, *, snapshot: Optional[str] = None) -> SandboxInfo:
-        """Back to the creation state (or a snapshot), same id; every process and session ends."""
-        body: Dict[str, Any] = {} if snapshot is None else {"snapshot": snapshot}
-        return SandboxInfo.from_json(self._t.request("POST", f"{self._p}/reset", json_body=body).json())
+    def reset(self, *, snapshot: Optional[str] = None, ref: Optional[str] = None) -> SandboxInfo:
+        """Back to the creation state, or to a snapshot of this node (``snapshot``), or over an
+        environment of the registry (``ref``: e.g. a snapshot another node pushed), same id; every
+        process and session ends."""
+        body: Dict[str, Any] = {}
+        if snapshot is not None:
+            body["snapshot"] = snapshot
+        if ref is not None:
+            body["ref"] = ref
+        return SandboxInfo.from_json(self._t.request("POST", f"{self._p}/reset", json_body=body, timeout=_timeout_for(1800, self._t.timeout)).json())
 
 
 class Session:

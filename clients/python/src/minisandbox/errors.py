@@ -6,6 +6,7 @@ so a caller can ``except NotFoundError`` whether the sandbox, the session or the
 
 from __future__ import annotations
 
+import re
 from typing import Any, Dict, Optional, Type
 
 
@@ -42,7 +43,37 @@ class MinisandboxError(Exception):
 
 
 class TransportError(MinisandboxError):
-    """The server could not be reached, or the connection broke mid-request."""
+    """The server could not be reached, or the connection broke mid-request. ``sent`` is False when
+    no connection was made (the server cannot have seen the request)."""
+
+    sent: bool = True
+
+
+class NodeLost(TransportError):
+    """The node that holds the sandbox is gone (code ``NODE_LOST``): it refused or dropped the
+    connection and did not answer a health probe on a fresh one, stopped answering the pool's
+    probes while a call was in flight, or restarted (410 ``NODE_RESTARTED``: its sandboxes ended
+    with the process). ``node`` names the node, ``sandbox_id`` the sandbox the call was on (None
+    for a node-wide call), ``reason`` says which (``unreachable``, ``unresponsive``, ``restarted``)
+    and ``__cause__`` is the error underneath. The sandbox's work is lost, not failed: a trainer
+    drops the episode rather than score it."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        node: Optional[str] = None,
+        sandbox_id: Optional[str] = None,
+        reason: str = "unreachable",
+        code: str = "NODE_LOST",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(message, code="NODE_LOST", **kwargs)
+        self.node = node
+        self.sandbox_id = sandbox_id
+        self.reason = reason
+        # the server's code when it said so itself (NODE_RESTARTED), else NODE_LOST
+        self.server_code = code
 
 
 class UnauthorizedError(MinisandboxError):
@@ -132,6 +163,12 @@ _BY_STATUS: Dict[int, Type[MinisandboxError]] = {
 }
 
 
+def node_of(sandbox_id: str) -> Optional[str]:
+    """The node a sandbox id names (``sb-<time36>-<hex4>.<node>``), or None for an id without one."""
+    _, dot, node = sandbox_id.rpartition(".")
+    return node if dot and node else None
+
+
 def error_from_response(status: int, body: Optional[Dict[str, Any]], retry_after: Optional[float], fallback_text: str) -> MinisandboxError:
     err = body.get("error") if isinstance(body, dict) else None
     if isinstance(err, dict):
@@ -141,6 +178,12 @@ def error_from_response(status: int, body: Optional[Dict[str, Any]], retry_after
         field = err.get("field")
     else:
         code, message, hint, field = ("INTERNAL" if status >= 500 else f"HTTP_{status}"), (fallback_text or f"HTTP {status}"), None, None
+    if code == "NODE_RESTARTED":
+        # "sandbox X was lost when node N restarted at T": the sandbox is gone with its process
+        m = re.search(r"sandbox (\S+) ", message)
+        sid = m.group(1) if m else None
+        return NodeLost(message, node=node_of(sid) if sid else None, sandbox_id=sid, reason="restarted", code=code,
+                        hint=hint if isinstance(hint, str) else None, status=status, body=body if isinstance(body, dict) else None)
     cls = _BY_CODE.get(code) or _BY_STATUS.get(status) or (ServerError if status >= 500 else MinisandboxError)
     return cls(
         message,

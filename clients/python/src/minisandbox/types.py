@@ -166,6 +166,10 @@ class Capacity:
     live: int
     max: int
     memory: Optional[MemoryInfo] = None
+    free: int = 0
+    """Creates the node takes now (``max - live`` where the server does not say)."""
+    node: Optional[str] = None
+    """The server's node name, where it has one."""
 
     @classmethod
     def from_json(cls, d: Dict[str, Any]) -> "Capacity":
@@ -175,7 +179,11 @@ class Capacity:
             if isinstance(m, dict)
             else None
         )
-        return cls(live=int(d["live"]), max=int(d["max"]), memory=mem)
+        live, mx = int(d["live"]), int(d["max"])
+        free = d.get("free")
+        node = d.get("node")
+        return cls(live=live, max=mx, memory=mem, free=int(free) if isinstance(free, int) else max(0, mx - live),
+                   node=node if isinstance(node, str) else None)
 
 
 @dataclass(frozen=True)
