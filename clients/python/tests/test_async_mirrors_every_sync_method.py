@@ -1,5 +1,5 @@
-"""The asyncio client is made from the sync one: every public method of ``Client``, ``RemoteSandbox``,
-``Session`` and ``Job`` has an ``async`` counterpart of the same name and parameters, so a method
+"""The asyncio client is made from the sync one: every public method of ``Client``, ``Pool``,
+``RemoteSandbox``, ``Session`` and ``Job`` has an ``async`` counterpart of the same name and parameters, so a method
 added to the sync client and not to the table in aio.py fails here. No server needed."""
 
 from __future__ import annotations
@@ -9,11 +9,16 @@ from typing import Any, Dict, Set
 
 import pytest
 
-from minisandbox import AsyncClient, AsyncJob, AsyncSandbox, AsyncSession, Client, Job, RemoteSandbox, Session
+from minisandbox import AsyncClient, AsyncJob, AsyncPool, AsyncSandbox, AsyncSession, Client, Job, Pool, RemoteSandbox, Session
 
-PAIRS = [(Client, AsyncClient), (RemoteSandbox, AsyncSandbox), (Session, AsyncSession), (Job, AsyncJob)]
-# sync on both sides (they make a handle without a request), or closed otherwise (``aclose``)
-NOT_AWAITED: Dict[type, Set[str]] = {Client: {"sandbox", "close", "base_url", "transport"}, RemoteSandbox: {"job"}}
+PAIRS = [(Client, AsyncClient), (Pool, AsyncPool), (RemoteSandbox, AsyncSandbox), (Session, AsyncSession), (Job, AsyncJob)]
+# sync on both sides (they make a handle without a request, or read what the pool holds), or
+# closed otherwise (``aclose``)
+NOT_AWAITED: Dict[type, Set[str]] = {
+    Client: {"sandbox", "close", "base_url", "transport"},
+    Pool: {"sandbox", "client", "held", "close"},
+    RemoteSandbox: {"job"},
+}
 
 
 def public_methods(cls: type) -> Set[str]:
@@ -30,5 +35,5 @@ def test_every_sync_method_has_an_async_one_with_its_parameters(sync_cls: Any, a
         if name != "fork":  # the async fork also takes an AsyncSession
             assert inspect.signature(async_fn) == inspect.signature(sync_fn), name
             assert async_fn.__doc__ == sync_fn.__doc__, name
-    for name in skipped & {"sandbox", "job"}:
+    for name in skipped & {"sandbox", "job", "client", "held"}:
         assert not inspect.iscoroutinefunction(getattr(async_cls, name)), name

@@ -5,7 +5,7 @@
         print(sb.exec("python3 -m pytest -q").stdout)
 """
 
-from .aio import AsyncClient, AsyncJob, AsyncSandbox, AsyncSession
+from .aio import AsyncClient, AsyncJob, AsyncPool, AsyncSandbox, AsyncSession
 from .client import Client, ForkChild, Job, RemoteSandbox, Session
 from .errors import (
     BodyTooLargeError,
@@ -17,11 +17,13 @@ from .errors import (
     MalformedBodyError,
     MinisandboxError,
     NotConfiguredError,
+    NodeLost,
     NotFoundError,
     ServerError,
     TransportError,
     UnauthorizedError,
 )
+from .pool import Pool
 from .types import (
     ApiErrorInfo,
     Capacity,
@@ -44,6 +46,7 @@ __all__ = [
     "ApiErrorInfo",
     "AsyncClient",
     "AsyncJob",
+    "AsyncPool",
     "AsyncSandbox",
     "AsyncSession",
     "BodyTooLargeError",
@@ -66,8 +69,10 @@ __all__ = [
     "MalformedBodyError",
     "MemoryInfo",
     "MinisandboxError",
+    "NodeLost",
     "NotConfiguredError",
     "NotFoundError",
+    "Pool",
     "PrewarmResult",
     "RemoteSandbox",
     "SandboxInfo",

@@ -12,9 +12,10 @@ from __future__ import annotations
 import asyncio
 import functools
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, Callable, Coroutine, Generic, List, Optional, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Callable, Coroutine, Dict, Generic, List, Optional, Sequence, TypeVar, Union
 
 from .client import Client, ForkChild, Job, RemoteSandbox, Session
+from .pool import Pool
 from .errors import NotFoundError, TransportError
 from .types import ApiErrorInfo
 
@@ -72,6 +73,14 @@ class AsyncClient(_Mirrors[Client]):
         self.sync = Client(base_url, token=token, token_file=token_file, timeout=timeout, retry_on_capacity=retry_on_capacity)
         self._pool = ThreadPoolExecutor(max_workers=max_concurrency, thread_name_prefix="minisandbox")
 
+    @classmethod
+    def _over(cls, sync: Client, pool: ThreadPoolExecutor) -> "AsyncClient":
+        """An async client over ``sync`` whose calls run in ``pool`` (a pool's node, its threads)."""
+        self = cls.__new__(cls)
+        self.sync = sync
+        self._pool = pool
+        return self
+
     async def aclose(self) -> None:
         self._pool.shutdown(wait=False)
         self.sync.close()
@@ -97,6 +106,71 @@ class AsyncClient(_Mirrors[Client]):
 
     def sandbox(self, sandbox_id: str) -> "AsyncSandbox":
         return AsyncSandbox(self, self.sync.sandbox(sandbox_id))
+
+
+class AsyncPool(_Mirrors[Pool]):
+    """As ``Pool``, with ``async`` methods; its handles are ``AsyncSandbox`` bound to their node.
+    Made as ``Pool`` is (it probes the nodes at once, within ``node_timeout``); ``max_concurrency``
+    bounds the requests in flight over all nodes (threads)."""
+
+    def __init__(
+        self,
+        urls: Optional[Sequence[str]] = None,
+        *,
+        dns: Optional[str] = None,
+        token: Optional[str] = None,
+        token_file: Optional[str] = None,
+        timeout: float = 600.0,
+        node_timeout: float = 10.0,
+        max_attempts: int = 3,
+        retry_on_capacity: float = 0.0,
+        max_concurrency: int = 64,
+        **pool_options: Any,
+    ) -> None:
+        self.sync = Pool(urls, dns=dns, token=token, token_file=token_file, timeout=timeout, node_timeout=node_timeout,
+                         max_attempts=max_attempts, retry_on_capacity=retry_on_capacity, **pool_options)
+        self._pool = ThreadPoolExecutor(max_workers=max_concurrency, thread_name_prefix="minisandbox")
+        self._clients: Dict[int, AsyncClient] = {}
+
+    def _client_of(self, sync: Client) -> AsyncClient:
+        c = self._clients.get(id(sync))
+        if c is None:
+            c = self._clients[id(sync)] = AsyncClient._over(sync, self._pool)
+        return c
+
+    def _wrap(self, sb: RemoteSandbox) -> "AsyncSandbox":
+        return AsyncSandbox(self._client_of(sb.client), sb)
+
+    async def aclose(self) -> None:
+        """As ``Pool.close``: deletes what the pool made and still holds."""
+        await self._call(self.sync.close)
+        self._pool.shutdown(wait=False)
+
+    async def __aenter__(self) -> "AsyncPool":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()
+
+    create = _mirror_as(Pool.create, lambda self, sb: self._wrap(sb))
+    get = _mirror_as(Pool.get, lambda self, sb: self._wrap(sb))
+    info = _mirror(Pool.info)
+    delete = _mirror(Pool.delete)
+    list = _mirror(Pool.list)
+    nodes = _mirror(Pool.nodes)
+    evaluate = _mirror(Pool.evaluate)
+    swerex_url = _mirror(Pool.swerex_url)
+    prefetch = _mirror(Pool.prefetch)
+    prefetch_status = _mirror(Pool.prefetch_status)
+
+    def sandbox(self, sandbox_id: str) -> "AsyncSandbox":
+        return self._wrap(self.sync.sandbox(sandbox_id))
+
+    def client(self, node: str) -> AsyncClient:
+        return self._client_of(self.sync.client(node))
+
+    def held(self) -> List[str]:
+        return self.sync.held()
 
 
 class AsyncSandbox(_Mirrors[RemoteSandbox]):
