@@ -6,6 +6,7 @@ use a second server (``eval_server``), started only when one of them runs, that 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import shutil
@@ -14,7 +15,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import pytest
 
@@ -64,10 +65,24 @@ class Server:
         self.work = work
 
 
+@functools.lru_cache(maxsize=None)
+def serve_takes(option: str) -> bool:
+    """Whether this checkout's ``serve`` has ``option`` (options of the pool's server side land
+    from another branch; tests that need them pass them only where they exist)."""
+    out = subprocess.run([str(BIN), "serve", "--help"], capture_output=True, text=True, timeout=120).stdout
+    return option in out
+
+
+def node_name_args(name: str) -> List[str]:
+    """``--node-name NAME`` where serve takes it (its sandbox ids then end in ``.NAME``)."""
+    return ["--node-name", name] if serve_takes("--node-name") else []
+
+
 @contextlib.contextmanager
-def serving(cli: List[str], work: Path, *args: str) -> Iterator[Server]:
-    """``minisandbox serve`` on a free loopback port (with ``args``) until the block ends."""
-    token_file = str(work / "token")
+def serving(cli: List[str], work: Path, *args: str, token_file: Optional[str] = None) -> Iterator[Server]:
+    """``minisandbox serve`` on a free loopback port (with ``args``) until the block ends; the
+    token in ``token_file`` (made if missing; default ``work/token``)."""
+    token_file = token_file or str(work / "token")
     log = open(work / "serve.log", "wb")
     proc = subprocess.Popen(
         [*cli, "serve", "--listen", "127.0.0.1:0", "--token-file", token_file, *args],
@@ -115,7 +130,20 @@ def server() -> Iterator[Server]:
         timeout=600,
     )
     try:
-        with serving(cli, work, "--max-sandboxes", "24") as srv:
+        with serving(cli, work, "--max-sandboxes", "24", *node_name_args("main")) as srv:
+            yield srv
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def small_server(server: Server) -> Iterator[Server]:
+    """A second node over ``server``'s registry, with its own store, the same token and room for 3
+    sandboxes: with ``server``, a pool of two nodes (one small enough for a group not to fit)."""
+    work = work_dir("ms-pyclient-small-")
+    cli = [str(BIN), "--registry", str(server.work / "registry"), "--store", str(work / "store")]
+    try:
+        with serving(cli, work, "--max-sandboxes", "3", *node_name_args("small"), token_file=server.token_file) as srv:
             yield srv
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Union
 
 from ..client import Client, RemoteSandbox
-from ..errors import MinisandboxError
+from ..errors import MinisandboxError, NodeLost
+from ..pool import Pool
 from ..types import Evaluation, Limits
 
 SUBMIT_MARKER = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
@@ -48,6 +49,10 @@ class MinisandboxEnvironmentConfig:
     """Attach to an existing sandbox (e.g. a fork child) instead of creating one; it is not deleted at cleanup."""
     base_url: Optional[str] = None
     """Default $MINISANDBOX_URL or http://127.0.0.1:7000; the token from $MINISANDBOX_TOKEN(_FILE)."""
+    pool_urls: Optional[List[str]] = None
+    """Many nodes: the sandbox is placed on one of these (a ``Pool``), instead of ``base_url``."""
+    pool_dns: Optional[str] = None
+    """Many nodes: ``name:port`` whose A/AAAA records are the nodes (a ``Pool``)."""
     token: Optional[str] = None
     token_file: Optional[str] = None
     cwd: str = ""
@@ -76,13 +81,17 @@ class MinisandboxEnvironment:
         *,
         config_class: type = MinisandboxEnvironmentConfig,
         logger: Optional[logging.Logger] = None,
-        client: Optional[Client] = None,
+        client: Union[None, Client, Pool] = None,
         **kwargs: Any,
     ) -> None:
         self.logger = logger or logging.getLogger("minisweagent.environment")
         self.config: MinisandboxEnvironmentConfig = config_class(**kwargs)
         c = self.config
-        self.client = client or Client(c.base_url, token=c.token, token_file=c.token_file)
+        # a pool this environment made is its own to close; one it was given is the caller's
+        self._own_pool: Optional[Pool] = None
+        if client is None and (c.pool_urls is not None or c.pool_dns is not None):
+            client = self._own_pool = Pool(c.pool_urls, dns=c.pool_dns, token=c.token, token_file=c.token_file)
+        self.client: Union[Client, Pool] = client or Client(c.base_url, token=c.token, token_file=c.token_file)
         self._owned = c.sandbox_id is None
         self.sandbox: Optional[RemoteSandbox] = None
         if c.sandbox_id is not None:
@@ -119,6 +128,8 @@ class MinisandboxEnvironment:
                 timeout=limit,
                 max_output=self.config.max_output,
             )
+        except NodeLost:
+            raise  # the episode is gone with its node: for the trainer to drop, not for the model to read
         except MinisandboxError as e:
             if not v2:
                 raise
@@ -192,6 +203,9 @@ class MinisandboxEnvironment:
                 sb.delete(missing_ok=True)
             except Exception as e:  # a cleanup at interpreter exit must not raise
                 logging.getLogger("minisweagent.environment").warning("deleting sandbox %s failed: %s", sb.id, e)
+        pool, self._own_pool = getattr(self, "_own_pool", None), None
+        if pool is not None:
+            pool.close()
 
     def __del__(self) -> None:
         self.cleanup()

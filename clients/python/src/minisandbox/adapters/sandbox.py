@@ -8,6 +8,7 @@ import posixpath
 from typing import Any, Mapping, Optional, Union
 
 from ..client import Client, RemoteSandbox
+from ..pool import Pool
 from ..errors import CommandError
 from ..types import Evaluation, ExecResult
 
@@ -25,7 +26,7 @@ class Sandbox:
         ref: Optional[str] = None,
         *,
         name: Optional[str] = None,
-        client: Optional[Client] = None,
+        client: Union[None, Client, Pool] = None,
         dataset: Optional[str] = None,
         instance_id: Optional[str] = None,
         snapshot: Optional[str] = None,
@@ -35,7 +36,8 @@ class Sandbox:
         remote: Optional[RemoteSandbox] = None,
         **create_kwargs: Any,
     ) -> None:
-        self.client = client or (remote.client if remote is not None else Client())
+        # a Pool places the sandbox; an attached one is driven through its own node's client
+        self.client: Union[Client, Pool] = client or (remote.client if remote is not None else Client())
         self.shell = shell
         self.remote = remote or self.client.create(
             ref, dataset=dataset, instance_id=instance_id, snapshot=snapshot, workdir=workdir, env=env, **create_kwargs
