@@ -107,7 +107,8 @@ function errorXml(code: string, message: string): string {
   return `<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>${code}</Code><Message>${message}</Message><RequestId>faulty-proxy</RequestId></Error>`;
 }
 
-export async function startFaultyProxy(upstream: string, plan: FaultPlan = {}, opts: { lifetimeMs?: number } = {}): Promise<FaultyProxy> {
+/** opts.host: the address to listen on (default loopback; another host's, for a registry host of a test's own network). */
+export async function startFaultyProxy(upstream: string, plan: FaultPlan = {}, opts: { lifetimeMs?: number; host?: string } = {}): Promise<FaultyProxy> {
   const up = new URL(upstream);
   const log: RequestRecord[] = [];
   let current = new Plan(plan);
@@ -231,7 +232,8 @@ export async function startFaultyProxy(upstream: string, plan: FaultPlan = {}, o
         forward(req, res, fault);
     }
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const host = opts.host ?? '127.0.0.1';
+  await new Promise<void>((resolve) => server.listen(0, host, resolve));
   const port = (server.address() as AddressInfo).port;
 
   let stopping: Promise<void> | undefined;
@@ -247,7 +249,7 @@ export async function startFaultyProxy(upstream: string, plan: FaultPlan = {}, o
   lifetime.unref();
 
   return {
-    endpoint: `http://127.0.0.1:${port}`,
+    endpoint: `http://${host.includes(':') ? `[${host}]` : host}:${port}`,
     log,
     get faultsInjected() {
       return current.faults;
