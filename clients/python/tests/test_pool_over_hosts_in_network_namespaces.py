@@ -221,10 +221,13 @@ def test_a_prefetch_pulls_each_blob_from_the_registry_once_per_node(inside: Clus
             time.sleep(0.2)
         status = pool.prefetch_status()
         assert all(s["state"] == "done" and s["done"] == 1 and not s["failed"] for s in status.values()), status
+        first = [len(log) for log in inside.registry.logs()]
         again = pool.prefetch([PREFETCHED])  # all there: nothing more is fetched
         assert all("error" not in s for s in again.values()), again
         while any(s.get("state") in ("idle", "running") for s in pool.prefetch_status().values()):
             time.sleep(0.2)
+        second = inside.registry.logs()
+        assert [[r for r in log[first[i]:] if "/blobs/" in r["path"]] for i, log in enumerate(second[:3])] == [[], [], []]
         # what the prefetch pulled is there: a create of it on any node pulls nothing more
         for n in NODES:
             with pool.create(PREFETCHED, node=inside.url(n)) as sb:
@@ -242,8 +245,9 @@ def test_a_prefetch_pulls_each_blob_from_the_registry_once_per_node(inside: Clus
             assert ranges.count(None) <= 1 and (None not in ranges or len(ranges) == 1), (n, path, ranges)
             spans = sorted(tuple(int(x) for x in r.split("=")[1].split("-")) for r in ranges if r is not None)
             assert all(a[1] < b[0] for a, b in zip(spans, spans[1:])), (n, path, spans)
-    # each node fetched the prefetched env's own blobs itself, and the same ones
-    assert fetched[0] and set(fetched[0]) == set(fetched[1]) == set(fetched[2])
+    # each node fetched the blobs only the prefetched env has itself (what else it fetched depends
+    # on what it held before: each node had another env laid out)
+    assert set(fetched[0]) & set(fetched[1]) & set(fetched[2])
 
 
 def test_a_snapshot_pushed_on_one_node_forks_on_another_with_the_same_files(inside: Cluster) -> None:

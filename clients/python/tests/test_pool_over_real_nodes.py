@@ -75,8 +75,10 @@ def test_a_group_that_does_not_fit_goes_through_the_registry_to_other_nodes(pool
     g = run_group(pool, ref=REF, n=4, node=small_server.url, prepare=prepare, policy=policy,
                   session_startup=["cd /repo", "export PHASE=rollout"], reward=lambda sb, out: float(sb.read_text("/task/answer")))
     assert g.rewards == [0.0, 1.0, 2.0, 3.0], g.errors
-    for url, state, files in (r.output for r in g.rollouts):
-        assert url == server.url  # the most free slots
+    urls = [r.output[0] for r in g.rollouts]
+    # the parent's node has the pushed state laid out and is placed on first, while it has room (2)
+    assert urls.count(small_server.url) <= 2 and urls.count(server.url) >= 2, urls
+    for _, state, files in (r.output for r in g.rollouts):
         assert state == "rollout /repo\n"
         assert files == "prepared\nno-group\n"
     # the snapshot the group went through is not left on the parent's node

@@ -147,3 +147,15 @@ def test_placement_order_is_the_contracts() -> None:
     tied = [(a, {"free": 2}, None), (c, {"free": 2}, None)]
     firsts = {placement_order(tied, random.Random(seed))[0].name for seed in range(20)}
     assert firsts == {"a", "c"}
+
+
+def test_two_nodes_of_one_name_are_told_apart_by_asking_them() -> None:
+    # serve names a node by its host name unless told: two on one host share it
+    a, b = FakeNode("same"), FakeNode("same")
+    try:
+        made = Client(b.url).create("env/x")
+        with Pool([a.url, b.url]) as pool:
+            assert pool.get(made.id).client.base_url == b.url
+    finally:
+        a.close()
+        b.close()

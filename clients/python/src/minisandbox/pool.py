@@ -210,17 +210,22 @@ class Pool:
         for n, h in zip(nodes, self._exec.map(lambda n: n.probe_health(), nodes)):
             n.record(h)
 
-    def _named(self, name: str) -> Optional[Node]:
-        for n in self._all():
-            if n.name == name:
-                return n
+    def _all_named(self, name: str) -> List[Node]:
+        """The nodes of that name (one, unless two servers were given the same --node-name)."""
+        found = [n for n in self._all() if n.name == name]
+        if found:
+            return found
         # a node not probed yet (down at the start), or a new record of the name
         if self.dns is not None:
             self._resolve()
         for n in self._all():
             if n.name is None:
                 n.record(n.probe_health())
-        return next((n for n in self._all() if n.name == name), None)
+        return [n for n in self._all() if n.name == name]
+
+    def _named(self, name: str) -> Optional[Node]:
+        found = self._all_named(name)
+        return found[0] if found else None
 
     def _made(self, node: Node, sandbox_id: str) -> None:
         with self._lock:
@@ -412,14 +417,14 @@ class Pool:
         if n is not None:
             return n
         name = node_of(sandbox_id)
-        if name is not None:
-            n = self._named(name)
-            if n is None:
-                raise NotFoundError(f"sandbox {sandbox_id}: no node {name} in the pool", code="NOT_FOUND",
-                                    hint="the id names the node that made it: is it in the pool's list or DNS name?")
-            return n
+        nodes = self._placeable() if name is None else self._all_named(name)
+        if name is not None and not nodes:
+            raise NotFoundError(f"sandbox {sandbox_id}: no node {name} in the pool", code="NOT_FOUND",
+                                hint="the id names the node that made it: is it in the pool's list or DNS name?")
+        if len(nodes) == 1:
+            return nodes[0]
 
-        # an id without a node (a server without --node-name): ask every node
+        # an id that names no node (a server without --node-name), or a name two nodes share: ask each
         def has(n: Node) -> bool:
             try:
                 n.client.info(sandbox_id)
@@ -427,7 +432,6 @@ class Pool:
             except MinisandboxError:
                 return False
 
-        nodes = self._placeable()
         for n, ok in zip(nodes, self._exec.map(has, nodes)):
             if ok:
                 return n

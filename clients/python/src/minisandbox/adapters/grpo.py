@@ -30,7 +30,7 @@ from typing import Any, Callable, Dict, Generic, List, Literal, Optional, TypeVa
 from ..client import Client, ForkChild, RemoteSandbox, Session
 from ..errors import MinisandboxError, NodeLost, node_of
 from ..pool import Pool
-from ..types import ApiErrorInfo
+from ..types import ApiErrorInfo, SnapshotInfo
 
 T = TypeVar("T")
 
@@ -137,11 +137,11 @@ def _lost(i: int, sandbox_id: Optional[str], e: NodeLost) -> Rollout[Any]:
 
 
 def _children_elsewhere(
-    pool: Pool, parent: RemoteSandbox, n: int, session_startup: Optional[List[str]], create_kwargs: Dict[str, Any]
+    pool: Pool, parent: RemoteSandbox, snap: SnapshotInfo, n: int, session_startup: Optional[List[str]], create_kwargs: Dict[str, Any]
 ) -> List[ForkChild[RemoteSandbox, Session]]:
-    """The group's children from the parent's state pushed to the registry, each created on a node
-    of the pool with room (the parent's node too, if it has some); each is reported on its own."""
-    snap = parent.snapshot(push=True)
+    """The group's children from the parent's state pushed to the registry (``snap``), each created
+    on a node of the pool with room (the parent's node too, if it has some); each is reported on
+    its own."""
     ref = snap.ref
     # the children go wherever there is room: a node the parent was pinned to is not theirs
     kwargs = {k: v for k, v in create_kwargs.items() if k != "node"}
@@ -160,14 +160,8 @@ def _children_elsewhere(
             return ForkChild(None, None, ApiErrorInfo(e.code, e.message))
         return ForkChild(sb, session, None)
 
-    try:
-        with ThreadPoolExecutor(max_workers=max(1, min(n, 16))) as ex:
-            return list(ex.map(make, range(n)))
-    finally:
-        try:
-            parent.client.delete_snapshot(snap.snapshot)  # the node's copy; the registry's ref stays
-        except MinisandboxError:
-            pass
+    with ThreadPoolExecutor(max_workers=max(1, min(n, 16))) as ex:
+        return list(ex.map(make, range(n)))
 
 
 def run_group(
@@ -212,6 +206,7 @@ def run_group(
     score = reward
     children: List[ForkChild[RemoteSandbox, Session]] = []
     rollouts: List[Rollout[T]] = []
+    snap: Optional[SnapshotInfo] = None
     with client.create(ref, dataset=dataset if ref is None and snapshot is None else None,
                        instance_id=instance_id if ref is None and snapshot is None else None,
                        snapshot=snapshot, **create_kwargs) as parent:
@@ -220,7 +215,8 @@ def run_group(
                 if prepare is not None:
                     prepare(parent)
                 if isinstance(client, Pool) and parent.client.capacity().free < n:
-                    children = _children_elsewhere(client, parent, n, session_startup, create_kwargs)
+                    snap = parent.snapshot(push=True)
+                    children = _children_elsewhere(client, parent, snap, n, session_startup, create_kwargs)
                 else:
                     session = parent.session(session_startup) if session_startup is not None else None
                     children = parent.fork(n, session=session)
@@ -253,6 +249,11 @@ def run_group(
             for c in children:
                 if c.sandbox is not None:
                     c.sandbox.delete(missing_ok=True)
+            if snap is not None:  # the node's copy, once no child runs over it; the registry's ref stays
+                try:
+                    parent.client.delete_snapshot(snap.snapshot)
+                except MinisandboxError:
+                    pass
     group = GroupResult(rollouts)
     if on_error == "raise" and group.failed:
         raise GroupError(group)
