@@ -81,6 +81,13 @@ export const ErrorCode = {
   SWEREX_EXCEPTION: 'SWEREX_EXCEPTION',
   /** `serve`: a create asked for a host path the operator did not allow (--allow-mount), or rw where only ro is (HTTP 403). */
   MOUNT_NOT_ALLOWED: 'MOUNT_NOT_ALLOWED',
+  /** The client of `serve` (src/client): the server could not be reached, or the connection broke mid-request. */
+  TRANSPORT: 'TRANSPORT',
+  /**
+   * The client of `serve`: the node that holds the sandbox is gone (it stopped answering, or restarted),
+   * and the sandbox's work with it. A trainer drops such an episode rather than score it.
+   */
+  NODE_LOST: 'NODE_LOST',
   /** `serve`: an error the server did not expect (HTTP 500): a bug; the message says where. */
   INTERNAL: 'INTERNAL',
 } as const;

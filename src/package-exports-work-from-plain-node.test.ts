@@ -59,16 +59,26 @@ describe('the package by name', () => {
       const reg = await import('minisandbox/registry');
       const store = await import('minisandbox/store');
       const errors = await import('minisandbox/errors');
+      const client = await import('minisandbox/client');
+      const lost = new client.NodeLostError('gone', { node: 'n1', sandboxId: 'sb-1-0.n1', reason: 'unreachable' });
       let internal = 'importable';
       try { await import('minisandbox/src/registry/open.js'); } catch (e) { internal = e.code; }
       console.log(JSON.stringify({
         same: root.openSandbox === rt.openSandbox && root.scoreInstance === score.scoreInstance &&
-          root.openRegistry === reg.openRegistry && root.StorePaths === store.StorePaths,
+          root.openRegistry === reg.openRegistry && root.StorePaths === store.StorePaths &&
+          root.Pool === client.Pool && root.Client === client.Client,
+        lost: [lost instanceof client.TransportError, lost instanceof errors.MinisandboxError, lost.code, client.nodeOf(lost.sandboxId)],
         runners: [typeof rt.refEvalRunner, typeof score.sandboxEvalRunner],
         aborted: errors.ErrorCode.ABORTED,
         internal,
       }));`);
-    expect(JSON.parse(out)).toEqual({ same: true, runners: ['function', 'function'], aborted: 'ABORTED', internal: 'ERR_PACKAGE_PATH_NOT_EXPORTED' });
+    expect(JSON.parse(out)).toEqual({
+      same: true,
+      lost: [true, true, 'NODE_LOST', 'n1'],
+      runners: ['function', 'function'],
+      aborted: 'ABORTED',
+      internal: 'ERR_PACKAGE_PATH_NOT_EXPORTED',
+    });
   });
 
   it('runs examples/run-and-grade.mjs: publishes a busybox environment, works in a sandbox of it and grades the log', async () => {
