@@ -56,9 +56,19 @@ export async function makeContext(g: GlobalOptions, opts: { progressWhenNotTty?:
   return { registry: await openRegistryFor(registry, out), store: new StorePaths(g.store ?? defaultStoreDir()), out };
 }
 
+/**
+ * The AWS SDK warns on every Node below 22, in nine lines on stderr, that its versions of 2027
+ * will need a newer Node: nothing a user of this command can act on. Its documented switch turns
+ * that one warning off (every other warning stays), once, before the first S3 client is made.
+ */
+export function quietAwsSdkNodeWarning(): void {
+  process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
+}
+
 /** The S3 client's code is loaded only for an S3 registry. */
 async function openRegistryFor(url: string, out: Output): Promise<Registry> {
   if (!url.startsWith('s3://')) return (await import('../registry/open-local.js')).openLocalRegistry(url);
+  quietAwsSdkNodeWarning();
   const [{ openRegistry }, { errorMessage }] = await Promise.all([import('../registry/open.js'), import('../errors.js')]);
   // a retried request is said, so a registry that stopped answering is no silent hang
   return openRegistry(url, {

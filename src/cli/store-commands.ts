@@ -8,7 +8,7 @@ import { dirname, join, resolve } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { type Command, Option } from 'commander';
 import { errorMessage, InvalidInputError, MinisandboxError, NotFoundError } from '../errors.js';
-import { type Context, type GlobalOptions, checkDirOption, makeContext, storeContext } from './context.js';
+import { type Context, type GlobalOptions, checkDirOption, makeContext, quietAwsSdkNodeWarning, storeContext } from './context.js';
 import { opt, option } from './options.js';
 import { addSelectionOptions, type SelectionFlags, selectionFrom } from './select-options.js';
 import { EXIT, formatBytes, formatDuration, table } from './output.js';
@@ -277,6 +277,7 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
       if (!o.from.startsWith('s3://') && (await stat(o.from).catch(() => null)) === null)
         throw new NotFoundError(`source registry ${o.from}`, 'give an existing registry directory, or s3://bucket/prefix');
       const ctx = await storeContext(globals());
+      quietAwsSdkNodeWarning();
       const [{ copyRefs, parseCopyRefs }, { openRegistry }] = await Promise.all([import('../registry/copy.js'), import('../registry/open.js')]);
       const summary = await copyRefs(openRegistry(o.from), openRegistry(o.to), parseCopyRefs(refs, o.all === true), {
         concurrency: o.jobs,

@@ -202,8 +202,18 @@ export class S3Registry implements Registry {
     return this.location.bucket;
   }
 
-  private retried<T>(what: string, op: (attempt: number) => Promise<T>): Promise<T> {
-    return withRetry(what, this.retry, op, this.hooks);
+  private async retried<T>(what: string, op: (attempt: number) => Promise<T>): Promise<T> {
+    try {
+      return await withRetry(what, this.retry, op, this.hooks);
+    } catch (e) {
+      // the SDK's words for a client that AWS's endpoint cannot be addressed from: the user's to fix
+      if (e instanceof RemoteStoreError && /Region is missing/.test(e.message))
+        throw new InvalidInputError(
+          `S3 registry ${this.url}: no region given, and none is set for AWS`,
+          'set AWS_REGION (or AWS_DEFAULT_REGION, or a region in the AWS profile), or add ?region=R to the registry URL',
+        );
+      throw e;
+    }
   }
 
   // ---- low-level object operations -------------------------------------------------------

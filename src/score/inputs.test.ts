@@ -41,9 +41,13 @@ describe('prediction files', () => {
     expect(parsePredictions('')).toEqual([]);
   });
 
-  it('rejects a prediction without instance_id, naming the line', () => {
-    expect(() => parsePredictions('{"instance_id":"a","model_patch":""}\n{"model_patch":"x"}\n')).toThrow(/predictions\[1\]/);
+  it('rejects a prediction without instance_id, naming the line and the field', () => {
+    expect(() => parsePredictions('{"instance_id":"a","model_patch":""}\n{"model_patch":"x"}\n')).toThrow(/^predictions:2: instance_id is missing$/);
     expect(() => parsePredictions('{"instance_id":"a","model_patch":""}\nnot json\n')).toThrow(/predictions:2/);
+    // one row alone on one line is read as a JSON document: it still names the line and the field
+    expect(() => parsePredictions('{"model_patch":"diff","model_name_or_path":"m"}\n', 'p.jsonl')).toThrow(/^p\.jsonl:1: instance_id is missing$/);
+    expect(() => parsePredictions('{"instance_id":7,"model_patch":"x"}')).toThrow(/^predictions:1: instance_id: expected string, received number$/);
+    expect(() => parsePredictions(JSON.stringify([p('a', 'x'), { model_patch: 'y' }], null, 1))).toThrow(/^predictions\[1\]: instance_id is missing$/);
   });
 });
 
