@@ -66,21 +66,38 @@ export class Output {
   progress(event: Record<string, unknown> & { message: string }): void {
     if (this.progressMode === 'none') return;
     if (this.progressMode === 'json') {
-      this.stderr.write(`${JSON.stringify({ type: 'progress', time: new Date().toISOString(), ...event })}\n`);
+      this.event(event);
       return;
     }
     const now = Date.now();
     if (now - this.lastAt < 80) return;
     this.lastAt = now;
-    if (!this.tty) {
-      // plain progress into a file or pipe: one line per event, nothing to rewrite
-      this.stderr.write(`${event.message}\n`);
-      return;
-    }
-    const cols = this.stderr.columns ?? 100;
-    const line = event.message.length > cols - 1 ? `${event.message.slice(0, cols - 2)}…` : event.message;
+    // plain progress into a file or pipe: one line per event, nothing to rewrite
+    if (!this.tty) this.line(event.message);
+    else this.redraw(event.message);
+  }
+
+  /** Terminal width, for a progress line that must fit on one row. */
+  get columns(): number {
+    return this.stderr.columns ?? 100;
+  }
+
+  /** Rewrites the progress line of a terminal (cut to its width). */
+  redraw(text: string): void {
+    const cols = this.columns;
+    const line = text.length > cols - 1 ? `${text.slice(0, cols - 2)}…` : text;
     this.stderr.write(`\r${line.padEnd(this.lastLen)}`);
     this.lastLen = line.length;
+  }
+
+  /** One line of plain progress (into a file or pipe). */
+  line(text: string): void {
+    this.stderr.write(`${text}\n`);
+  }
+
+  /** One JSON line of progress: `{type: "progress", time, ...event}`. */
+  event(event: Record<string, unknown>): void {
+    this.stderr.write(`${JSON.stringify({ type: 'progress', time: new Date().toISOString(), ...event })}\n`);
   }
 
   /** Ends a progress line so the next output starts clean. */

@@ -115,6 +115,8 @@ export function registerSandboxCommands(program: Command, globals: Globals, setE
     // whether stderr is a terminal, and the first read of process.stderr costs ~5 ms on a pipe.
     const showCached = (globals().progress ?? 'auto') !== 'auto';
     const onPull: NonNullable<PullOptions['onProgress']> = (p) => {
+      // the bytes of a fetch as they come are for the pull command's bar: run says its phases
+      if (p.doneBytes !== undefined) return;
       if (p.phase !== 'cached' || showCached) ctx.out.progress({ ...p, message: `pull ${ref}: ${p.phase} layer ${p.layer.slice(7, 19)}` });
     };
     // Ctrl-C or a TERM cancels a pull or start in progress, and kills a running command

@@ -224,18 +224,47 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
       }
       if (all.length === 0)
         throw new MinisandboxError('USAGE', 'pull needs refs or --dataset FILE', { hint: 'minisandbox pull REF... | minisandbox pull --dataset FILE' });
-      const [{ hostIdShift }, { prefetch }] = await Promise.all([import('../runtime/open.js'), import('../store/prefetch.js')]);
+      const [{ hostIdShift }, { prefetch }, { ProgressView }] = await Promise.all([
+        import('../runtime/open.js'),
+        import('../store/prefetch.js'),
+        import('./progress.js'),
+      ]);
       const idShift = explicitShift ?? (await hostIdShift(ctx.store));
       const t0 = performance.now();
-      const results = await prefetch(ctx.registry, ctx.store, all, {
-        idShift,
-        jobs: o.jobs,
-        budgetBytes: o.ioBudget,
-        onResult: (r, done) => ctx.out.progress({ ...r, done, total: all.length, message: `pull ${done}/${all.length}: ${r.ref} ${r.status}` }),
-      });
+      const view = new ProgressView(ctx.out, 'pull', { phase: 'resolve', itemsDone: 0, itemsTotal: all.length, unit: 'envs' });
+      let results: Awaited<ReturnType<typeof prefetch>>;
+      try {
+        results = await prefetch(ctx.registry, ctx.store, all, {
+          idShift,
+          jobs: o.jobs,
+          budgetBytes: o.ioBudget,
+          onProgress: (p) =>
+            view.set({
+              phase: p.phase,
+              subject: p.ref,
+              itemsDone: p.refsDone,
+              compressedDoneBytes: p.compressedDoneBytes,
+              compressedTotalBytes: p.compressedTotalBytes,
+              doneBytes: p.doneBytes,
+              totalBytes: p.totalBytes,
+              bytesVerb: 'laid out',
+              fields: { ref: p.ref },
+            }),
+          onResult: (r, done) => {
+            view.set({ itemsDone: done });
+            // each ref's outcome as it comes, for scripts; people read them in the summary
+            if (ctx.out.progressMode === 'json')
+              ctx.out.progress({ ...r, done, total: all.length, message: `pull ${done}/${all.length}: ${r.ref} ${r.status}` });
+          },
+        });
+      } finally {
+        view.stop();
+      }
       const bytes = results.reduce((s, r) => s + r.fetchedBytes, 0);
+      const compressed = results.reduce((s, r) => s + r.fetchedCompressedBytes, 0);
       const failed = results.filter((r) => r.status === 'failed');
-      const seconds = (performance.now() - t0) / 1000;
+      const durationMs = Math.round(performance.now() - t0);
+      const fetched = (c: number, u: number): string => `fetched ${formatBytes(c)} compressed, ${formatBytes(u)} laid out`;
       ctx.out.result(
         {
           results,
@@ -243,15 +272,23 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
           present: results.filter((r) => r.status === 'present').length,
           failed: failed.length,
           fetchedBytes: bytes,
-          seconds,
+          fetchedCompressedBytes: compressed,
+          durationMs,
         },
         () =>
           [
             ...results.map(
-              (r) => `${r.ref}: ${r.status}${r.status === 'failed' ? ` (${r.error})` : ` ${formatBytes(r.fetchedBytes)} in ${r.seconds.toFixed(2)}s`}`,
+              (r) =>
+                `${r.ref}: ${r.status}${
+                  r.status === 'failed'
+                    ? ` (${r.error})`
+                    : r.status === 'present'
+                      ? ` in ${(r.durationMs / 1000).toFixed(2)}s`
+                      : `: ${fetched(r.fetchedCompressedBytes, r.fetchedBytes)} in ${(r.durationMs / 1000).toFixed(2)}s`
+                }`,
             ),
             `${results.length} environment(s): ${results.length - failed.length} in the store, ` +
-              `${failed.length} failed; fetched ${formatBytes(bytes)} in ${seconds.toFixed(1)}s`,
+              `${failed.length} failed; ${fetched(compressed, bytes)} in ${(durationMs / 1000).toFixed(1)}s`,
           ].join('\n'),
       );
       // as `run` and `inspect` exit: 3 when what failed was only refs the registry lacks

@@ -27,7 +27,10 @@ export type { ObjectSink } from './frame-extract.js';
 
 export interface FetchProgress {
   objects: number;
+  /** Uncompressed bytes of the objects so far. */
   bytes: number;
+  /** Compressed bytes of the frames whose objects came so far (each frame once). */
+  compressedBytes: number;
   totalObjects: number;
   totalBytes: number;
 }
@@ -114,10 +117,15 @@ export async function fetchObjects(
 ): Promise<FetchResult> {
   const unique = dedupe(entries);
   const totalBytes = unique.reduce((n, e) => n + e.size, 0);
-  const progress: FetchProgress = { objects: 0, bytes: 0, totalObjects: unique.length, totalBytes };
+  const progress: FetchProgress = { objects: 0, bytes: 0, compressedBytes: 0, totalObjects: unique.length, totalBytes };
+  const framesSeen = new Set<number>();
   const onObject = (e: PackIndexEntry): void => {
     progress.objects++;
     progress.bytes += e.size;
+    if (e.size > 0 && !framesSeen.has(e.frameOffset)) {
+      framesSeen.add(e.frameOffset);
+      progress.compressedBytes += e.frameLength;
+    }
     opts.onProgress?.({ ...progress });
     opts.onObject?.(e.digest);
   };

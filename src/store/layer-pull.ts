@@ -45,6 +45,7 @@ export async function ensureLayer(reg: Registry, store: StorePaths, layer: Layer
   const dir = store.layer(layer.digest, idShift);
   let fetchedObjects = 0;
   let fetchedBytes = 0;
+  let fetchedCompressedBytes = 0;
   await mkdir(store.layersDir, { recursive: true });
   const result = await withLock(
     `${dir}.lock`,
@@ -116,10 +117,29 @@ export async function ensureLayer(reg: Registry, store: StorePaths, layer: Layer
             // fetching and laying out overlap.
             fetching = (async () => {
               const byPack = await packsInOrderOfUse(reg, store, layer, missing);
-              await fetchForLayOut(reg, byPack, staging, stream, arrivals, helperFrames, opts.concurrency ?? 4, (n, bytes) => {
-                fetchedObjects += n;
-                fetchedBytes += bytes;
-              });
+              const totals = fetchTotals(byPack);
+              const objects = missing.size;
+              opts.onProgress?.({ layer: layer.digest, phase: 'fetch', objects: totals.objects, ...totals.bytes });
+              const done = { doneBytes: 0, compressedDoneBytes: 0 };
+              await fetchForLayOut(
+                reg,
+                byPack,
+                staging,
+                stream,
+                arrivals,
+                helperFrames,
+                opts.concurrency ?? 4,
+                (n, bytes, compressed) => {
+                  fetchedObjects += n;
+                  fetchedBytes += bytes;
+                  fetchedCompressedBytes += compressed;
+                },
+                (bytes, compressed) => {
+                  done.doneBytes += bytes;
+                  done.compressedDoneBytes += compressed;
+                  opts.onProgress?.({ layer: layer.digest, phase: 'fetch', objects, ...totals.bytes, ...done });
+                },
+              );
             })();
             fetching.then(
               () => arrivals.fail(new Error(`layer ${layer.digest}: the fetch ended without an object the lay-out needs`)),
@@ -146,6 +166,7 @@ export async function ensureLayer(reg: Registry, store: StorePaths, layer: Layer
           await fetching;
           await stream.close();
           await rename(tmp, dir);
+          opts.onProgress?.({ layer: layer.digest, phase: 'done' });
         } catch (e) {
           // Stop the helper first: the fetch's next hand-off to it then fails fast instead of
           // downloading the rest of the packs for a lay-out that already failed.
@@ -163,7 +184,26 @@ export async function ensureLayer(reg: Registry, store: StorePaths, layer: Layer
     },
   );
   if (result === null) opts.onProgress?.({ layer: layer.digest, phase: 'cached' });
-  return { dir, fetchedObjects, fetchedBytes };
+  return { dir, fetchedObjects, fetchedBytes, fetchedCompressedBytes };
+}
+
+/** What a layer's fetch will bring: its objects, their uncompressed bytes and their frames' compressed bytes (each frame once). */
+function fetchTotals(byPack: Map<Digest, PackIndexEntry[]>): { objects: number; bytes: { totalBytes: number; compressedTotalBytes: number } } {
+  let objects = 0;
+  let totalBytes = 0;
+  let compressedTotalBytes = 0;
+  for (const entries of byPack.values()) {
+    const frames = new Set<number>();
+    for (const e of entries) {
+      objects++;
+      totalBytes += e.size;
+      if (e.size > 0 && !frames.has(e.frameOffset)) {
+        frames.add(e.frameOffset);
+        compressedTotalBytes += e.frameLength;
+      }
+    }
+  }
+  return { objects, bytes: { totalBytes, compressedTotalBytes } };
 }
 
 /**
@@ -208,7 +248,9 @@ async function fetchForLayOut(
   arrivals: Arrivals,
   helperFrames: boolean,
   concurrency: number,
-  onPack: (objects: number, bytes: number) => void,
+  onPack: (objects: number, bytes: number, compressedBytes: number) => void,
+  /** Bytes (uncompressed, compressed) of objects handed to the lay-out since the last call. */
+  onBytes: (bytes: number, compressedBytes: number) => void,
 ): Promise<void> {
   // one decoding worker for every pack: starting one costs tens of ms (more under load)
   const total = [...byPack.values()].reduce((n, es) => es.reduce((m, e) => m + e.size, n), 0);
@@ -260,28 +302,35 @@ async function fetchForLayOut(
         pack,
         entries.filter((e) => !large.has(e)),
       );
-      onPack(
-        large.size,
-        [...large].reduce((n, e) => n + e.size, 0),
-      );
+      const bytes = [...large].reduce((n, e) => n + e.size, 0);
+      const compressed = fetchTotals(new Map([[pack, [...large]]])).bytes.compressedTotalBytes;
+      onPack(large.size, bytes, compressed);
+      onBytes(bytes, compressed);
     }
   }
   const readBuffers = new ReadBuffers(concurrency + 1);
   try {
     for (const [pack, entries] of byPack) {
       if (entries.length === 0) continue;
+      const seen = { bytes: 0, compressedBytes: 0 };
       await fetchObjects(reg, pack, entries, staging, {
         concurrency,
         readBuffers,
         privateDest: true,
         sink,
         onObject: (d) => arrivals.arrive(digestHex(d)),
+        onProgress: (p) => {
+          onBytes(p.bytes - seen.bytes, p.compressedBytes - seen.compressedBytes);
+          seen.bytes = p.bytes;
+          seen.compressedBytes = p.compressedBytes;
+        },
         ...(decodePool === undefined ? {} : { decodePool }),
         ...(helperFrames ? { frameSink: frameSink(await fileOf(pack)) } : {}),
       });
       onPack(
         entries.length,
         entries.reduce((n, e) => n + e.size, 0),
+        seen.compressedBytes,
       );
     }
   } finally {

@@ -5,12 +5,12 @@
  */
 import type { Digest } from '../cas/digest.js';
 import { type ErrorCode, errorMessage, MinisandboxError, throwIfAborted } from '../errors.js';
-import type { EnvConfig } from '../layer/env.js';
+import type { EnvConfig, LayerRef } from '../layer/env.js';
 import { exists } from '../util/fs.js';
 import { runPool } from '../util/pool.js';
 import type { Registry } from '../registry/registry.js';
 import type { StorePaths } from './paths.js';
-import { pullEnv, storedEnvConfig } from './pull.js';
+import { type LayerProgress, pullEnv, storedEnvConfig } from './pull.js';
 import { readEnvConfig, resolveEnvDigest } from '../registry/resolve-env.js';
 
 /** The I/O budget where none is given (as `pull --io-budget`'s default). */
@@ -48,23 +48,96 @@ export interface PrefetchResult {
   env?: Digest;
   /** Laid-out layer directories, lowest first. */
   layers?: string[];
+  /** Uncompressed bytes of the objects fetched (what they take laid out). */
   fetchedBytes: number;
-  seconds: number;
+  /** Compressed bytes fetched from the registry for them. */
+  fetchedCompressedBytes: number;
+  durationMs: number;
   error?: string;
   /** The failure's code (NOT_FOUND for a ref the registry lacks), when it had one. */
   code?: ErrorCode;
 }
 
-/** Upper bound of what pulling an environment will fetch: the packs of its layers not yet laid out. */
-async function pendingPackBytes(reg: Registry, store: StorePaths, config: EnvConfig, idShift: number): Promise<number> {
-  const packs = new Set<Digest>();
-  for (const l of config.layers) {
-    const present = await exists(store.layer(l.digest, idShift));
-    if (!present) for (const p of l.packs) packs.add(p.pack);
+/** The bytes of every pull of a prefetch so far, and of all it will fetch (see PullTally). */
+export interface PrefetchProgress {
+  refsDone: number;
+  refsTotal: number;
+  /** The ref whose layer moved last, and that layer's phase. */
+  ref: string;
+  phase: LayerProgress['phase'];
+  doneBytes: number;
+  totalBytes: number;
+  compressedDoneBytes: number;
+  compressedTotalBytes: number;
+}
+
+interface LayerTally {
+  total: number;
+  compressedTotal: number;
+  done: number;
+  compressedDone: number;
+}
+
+/**
+ * Bytes done and to do across the layers of many pulls, each layer counted once (refs share
+ * layers). A layer first counts as its estimate (its size, its packs' sizes: what a store that
+ * holds none of its objects fetches), then as what its fetch plan says, and as done once laid out;
+ * a layer another process laid out meanwhile drops out of both.
+ */
+export class PullTally {
+  private readonly layers = new Map<Digest, LayerTally>();
+
+  expect(layer: Digest, estimate: { bytes: number; compressedBytes: number }): void {
+    if (!this.layers.has(layer)) this.layers.set(layer, { total: estimate.bytes, compressedTotal: estimate.compressedBytes, done: 0, compressedDone: 0 });
   }
-  let n = 0;
-  for (const p of packs) n += (await reg.statBlob(p))?.size ?? 0;
-  return n;
+
+  update(p: LayerProgress): void {
+    const t = this.layers.get(p.layer);
+    if (t === undefined) return; // laid out before the prefetch began: not part of its work
+    if (p.phase === 'cached') {
+      if (t.done === 0) this.layers.set(p.layer, { total: 0, compressedTotal: 0, done: 0, compressedDone: 0 });
+    } else if (p.phase === 'done') {
+      t.done = t.total;
+      t.compressedDone = t.compressedTotal;
+    } else if (p.phase === 'fetch') {
+      if (p.totalBytes !== undefined) t.total = p.totalBytes;
+      if (p.compressedTotalBytes !== undefined) t.compressedTotal = p.compressedTotalBytes;
+      if (p.doneBytes !== undefined) t.done = p.doneBytes;
+      if (p.compressedDoneBytes !== undefined) t.compressedDone = p.compressedDoneBytes;
+    }
+  }
+
+  totals(): Pick<PrefetchProgress, 'doneBytes' | 'totalBytes' | 'compressedDoneBytes' | 'compressedTotalBytes'> {
+    const r = { doneBytes: 0, totalBytes: 0, compressedDoneBytes: 0, compressedTotalBytes: 0 };
+    for (const t of this.layers.values()) {
+      r.doneBytes += t.done;
+      r.totalBytes += t.total;
+      r.compressedDoneBytes += t.compressedDone;
+      r.compressedTotalBytes += t.compressedTotal;
+    }
+    return r;
+  }
+}
+
+/** The layers of `ref` not laid out yet, with the sizes of their packs. */
+async function pendingLayers(
+  reg: Registry,
+  store: StorePaths,
+  config: EnvConfig,
+  idShift: number,
+): Promise<Array<{ layer: LayerRef; packBytes: Map<Digest, number> }>> {
+  const sizes = new Map<Digest, number>();
+  const out: Array<{ layer: LayerRef; packBytes: Map<Digest, number> }> = [];
+  for (const l of config.layers) {
+    if (await exists(store.layer(l.digest, idShift))) continue;
+    const packBytes = new Map<Digest, number>();
+    for (const p of l.packs) {
+      if (!sizes.has(p.pack)) sizes.set(p.pack, (await reg.statBlob(p.pack))?.size ?? 0);
+      packBytes.set(p.pack, sizes.get(p.pack) ?? 0);
+    }
+    out.push({ layer: l, packBytes });
+  }
+  return out;
 }
 
 export interface PrefetchOptions {
@@ -77,6 +150,8 @@ export interface PrefetchOptions {
   /** Stops the pulls between layers; the refs not pulled yet end failed (ABORTED). */
   signal?: AbortSignal;
   onResult?: (r: PrefetchResult, done: number) => void;
+  /** Called as bytes arrive (often: a consumer draws at its own pace). */
+  onProgress?: (p: PrefetchProgress) => void;
 }
 
 /**
@@ -87,6 +162,7 @@ export interface PrefetchOptions {
 export async function prefetch(reg: Registry, store: StorePaths, refs: string[], opts: PrefetchOptions): Promise<PrefetchResult[]> {
   const budget = opts.budget ?? new ByteBudget(opts.budgetBytes ?? DEFAULT_PREFETCH_BUDGET);
   const results: PrefetchResult[] = [];
+  const tally = new PullTally();
   // every failure is caught into its result, so one bad ref never stops the others
   await runPool(refs, opts.jobs, async (ref) => {
     const t0 = performance.now();
@@ -95,13 +171,28 @@ export async function prefetch(reg: Registry, store: StorePaths, refs: string[],
       throwIfAborted(opts.signal, `prefetch ${ref}`);
       const digest = await resolveEnvDigest(reg, ref);
       const config = storedEnvConfig(store, digest) ?? (await readEnvConfig(reg, digest));
-      const pending = await pendingPackBytes(reg, store, config, opts.idShift);
-      const held = pending === 0 ? 0 : await budget.acquire(pending);
+      const pending = await pendingLayers(reg, store, config, opts.idShift);
+      // the budget holds an upper bound of what this pull fetches: the packs of its missing layers
+      const packs = new Map<Digest, number>();
+      for (const p of pending) {
+        for (const [d, n] of p.packBytes) packs.set(d, n);
+        tally.expect(p.layer.digest, { bytes: p.layer.size, compressedBytes: [...p.packBytes.values()].reduce((a, b) => a + b, 0) });
+      }
+      const want = [...packs.values()].reduce((a, b) => a + b, 0);
+      const held = want === 0 ? 0 : await budget.acquire(want);
       try {
         const p = await pullEnv(reg, store, ref, {
           idShift: opts.idShift,
           resolved: { digest, config },
           ...(opts.signal === undefined ? {} : { signal: opts.signal }),
+          ...(opts.onProgress === undefined
+            ? {}
+            : {
+                onProgress: (lp: LayerProgress) => {
+                  tally.update(lp);
+                  opts.onProgress?.({ refsDone: results.length, refsTotal: refs.length, ref, phase: lp.phase, ...tally.totals() });
+                },
+              }),
         });
         r = {
           ref,
@@ -109,7 +200,8 @@ export async function prefetch(reg: Registry, store: StorePaths, refs: string[],
           env: p.digest,
           layers: p.layerDirs,
           fetchedBytes: p.fetchedBytes,
-          seconds: (performance.now() - t0) / 1000,
+          fetchedCompressedBytes: p.fetchedCompressedBytes,
+          durationMs: Math.round(performance.now() - t0),
         };
       } finally {
         if (held > 0) budget.release(held);
@@ -119,7 +211,8 @@ export async function prefetch(reg: Registry, store: StorePaths, refs: string[],
         ref,
         status: 'failed',
         fetchedBytes: 0,
-        seconds: (performance.now() - t0) / 1000,
+        fetchedCompressedBytes: 0,
+        durationMs: Math.round(performance.now() - t0),
         error: errorMessage(e),
         ...(e instanceof MinisandboxError ? { code: e.code } : {}),
       };

@@ -35,11 +35,28 @@ export interface PullOptions {
    * (materialize.ts).
    */
   layOutIn?: 'helper' | 'node';
-  onProgress?: (p: { layer: Digest; phase: 'manifest' | 'fetch' | 'layout' | 'cached'; objects?: number; bytes?: number }) => void;
+  onProgress?: (p: LayerProgress) => void;
   /** Stops the pull between layers (each layer is laid out whole or not at all): AbortedError. */
   signal?: AbortSignal;
   /** The environment `refOrDigest` names, already resolved and its config verified (prefetch's): not read again. */
   resolved?: { digest: Digest; config: EnvConfig };
+}
+
+/**
+ * One layer's pull, as it goes: `manifest` (fetched), `fetch` (first with the objects and bytes it
+ * will fetch, then with what came so far), `layout`, and `done` (laid out here) or `cached` (laid out
+ * before, or by another process meanwhile: nothing fetched).
+ */
+export interface LayerProgress {
+  layer: Digest;
+  phase: 'manifest' | 'fetch' | 'layout' | 'cached' | 'done';
+  objects?: number;
+  /** fetch: uncompressed bytes of the objects to fetch, and compressed bytes of their frames. */
+  totalBytes?: number;
+  compressedTotalBytes?: number;
+  /** fetch: what came so far. */
+  doneBytes?: number;
+  compressedDoneBytes?: number;
 }
 
 export interface PulledEnv {
@@ -48,7 +65,10 @@ export interface PulledEnv {
   /** Laid-out layer directories, lowest first. */
   layerDirs: string[];
   fetchedObjects: number;
+  /** Uncompressed bytes of the objects fetched. */
   fetchedBytes: number;
+  /** Compressed bytes of the frames fetched for them. */
+  fetchedCompressedBytes: number;
 }
 
 export async function pullEnv(reg: Registry, store: StorePaths, refOrDigest: string, opts: PullOptions = {}): Promise<PulledEnv> {
@@ -60,6 +80,7 @@ export async function pullEnv(reg: Registry, store: StorePaths, refOrDigest: str
   const layerDirs: string[] = [];
   let fetchedObjects = 0;
   let fetchedBytes = 0;
+  let fetchedCompressedBytes = 0;
   for (const layer of config.layers) {
     throwIfAborted(opts.signal, `pull ${refOrDigest}`);
     let r = await laidOut(store, layer, idShift, opts);
@@ -75,10 +96,11 @@ export async function pullEnv(reg: Registry, store: StorePaths, refOrDigest: str
     layerDirs.push(r.dir);
     fetchedObjects += r.fetchedObjects;
     fetchedBytes += r.fetchedBytes;
+    fetchedCompressedBytes += r.fetchedCompressedBytes;
   }
   if (stored === undefined) await writeAtomic(store, store.env(digest), canonicalJson(config));
   if (!refOrDigest.startsWith('sha256:')) await writeAtomic(store, store.ref(refOrDigest), `${digest}\n`);
-  return { digest, env: config, layerDirs, fetchedObjects, fetchedBytes };
+  return { digest, env: config, layerDirs, fetchedObjects, fetchedBytes, fetchedCompressedBytes };
 }
 
 /**
@@ -116,13 +138,14 @@ async function laidOut(store: StorePaths, layer: LayerRef, idShift: number, opts
   const dir = store.layer(layer.digest, idShift);
   if (!existsSync(dir)) return undefined;
   opts.onProgress?.({ layer: layer.digest, phase: 'cached' });
-  return { dir, fetchedObjects: 0, fetchedBytes: 0 };
+  return { dir, fetchedObjects: 0, fetchedBytes: 0, fetchedCompressedBytes: 0 };
 }
 
 export interface LayerPulled {
   dir: string;
   fetchedObjects: number;
   fetchedBytes: number;
+  fetchedCompressedBytes: number;
 }
 
 /** Lays out one layer in the store unless it is there (see layer-pull.ts). */
