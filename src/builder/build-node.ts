@@ -76,6 +76,8 @@ export interface BuildEnvContext {
   ramUpperBytes?: number;
   /** The host's proxy and CA settings, which build sandboxes with network get (see host-network.ts); absent: none. */
   hostNetwork?: HostNetworkSettings;
+  /** A layer's capture has read this many distinct contents and bytes so far. */
+  onCaptured?: (files: number, bytes: number) => void;
 }
 
 export interface Parent {
@@ -88,10 +90,11 @@ async function log(path: string, text: string): Promise<void> {
   await appendFile(path, text.endsWith('\n') ? text : `${text}\n`);
 }
 
-async function runLogged(argv: string[], logPath: string, label: string): Promise<void> {
+/** `signal`: ends the command (TERM) when the build is stopped. */
+async function runLogged(argv: string[], logPath: string, label: string, signal?: AbortSignal): Promise<void> {
   await log(logPath, `$ ${argv.join(' ')}`);
   try {
-    const r = await promisify(execFile)(argv[0]!, argv.slice(1), { maxBuffer: 256 << 20 });
+    const r = await promisify(execFile)(argv[0]!, argv.slice(1), { maxBuffer: 256 << 20, ...(signal === undefined ? {} : { signal }) });
     await log(logPath, r.stdout + r.stderr);
   } catch (e) {
     const err = e as { stdout?: string; stderr?: string; code?: number; message: string };
@@ -106,8 +109,9 @@ async function runLogged(argv: string[], logPath: string, label: string): Promis
  */
 async function pushTimed(ctx: BuildEnvContext, dir: string, opts: PushOptions, onRead?: () => void): Promise<PushResult> {
   const phases = ctx.clock.announced('push-');
-  const onProgress = (p: { phase: string }): void => {
+  const onProgress = (p: { phase: string; files?: number; bytes?: number }): void => {
     phases.onPhase(p);
+    if (p.files !== undefined && p.bytes !== undefined) ctx.onCaptured?.(p.files, p.bytes);
     if (p.phase === 'upload') onRead?.();
   };
   try {
@@ -124,7 +128,7 @@ export async function buildBase(recipe: Extract<Recipe, { kind: 'base' }>, ctx: 
   try {
     await ctx.clock.time('rootfs', async () => {
       if (recipe.from.type === 'busybox') await populateBusyboxRoot(recipe.from.path ?? '/bin/busybox', root);
-      else await runLogged(baseRootfsCommand(recipe.from, root), ctx.logPath, 'base rootfs');
+      else await runLogged(baseRootfsCommand(recipe.from, root), ctx.logPath, 'base rootfs', ctx.signal);
     });
     // debootstrap leaves its apt lists and caches; they are not part of a reproducible base
     await rm(join(root, 'var/cache/apt/archives'), { recursive: true, force: true }).catch(() => undefined);

@@ -62,7 +62,7 @@ describe('building a dataset', () => {
     // each built node says where its time went; the env ran commands in a sandbox and pushed
     const env = first.find((r) => r.kind === 'env')!;
     for (const phase of ['parent-layout', 'sandbox-create', 'commands', 'push-capture', 'push-upload', 'sandbox-destroy'])
-      expect(env.phases?.[phase]).toBeGreaterThanOrEqual(0);
+      expect(env.phasesMs?.[phase]).toBeGreaterThanOrEqual(0);
     expect(readFileSync(env.log!, 'utf8')).toMatch(/^phases: .*commands \d+\.\d\ds/m);
     // scratch is gone when executePlan returns: no sandbox, no upper dir moved aside
     expect(leftovers()).toEqual([]);

@@ -2,9 +2,11 @@
  * Runs a build plan: every node in dependency order, at most `jobs` at once. A node whose cache key
  * is already in the registry is not rebuilt (unless forced); a failing node marks its dependents
  * skipped and, with keepGoing, the rest go on. Nothing partial is ever published, so a rerun after
- * a crash or Ctrl-C skips what finished and redoes the rest.
+ * a crash or Ctrl-C skips what finished and redoes the rest. A node that another process is
+ * building in the same store is waited for (a lock per node key in the store) and then found
+ * cached, never built twice; each build writes a log of its own.
  */
-import { appendFile, mkdir } from 'node:fs/promises';
+import { appendFile, mkdir, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import type { Digest } from '../cas/digest.js';
 import { errorMessage } from '../errors.js';
@@ -12,6 +14,8 @@ import type { RuntimeConfig } from '../layer/env.js';
 import { cacheRefName } from '../recipe/key.js';
 import type { Registry } from '../registry/registry.js';
 import type { StorePaths } from '../store/paths.js';
+import { withLock } from '../store/lock.js';
+import { digestHex } from '../cas/digest.js';
 import { resolveEnv } from '../registry/resolve-env.js';
 import { BuildCommandError, type Parent, buildBase, buildEnv, buildHistory, buildInstance } from './build-node.js';
 import { type BuildPlan, type PlanNode, nodeKey } from './plan.js';
@@ -51,7 +55,13 @@ export interface BuildOptions {
 }
 
 export type BuildEvent =
-  | { type: 'start'; node: PlanNode; running: number }
+  | { type: 'start'; node: PlanNode; running: number; log: string }
+  /** A phase of the node's build began (see phases.ts): `commands`, `push-capture`, ... */
+  | { type: 'phase'; node: PlanNode; phase: string }
+  /** Its layer's capture has read this much so far (distinct contents, uncompressed). */
+  | { type: 'captured'; node: PlanNode; files: number; bytes: number }
+  /** Another process is building the same node in this store: this one waits for it. */
+  | { type: 'wait'; node: PlanNode; holder: number | undefined }
   | { type: 'retry'; node: PlanNode; attempt: number; error: string }
   | { type: 'done'; node: PlanNode; row: SummaryRow; done: number; total: number };
 
@@ -59,14 +69,15 @@ export interface SummaryRow {
   id: string;
   kind: string;
   label: string;
-  status: 'built' | 'cached' | 'failed' | 'skipped' | 'cancelled';
-  seconds: number;
+  /** `interrupted`: stopped by the caller's signal (Ctrl-C) while it ran; nothing was published, a rerun builds it. */
+  status: 'built' | 'cached' | 'failed' | 'interrupted' | 'skipped' | 'cancelled';
+  durationMs: number;
   env?: Digest;
   tag?: string;
   log?: string;
   error?: string;
   /** Wall-clock milliseconds per phase of the (last) attempt; see phases.ts. */
-  phases?: PhaseTimes;
+  phasesMs?: PhaseTimes;
 }
 
 interface Built {
@@ -109,16 +120,54 @@ export async function executePlan(plan: BuildPlan, opts: BuildOptions): Promise<
     return null;
   };
 
+  /** Nodes whose log this run has begun: a retry appends to it, a new run starts it afresh. */
+  const logStarted = new Set<string>();
   const build = async (n: PlanNode, signal: AbortSignal): Promise<Built> => {
-    const clock = new PhaseClock();
+    const clock = new PhaseClock((phase) => opts.onEvent?.({ type: 'phase', node: n, phase }));
     const parent = await clock.time('parent-resolve', () => parentOf(n));
     const key = nodeKey(n, parent?.config.layers.map((l) => l.digest) ?? []);
     const cacheRef = cacheRefName(n.kind, key);
     const log = join(opts.logDir, logName(n));
-    const cached = opts.force ? null : await clock.time('cache-lookup', () => opts.registry.getRef(cacheRef));
-    let env: Digest;
-    if (cached !== null) env = cached;
+    let cached = opts.force ? null : await clock.time('cache-lookup', () => opts.registry.getRef(cacheRef));
+    let made: Digest;
+    if (cached !== null) made = cached;
     else {
+      // one build of a node at a time in this store: a second waits, then finds the first's layer
+      const forcedOver = opts.force ? await opts.registry.getRef(cacheRef) : null;
+      await mkdir(opts.store.locksDir, { recursive: true });
+      const builtMeanwhile = async (): Promise<boolean> => {
+        const now = await opts.registry.getRef(cacheRef);
+        return now !== null && now !== forcedOver;
+      };
+      const built = await withLock(
+        join(opts.store.locksDir, `build-${n.kind}-${digestHex(key)}.lock`),
+        builtMeanwhile,
+        () => buildLocked(n, parent, cacheRef, log, clock, signal),
+        1000,
+        (holder) => opts.onEvent?.({ type: 'wait', node: n, holder }),
+      );
+      if (built !== null) made = built;
+      else {
+        cached = await opts.registry.getRef(cacheRef);
+        if (cached === null) throw new Error(`internal: ${cacheRef} vanished after its build`);
+        made = cached;
+      }
+    }
+    if (n.tag !== null) await clock.time('tag', () => opts.registry.putRef(n.tag!, made));
+    if (cached === null) {
+      await mkdir(dirname(log), { recursive: true });
+      await appendFile(log, `phases: ${formatPhases(clock.times)}\n`);
+    }
+    return { env: made, cached: cached !== null, log, phases: clock.times };
+  };
+
+  const buildLocked = async (n: PlanNode, parent: Parent | null, cacheRef: string, log: string, clock: PhaseClock, signal: AbortSignal): Promise<Digest> => {
+    if (!logStarted.has(n.id)) {
+      logStarted.add(n.id);
+      await mkdir(dirname(log), { recursive: true });
+      await writeFile(log, `build of ${n.kind} ${n.label} (${n.id}) by pid ${process.pid}, ${new Date().toISOString()}\n`);
+    }
+    try {
       const ctx = {
         registry: opts.registry,
         store: opts.store,
@@ -130,20 +179,19 @@ export async function executePlan(plan: BuildPlan, opts: BuildOptions): Promise<
         catalog,
         ramUpperBytes: ramUpper,
         ...(hostNetwork === null ? {} : { hostNetwork }),
+        onCaptured: (files: number, bytes: number) => opts.onEvent?.({ type: 'captured', node: n, files, bytes }),
       };
       const r = n.recipe;
-      if (r.kind === 'base') env = await buildBase(r, ctx, cacheRef, runtimeConfig(n));
-      else if (parent === null) throw new Error(`internal: ${n.id} has no parent`);
-      else if (r.kind === 'env') env = await buildEnv(r, n.normalized, parent, ctx, cacheRef);
-      else if (r.kind === 'history') env = await buildHistory(r, parent, ctx, cacheRef);
-      else env = await buildInstance(r, parent, ctx, cacheRef, runtimeConfig(n));
+      if (r.kind === 'base') return await buildBase(r, ctx, cacheRef, runtimeConfig(n));
+      if (parent === null) throw new Error(`internal: ${n.id} has no parent`);
+      if (r.kind === 'env') return await buildEnv(r, n.normalized, parent, ctx, cacheRef);
+      if (r.kind === 'history') return await buildHistory(r, parent, ctx, cacheRef);
+      return await buildInstance(r, parent, ctx, cacheRef, runtimeConfig(n));
+    } catch (e) {
+      if (opts.signal?.aborted === true)
+        await appendFile(log, `--- interrupted (${errorMessage(opts.signal.reason)}): nothing published ---\n`).catch(() => undefined);
+      throw e;
     }
-    if (n.tag !== null) await clock.time('tag', () => opts.registry.putRef(n.tag!, env));
-    if (cached === null) {
-      await mkdir(dirname(log), { recursive: true });
-      await appendFile(log, `phases: ${formatPhases(clock.times)}\n`);
-    }
-    return { env, cached: cached !== null, log, phases: clock.times };
   };
 
   const signal = opts.signal;
@@ -158,14 +206,15 @@ export async function executePlan(plan: BuildPlan, opts: BuildOptions): Promise<
     {
       jobs: opts.jobs,
       keepGoing: opts.keepGoing,
+      ...(signal === undefined ? {} : { signal }),
       retry: { attempts: 3, backoffMs: 2000, retryable: (e) => e instanceof BuildCommandError && e.transient },
       onEvent: (e) => {
         const node = byId.get(e.id)!;
-        if (e.type === 'start') opts.onEvent?.({ type: 'start', node, running: e.running });
+        if (e.type === 'start') opts.onEvent?.({ type: 'start', node, running: e.running, log: join(opts.logDir, logName(node)) });
         else if (e.type === 'retry') opts.onEvent?.({ type: 'retry', node, attempt: e.attempt, error: errorMessage(e.error) });
         else {
           done++;
-          const row = toRow(node, e.outcome, join(opts.logDir, logName(node)));
+          const row = toRow(node, e.outcome, join(opts.logDir, logName(node)), signal);
           opts.onEvent?.({ type: 'done', node, row, done, total: plan.nodes.length });
         }
       },
@@ -173,28 +222,29 @@ export async function executePlan(plan: BuildPlan, opts: BuildOptions): Promise<
   ).finally(() => discard.settle());
   for (const n of plan.nodes) {
     const o = outcomes.get(n.id);
-    if (o !== undefined) rows.push(toRow(n, o, join(opts.logDir, logName(n))));
+    if (o !== undefined) rows.push(toRow(n, o, join(opts.logDir, logName(n)), signal));
   }
   return rows;
 }
 
-function toRow(n: PlanNode, o: NodeOutcome<Built>, log: string): SummaryRow {
+/** `signal`: the caller's; a node that failed once it was aborted was interrupted, not broken. */
+function toRow(n: PlanNode, o: NodeOutcome<Built>, log: string, signal: AbortSignal | undefined): SummaryRow {
   const base = { id: n.id, kind: n.kind, label: n.label, ...(n.tag !== null ? { tag: n.tag } : {}) };
   switch (o.status) {
     case 'ok':
       return {
         ...base,
         status: o.value.cached ? 'cached' : 'built',
-        seconds: o.ms / 1000,
+        durationMs: Math.round(o.ms),
         env: o.value.env,
         ...(o.value.cached ? {} : { log }),
-        phases: o.value.phases,
+        phasesMs: o.value.phases,
       };
     case 'failed':
-      return { ...base, status: 'failed', seconds: o.ms / 1000, log, error: errorMessage(o.error) };
+      return { ...base, status: signal?.aborted === true ? 'interrupted' : 'failed', durationMs: Math.round(o.ms), log, error: errorMessage(o.error) };
     case 'skipped':
-      return { ...base, status: 'skipped', seconds: 0, error: `depends on failed ${o.cause}` };
+      return { ...base, status: 'skipped', durationMs: 0, error: `depends on failed ${o.cause}` };
     case 'cancelled':
-      return { ...base, status: 'cancelled', seconds: 0 };
+      return { ...base, status: 'cancelled', durationMs: 0 };
   }
 }

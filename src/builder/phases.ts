@@ -10,11 +10,15 @@ export type PhaseTimes = Record<string, number>;
 export class PhaseClock {
   readonly times: PhaseTimes = {};
 
+  /** `onStart`: told the name of each phase as it starts (a build's progress line shows it). */
+  constructor(private readonly onStart?: (phase: string) => void) {}
+
   add(name: string, ms: number): void {
     this.times[name] = (this.times[name] ?? 0) + ms;
   }
 
   async time<T>(name: string, f: () => Promise<T>): Promise<T> {
+    this.onStart?.(name);
     const t0 = performance.now();
     try {
       return await f();
@@ -38,6 +42,7 @@ export class PhaseClock {
       onPhase: (p) => {
         if (current?.name === p.phase) return;
         close();
+        this.onStart?.(`${prefix}${p.phase}`);
         current = { name: p.phase, t0: performance.now() };
       },
       end: close,

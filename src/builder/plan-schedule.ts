@@ -38,6 +38,8 @@ export interface RetryPolicy {
 export interface ScheduleOptions<T> {
   jobs: number;
   keepGoing: boolean;
+  /** The caller's stop (Ctrl-C): no node starts after it, and running ones are told. */
+  signal?: AbortSignal;
   retry?: RetryPolicy;
   onEvent?: (e: ScheduleEvent<T>) => void;
 }
@@ -75,6 +77,12 @@ export async function runGraph<N extends ScheduleNode, T>(
   const running = new Set<Promise<void>>();
   const abort = new AbortController();
   let stopped = false;
+  const onStop = (): void => {
+    stopped = true;
+    abort.abort(opts.signal?.reason);
+  };
+  if (opts.signal?.aborted === true) onStop();
+  else opts.signal?.addEventListener('abort', onStop, { once: true });
 
   const settle = (id: string, outcome: NodeOutcome<T>): void => {
     outcomes.set(id, outcome);
@@ -145,6 +153,7 @@ export async function runGraph<N extends ScheduleNode, T>(
     if (running.size === 0) break;
     await Promise.race(running);
   }
+  opts.signal?.removeEventListener('abort', onStop);
   for (const n of pending) settle(n.id, { status: 'cancelled' });
   return outcomes;
 }

@@ -1,16 +1,17 @@
 /** `minisandbox build`: a whole dataset (with its specs) or one recipe. What it needs is imported in the action (start-up: see main.ts). */
 import type { Command } from 'commander';
 import { join } from 'node:path';
-import type { SummaryRow } from '../builder/execute.js';
+import type { BuildEvent, SummaryRow } from '../builder/execute.js';
 import { addSelectionOptions, type SelectionFlags, selectionFrom } from './select-options.js';
-import { MinisandboxError } from '../errors.js';
+import { stat } from 'node:fs/promises';
+import { InvalidInputError, MinisandboxError, NotFoundError } from '../errors.js';
 import type { Specs } from '../dataset/specs.js';
 import type { LocatedRow } from '../dataset/row.js';
 import type { Shard } from '../builder/plan-shard.js';
 import type { DatasetImageItem } from '../image/dataset-images.js';
 import { type GlobalOptions, storeContext } from './context.js';
 import { opt, option } from './options.js';
-import { EXIT, table } from './output.js';
+import { EXIT, type Output, table } from './output.js';
 
 type Globals = () => GlobalOptions;
 
@@ -84,6 +85,15 @@ export function registerBuildCommands(program: Command, globals: Globals, setExi
     // performance.now() counts from process start: node's boot, module loading, option parsing
     const cli = new PhaseClock();
     cli.add('cli-start', performance.now());
+    // inputs are checked before any work: a missing --repos failed only once debootstrap had run
+    if (
+      o.repos !== undefined &&
+      !(await stat(o.repos).then(
+        (s) => s.isDirectory(),
+        () => false,
+      ))
+    )
+      throw new NotFoundError(`--repos ${o.repos}: no such directory`, 'give the directory holding <owner>/<name> repositories (or mirrors)');
     const ctx = await storeContext(globals());
     const [
       { executePlan },
@@ -146,7 +156,20 @@ export function registerBuildCommands(program: Command, globals: Globals, setExi
       const { catalog, root } = await loadRecipeCatalog(input);
       plan = planRecipe(catalog, root.source, o.tag ?? null);
     }
+    // every instance's repository and commit, before the base is built (recipes' files are checked at load)
+    const problems = await (await import('../builder/plan-preflight.js')).preflightRepos(plan);
     cli.add('plan', performance.now() - tPlan);
+    if (problems.length > 0) {
+      const listed = problems.slice(0, 5).map((p) => p.message);
+      const more = problems.length > 5 ? `; and ${problems.length - 5} more` : '';
+      // with --keep-going the rest is built, and these nodes fail where they would
+      if (o.keepGoing === true) for (const m of listed) ctx.out.warn(m);
+      else
+        throw new InvalidInputError(
+          `${problems.length} input problem(s) before any build: ${listed.join('; ')}${more}`,
+          'fix them, or pass --keep-going to build the rest',
+        );
+    }
     const counts = planCounts(plan);
     const logDir = o.logDir ?? join(ctx.store.root, 'logs', plan.dataset === '' ? 'recipes' : plan.dataset);
     ctx.out.progress({
@@ -156,11 +179,15 @@ export function registerBuildCommands(program: Command, globals: Globals, setExi
     });
     await cli.time('reap-stale', () => reapStale(ctx.store));
     const abort = new AbortController();
-    const onSig = (): void => abort.abort();
+    let stoppedBy: NodeJS.Signals | undefined;
+    const onSig = (sig: NodeJS.Signals): void => {
+      stoppedBy ??= sig;
+      abort.abort(new Error(`stopped by ${sig}`));
+    };
     process.once('SIGINT', onSig);
     process.once('SIGTERM', onSig);
     let rows: SummaryRow[];
-    const running = new Set<string>();
+    const view = await buildProgress(ctx.out, plan.nodes.length);
     const tBuild = performance.now();
     try {
       rows = await executePlan(plan, {
@@ -175,46 +202,26 @@ export function registerBuildCommands(program: Command, globals: Globals, setExi
         signal: abort.signal,
         // a one-node build returns once its layer is published, not after deleting its scratch
         discard: 'detach',
-        onEvent: (e) => {
-          if (e.type === 'start') running.add(e.node.label);
-          if (e.type === 'done') running.delete(e.node.label);
-          const now = [...running].slice(0, 3).join(', ');
-          if (e.type === 'done') {
-            ctx.out.progress({
-              event: 'done',
-              node: e.node.id,
-              label: e.node.label,
-              status: e.row.status,
-              seconds: e.row.seconds,
-              ...(e.row.log ? { log: e.row.log } : {}),
-              done: e.done,
-              total: e.total,
-              message: `build [${bar(e.done, e.total)}] ${e.done}/${e.total} ${e.row.status} ${e.node.label}${now ? ` | building ${now}` : ''}`,
-            });
-          } else if (e.type === 'start') {
-            ctx.out.progress({ event: 'start', node: e.node.id, label: e.node.label, message: `build: building ${now}` });
-          } else {
-            ctx.out.progress({
-              event: 'retry',
-              node: e.node.id,
-              label: e.node.label,
-              attempt: e.attempt,
-              error: e.error,
-              message: `build: retrying ${e.node.label} (${e.error})`,
-            });
-          }
-        },
+        onEvent: (e) => view.onEvent(e),
       });
     } finally {
       process.off('SIGINT', onSig);
       process.off('SIGTERM', onSig);
+      view.stop();
     }
     if (imageItems.length > 0) {
       const tImages = performance.now();
       // without --keep-going, a failed recipe node stops the build: the images are not started
       const stopped = rows.some((r) => r.status === 'failed') && o.keepGoing !== true;
       const imageRows = stopped
-        ? imageItems.map((it) => ({ id: `image:${it.instanceId}`, kind: 'image', label: it.instanceId, status: 'skipped' as const, seconds: 0, tag: it.tag }))
+        ? imageItems.map((it) => ({
+            id: `image:${it.instanceId}`,
+            kind: 'image',
+            label: it.instanceId,
+            status: 'skipped' as const,
+            durationMs: 0,
+            tag: it.tag,
+          }))
         : await (await import('../image/dataset-images.js')).importDatasetImages(ctx.registry, ctx.store, imageItems, {
             parallel: o.jobs,
             keepGoing: o.keepGoing === true,
@@ -228,7 +235,7 @@ export function registerBuildCommands(program: Command, globals: Globals, setExi
                 node: r.id,
                 label: r.label,
                 status: r.status,
-                seconds: r.seconds,
+                durationMs: r.durationMs,
                 done,
                 total,
                 message: `import [${bar(done, total)}] ${done}/${total} ${r.status} ${r.label}`,
@@ -238,9 +245,9 @@ export function registerBuildCommands(program: Command, globals: Globals, setExi
       cli.add('images', performance.now() - tImages);
     }
     cli.add('execute', performance.now() - tBuild);
-    const tally = { built: 0, cached: 0, failed: 0, skipped: 0, cancelled: 0 };
+    const tally = { built: 0, cached: 0, failed: 0, interrupted: 0, skipped: 0, cancelled: 0 };
     for (const r of rows) tally[r.status]++;
-    ctx.out.result({ dataset: plan.dataset, shard: plan.shard, counts, summary: tally, phases: cli.times, nodes: rows }, () =>
+    ctx.out.result({ dataset: plan.dataset, shard: plan.shard, counts, summary: tally, phasesMs: cli.times, nodes: rows }, () =>
       [
         table([
           ['NODE', 'KIND', 'STATUS', 'TIME', 'TAG / LOG'],
@@ -248,20 +255,100 @@ export function registerBuildCommands(program: Command, globals: Globals, setExi
             r.label,
             r.kind,
             r.status,
-            `${r.seconds.toFixed(1)}s`,
-            r.status === 'failed' ? `${r.log ?? ''}  ${r.error ?? ''}` : (r.tag ?? r.log ?? ''),
+            `${(r.durationMs / 1000).toFixed(1)}s`,
+            r.status === 'failed' || r.status === 'interrupted' ? `${r.log ?? ''}  ${r.error ?? ''}` : (r.tag ?? r.log ?? ''),
           ]),
         ]),
         '',
         `built ${tally.built}, cached ${tally.cached}, failed ${tally.failed}, skipped ` +
-          `${tally.skipped}${tally.cancelled ? `, cancelled ${tally.cancelled}` : ''}`,
+          `${tally.skipped}${tally.cancelled ? `, cancelled ${tally.cancelled}` : ''}` +
+          `${tally.interrupted ? `, interrupted ${tally.interrupted} (nothing of them published: the next build builds them)` : ''}`,
       ].join('\n'),
     );
-    if (tally.failed + tally.skipped + tally.cancelled > 0) setExit(EXIT.failed);
+    if (tally.failed + tally.interrupted + tally.skipped + tally.cancelled > 0) setExit(EXIT.failed);
+    // stopped by a signal: the status a shell gives (130 for Ctrl-C, 143 for TERM)
+    if (stoppedBy !== undefined) setExit(128 + (stoppedBy === 'SIGINT' ? 2 : 15));
   });
 }
 
 function bar(done: number, total: number, width = 20): string {
   const n = total === 0 ? width : Math.round((done / total) * width);
   return `${'#'.repeat(n)}${'.'.repeat(width - n)}`;
+}
+
+/**
+ * A build's progress: one view (progress.ts) of the nodes running, each with its phase, time and
+ * log, and the bytes their layers' captures have read; a line for each node that ends (JSON: an
+ * event), so a file of plain progress tells what happened in what order.
+ */
+async function buildProgress(out: Output, total: number): Promise<{ onEvent: (e: BuildEvent) => void; stop: () => void }> {
+  const { ProgressView, clockText } = await import('./progress.js');
+  const running = new Map<string, { label: string; kind: string; phase: string; t0: number; log: string; capturedBytes?: number }>();
+  let done = 0;
+  const view = new ProgressView(out, 'build', {
+    phase: 'build',
+    itemsDone: 0,
+    itemsTotal: total,
+    unit: 'nodes',
+    subject: () => [...running.values()].map((r) => `${r.kind} ${r.label} (${r.phase} ${clockText(performance.now() - r.t0)})`).join(', '),
+    fields: () => ({
+      running: [...running.values()].map((r) => ({
+        kind: r.kind,
+        label: r.label,
+        phase: r.phase,
+        elapsedMs: Math.round(performance.now() - r.t0),
+        log: r.log,
+        ...(r.capturedBytes === undefined ? {} : { capturedBytes: r.capturedBytes }),
+      })),
+    }),
+  });
+  const refresh = (): void => {
+    const first = running.values().next().value;
+    const captured = [...running.values()].filter((r) => r.capturedBytes !== undefined);
+    view.set({
+      // the first running node's phase: a plain line comes when it changes (and every few seconds)
+      phase: first?.phase ?? 'build',
+      itemsDone: done,
+      ...(first === undefined ? {} : { log: first.log }),
+      doneBytes: captured.length > 0 ? captured.reduce((n, r) => n + (r.capturedBytes ?? 0), 0) : undefined,
+      bytesVerb: 'captured',
+    });
+  };
+  return {
+    onEvent: (e) => {
+      const r = running.get(e.node.id);
+      if (e.type === 'start') running.set(e.node.id, { label: e.node.label, kind: e.node.kind, phase: 'start', t0: performance.now(), log: e.log });
+      else if (e.type === 'phase' && r !== undefined) r.phase = e.phase;
+      else if (e.type === 'wait' && r !== undefined) r.phase = `waiting for the build of pid ${e.holder ?? '?'}`;
+      else if (e.type === 'captured' && r !== undefined) r.capturedBytes = e.bytes;
+      else if (e.type === 'retry') out.warn(`build: retrying ${e.node.label} (attempt ${e.attempt + 1}): ${e.error}`);
+      else if (e.type === 'done') {
+        running.delete(e.node.id);
+        done = e.done;
+        const row = e.row;
+        const text =
+          `build [${bar(e.done, e.total)}] ${e.done}/${e.total} ${row.status} ${e.node.kind} ${e.node.label} in ${clockText(row.durationMs)}` +
+          `${row.status === 'failed' || row.status === 'interrupted' ? `: ${row.error ?? ''} (log ${row.log ?? ''})` : ''}`;
+        if (out.progressMode === 'json')
+          out.event({
+            event: 'done',
+            node: e.node.id,
+            kind: e.node.kind,
+            label: e.node.label,
+            status: row.status,
+            durationMs: row.durationMs,
+            ...(row.log ? { log: row.log } : {}),
+            itemsDone: e.done,
+            itemsTotal: e.total,
+            message: text,
+          });
+        else if (out.progressMode === 'plain') {
+          out.done();
+          out.line(text);
+        }
+      }
+      refresh();
+    },
+    stop: () => view.stop(),
+  };
 }

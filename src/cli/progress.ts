@@ -23,8 +23,8 @@ export interface ProgressSink {
 
 export interface ProgressState {
   phase: string;
-  /** What is being worked on: a ref, a node's label and its own phase and time, ... */
-  subject?: string;
+  /** What is being worked on: a ref, a node's label and its own phase and time (made when drawn), ... */
+  subject?: string | (() => string);
   /** Whole units done of a total, named by `unit` (environments, nodes, refs). */
   itemsDone?: number;
   itemsTotal?: number;
@@ -39,8 +39,8 @@ export interface ProgressState {
   bytesVerb?: string;
   /** Where the details are written (a build log). */
   log?: string;
-  /** More for the JSON events only (camelCase, units in names). */
-  fields?: Record<string, unknown>;
+  /** More for the JSON events only (camelCase, units in names; made when emitted). */
+  fields?: Record<string, unknown> | (() => Record<string, unknown>);
 }
 
 export interface ProgressTiming {
@@ -88,6 +88,9 @@ export class ProgressView {
   set(update: Partial<ProgressState>): void {
     this.state = { ...this.state, ...update };
     const bytes = this.rateBytes();
+    // bytes of another thing now (the next node's capture): the rate starts over
+    const latest = this.samples.at(-1);
+    if (bytes === undefined || (latest !== undefined && bytes < latest.bytes)) this.samples.length = 0;
     if (bytes !== undefined) {
       const at = this.now();
       this.samples.push({ at, bytes });
@@ -154,12 +157,13 @@ export class ProgressView {
     const s = this.state;
     const head = `${this.what}${s.itemsTotal !== undefined ? ` ${s.itemsDone ?? 0}/${s.itemsTotal}${s.unit ? ` ${s.unit}` : ''}` : ''}`;
     const parts: string[] = [s.phase];
-    if (s.subject !== undefined) parts.push(s.subject);
+    const subject = typeof s.subject === 'function' ? s.subject() : s.subject;
+    if (subject !== undefined && subject !== '') parts.push(subject);
     if (s.compressedTotalBytes !== undefined) parts.push(`${ofTotal(s.compressedDoneBytes ?? 0, s.compressedTotalBytes)} compressed`);
     if (s.doneBytes !== undefined)
       parts.push(`${s.totalBytes === undefined ? formatBytes(s.doneBytes) : ofTotal(s.doneBytes, s.totalBytes)} ${s.bytesVerb ?? 'done'}`);
     const r = this.rate(now);
-    if (r !== undefined) parts.push(`${formatBytes(Math.round(r))}/s`);
+    if (r !== undefined && r > 0) parts.push(`${formatBytes(Math.round(r))}/s`);
     parts.push(clockText(now - this.t0));
     const eta = this.etaMs(now);
     if (eta !== undefined) parts.push(`ETA ${clockText(eta)}`);
@@ -170,7 +174,7 @@ export class ProgressView {
     const bar = width !== Infinity && fraction !== undefined ? ` [${barText(fraction, 16)}]` : '';
     let line = `${head}${bar} ${parts.join(' · ')}`;
     // on a terminal row, the subject gives way first (the numbers are what a bar is for)
-    if (line.length > width && s.subject !== undefined) line = `${head}${bar} ${parts.filter((p) => p !== s.subject).join(' · ')}`;
+    if (line.length > width && subject !== undefined) line = `${head}${bar} ${parts.filter((p) => p !== subject).join(' · ')}`;
     return line;
   }
 
@@ -183,7 +187,7 @@ export class ProgressView {
     return defined({
       command: this.what,
       phase: s.phase,
-      subject: s.subject,
+      subject: typeof s.subject === 'function' ? s.subject() : s.subject,
       ...(s.unit !== undefined ? { unit: s.unit } : {}),
       itemsDone: s.itemsDone,
       itemsTotal: s.itemsTotal,
@@ -195,7 +199,7 @@ export class ProgressView {
       elapsedMs: Math.round(now - this.t0),
       etaMs: eta === undefined ? undefined : Math.round(eta),
       log: s.log,
-      ...s.fields,
+      ...(typeof s.fields === 'function' ? s.fields() : s.fields),
       message: this.text(now, Infinity),
     });
   }

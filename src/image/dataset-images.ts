@@ -66,7 +66,7 @@ export interface DatasetImageResult {
   kind: 'image';
   label: string;
   status: 'built' | 'cached' | 'failed' | 'skipped';
-  seconds: number;
+  durationMs: number;
   env?: string;
   tag?: string;
   error?: string;
@@ -111,17 +111,17 @@ export async function importDatasetImages(
       const base = { id: `image:${it.instanceId}`, kind: 'image' as const, label: it.instanceId, source: it.source, tag: it.tag };
       const t0 = performance.now();
       let r: DatasetImageResult;
-      if (stop || opts.signal?.aborted === true) r = { ...base, status: 'skipped', seconds: 0 };
+      if (stop || opts.signal?.aborted === true) r = { ...base, status: 'skipped', durationMs: 0 };
       else {
         try {
           const existing = opts.force === true ? null : await reg.getRef(it.tag);
-          if (existing !== null) r = { ...base, status: 'cached', seconds: 0, env: existing };
+          if (existing !== null) r = { ...base, status: 'cached', durationMs: 0, env: existing };
           else {
             const out = await importImage(reg, store, it.source, { ...opts, tag: it.tag, catalog });
             r = {
               ...base,
               status: out.status === 'present' ? 'cached' : 'built',
-              seconds: (performance.now() - t0) / 1000,
+              durationMs: Math.round(performance.now() - t0),
               env: out.env,
               fetchedBytes: out.fetchedBytes,
             };
@@ -129,7 +129,7 @@ export async function importDatasetImages(
         } catch (e) {
           if (opts.keepGoing !== true) stop = true;
           const hint = e instanceof MinisandboxError && e.hint !== undefined ? ` (${e.hint})` : '';
-          r = { ...base, status: 'failed', seconds: (performance.now() - t0) / 1000, error: `${errorMessage(e)}${hint}` };
+          r = { ...base, status: 'failed', durationMs: Math.round(performance.now() - t0), error: `${errorMessage(e)}${hint}` };
         }
       }
       results[i] = r;

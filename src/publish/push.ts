@@ -31,6 +31,7 @@ export interface PushOptions {
   idShift?: number;
   /** Capture `dir` as given, unresolved (see CaptureOptions.keepRootPath). */
   keepRootPath?: boolean;
+  /** Phases as they start; during `capture`, the distinct contents (`files`) and their bytes read so far. */
   onProgress?: (p: { phase: string; files?: number; bytes?: number }) => void;
   /** Which objects the registry holds (default: every pack index, loaded now); a builder passes one it keeps across pushes. */
   catalog?: () => Promise<ObjectCatalog>;
@@ -57,6 +58,8 @@ export async function pushTree(reg: Registry, store: StorePaths, dir: string, op
     const writer = new PackWriter({ tempDir: work });
     let reused = 0;
     opts.onProgress?.({ phase: 'capture' });
+    /** Distinct contents read so far and their bytes (uncompressed). */
+    const captured = { objects: 0, bytes: 0 };
     const manifestPath = join(work, 'manifest.jsonl');
     let cap;
     let packs;
@@ -67,6 +70,9 @@ export async function pushTree(reg: Registry, store: StorePaths, dir: string, op
         idShift: opts.idShift ?? 0,
         keepRootPath: opts.keepRootPath ?? false,
         onObject: async (o) => {
+          captured.objects++;
+          captured.bytes += o.size;
+          opts.onProgress?.({ phase: 'capture', files: captured.objects, bytes: captured.bytes });
           const have = catalog.get(o.digest);
           if (have !== undefined) {
             used.set(have.pack, have);

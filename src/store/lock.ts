@@ -18,7 +18,18 @@ export function pidAlive(pid: number): boolean {
   }
 }
 
-export async function withLock<T>(lockPath: string, done: () => Promise<boolean>, work: () => Promise<T>, pollMs = 50): Promise<T | null> {
+/**
+ * `onWait`: called once, with the holder's pid where the lock names one, when the lock is held by
+ * another (a caller that waits minutes says why).
+ */
+export async function withLock<T>(
+  lockPath: string,
+  done: () => Promise<boolean>,
+  work: () => Promise<T>,
+  pollMs = 50,
+  onWait?: (owner: number | undefined) => void,
+): Promise<T | null> {
+  let told = false;
   for (;;) {
     if (await done()) return null;
     try {
@@ -30,6 +41,10 @@ export async function withLock<T>(lockPath: string, done: () => Promise<boolean>
       const owner = Number.parseInt(await readFile(lockPath, 'utf8').catch(() => ''), 10);
       // An empty lock file is one being written this instant: give it the benefit of the doubt.
       if (Number.isFinite(owner) && owner !== process.pid && !pidAlive(owner)) await rm(lockPath, { force: true });
+      else if (!told) {
+        told = true;
+        onWait?.(Number.isFinite(owner) ? owner : undefined);
+      }
       await new Promise((r) => setTimeout(r, pollMs));
       continue;
     }

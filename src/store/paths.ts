@@ -20,6 +20,7 @@
  *                                    finding holds for good; `ls` shows the refs reaching it as broken
  *   leases/<id>.json                 layers held by live sandboxes
  *   sandboxes/                       sandbox state dirs (runtime)
+ *   locks/build-<kind>-<key hex>.lock a build of that node is running (its pid): another waits for it
  *   tmp/                             work in progress, e.g. stage-<pid>-<rand>/<hex>: verified objects of one pull
  *                                    waiting for lay-out; leftovers of crashes are removed by gc
  */
@@ -87,6 +88,11 @@ export class StorePaths {
   get sandboxesDir(): string {
     return join(this.root, 'sandboxes');
   }
+  /** Locks of work that one process does and others wait for (a build node). */
+  get locksDir(): string {
+    return join(this.root, 'locks');
+  }
+
   get tmpDir(): string {
     return join(this.root, 'tmp');
   }

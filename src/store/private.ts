@@ -27,7 +27,7 @@ import type { StorePaths } from './paths.js';
 /** Subdirectories the sandboxes' ids must walk through. */
 const SEARCHABLE = ['layers', 'sandboxes'];
 /** Subdirectories only the owner reads (created here so that none starts wider). */
-const OWNER_ONLY = ['links', 'manifests', 'indexes', 'envs', 'refs', 'leases', 'tmp', 'logs'];
+const OWNER_ONLY = ['links', 'manifests', 'indexes', 'envs', 'refs', 'leases', 'tmp', 'logs', 'locks'];
 
 /** The store's root is someone else's and lets others in: we may not fix it. */
 export class StoreNotPrivateError extends MinisandboxError {
