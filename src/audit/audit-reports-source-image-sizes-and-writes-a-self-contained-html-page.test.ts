@@ -51,9 +51,9 @@ describe('audit of refs imported from images', () => {
 
     const html = auditHtml(r, new Date(0));
     expect(html).toContain('<svg');
-    expect(html.match(/<polyline /g)).toHaveLength(4);
+    expect(html.match(/<polyline /g)).toHaveLength(5);
     expect(html).toContain('t/a');
-    expect(html).toContain('source image compressed');
+    expect(html).toContain('source image, compressed');
     // self-contained: nothing to fetch (the SVG namespace is a name, not a request)
     expect(html.replaceAll('xmlns="http://www.w3.org/2000/svg"', '')).not.toMatch(/(src|href)=|https?:/);
   });

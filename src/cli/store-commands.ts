@@ -588,16 +588,35 @@ export function registerStoreCommands(program: Command, globals: Globals, setExi
         [
           table([['REF', 'LAYERS', 'FILES', 'IMAGE BYTES'], ...r.refs.map((x) => [x.ref, String(x.layers), String(x.files), formatBytes(x.logicalBytes)])]),
           '',
-          `one image per ref (logical):    ${formatBytes(t.logicalBytes)}`,
-          `shared identical layers only:   ${formatBytes(t.dockerStyleBytes)}`,
-          `unique file contents:           ${formatBytes(t.uniqueContentBytes)} (${t.distinctObjects} objects)`,
-          `registry on disk (compressed):  ${formatBytes(t.registryBytes)}`,
-          `registry / images: ${pct(t.registryToLogical)}   registry / layer-shared store: ${pct(t.registryToDockerStyle)}`,
-          ...(t.imageCompressedBytes > 0
+          "uncompressed (a node's disk):",
+          `  one image per ref:            ${formatBytes(t.logicalBytes)}`,
+          `  identical layers shared:      ${formatBytes(t.dockerStyleBytes)}`,
+          `  minisandbox store:            ${formatBytes(t.uniqueContentBytes)} (${t.distinctObjects} distinct files; ` +
+            `${pct(t.uniqueToLogical)} of one image per ref)`,
+          'compressed (a registry):',
+          ...(t.imageRefs > 0
+            ? [`  source images' layers:        ${formatBytes(t.imageCompressedBytes)} (${t.imageRefs} of ${t.refs} refs imported from images)`]
+            : []),
+          `  minisandbox registry:         ${formatBytes(t.reachedRegistryBytes)} the refs reach` +
+            (t.imageRefs === t.refs && t.imageRefs > 0 ? ` (${pct(t.reachedRegistryBytes / t.imageCompressedBytes)} of the images')` : ''),
+          `  registry on disk, in all:     ${formatBytes(t.registryBytes)} (with the build cache and unreached blobs until gc)`,
+          ...(r.datasets.length > 1
             ? [
-                `source images' layers:         ${formatBytes(t.imageCompressedBytes)} compressed, ${formatBytes(t.imageBytes)} ` +
-                  `uncompressed; registry / compressed images: ${pct(t.registryBytes / t.imageCompressedBytes)}`,
+                '',
+                table([
+                  ['DATASET', 'REFS', 'IMAGES', 'REGISTRY', 'PER ADDED REF'],
+                  ...r.datasets.map((d) => [
+                    d.dataset,
+                    String(d.refs),
+                    formatBytes(d.perTaskBytes),
+                    formatBytes(d.registryBytes),
+                    d.refs > 1 ? formatBytes(d.marginalRegistryBytes) : '-',
+                  ]),
+                ]),
               ]
+            : []),
+          ...(t.unpullableRefs > 0
+            ? ['', `${t.unpullableRefs} ref(s) would not pull:`, ...r.refs.filter((x) => !x.pullable).map((x) => `  ${x.ref}: ${x.problem ?? ''}`)]
             : []),
           ...(o.html !== undefined ? [`report written to ${o.html}`] : []),
         ].join('\n'),
