@@ -92,8 +92,11 @@ export interface SandboxListing {
 export async function listSandboxes(stateDir: string): Promise<SandboxListing[]> {
   let names: string[];
   try {
-    // synchronous, like readState: one directory and a small file per sandbox, on every start's reap
-    names = readdirSync(stateDir);
+    // synchronous, like readState: one directory and a small file per sandbox, on every start's reap.
+    // Only directories: a file whose name looks like an id with a node (`notes.txt`) is no sandbox.
+    names = readdirSync(stateDir, { withFileTypes: true })
+      .filter((d) => d.isDirectory())
+      .map((d) => d.name);
   } catch (e) {
     if (isErrno(e, 'ENOENT')) return [];
     throw e;
