@@ -2,14 +2,19 @@
  * The whole pipeline on the demo dataset, for real: debootstrap base, apt-installed Python and
  * pytest in build sandboxes, history-free instance checkouts, then grading in fresh sandboxes.
  * Slow (a few minutes: debootstrap and apt from Debian's mirror), and the one test that proves
- * the parts fit.
+ * the parts fit. Then every code block of README.md and clients/python/README.md runs against
+ * that demo environment, so an example the READMEs show can never rot.
  */
-import { execFile } from 'node:child_process';
-import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { execFile, spawn } from 'node:child_process';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { createInterface } from 'node:readline';
 import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
+import { loadSpecs } from '../../src/dataset/specs.js';
+import { parseStructured } from '../../src/recipe/structured.js';
+import { type CodeBlock, codeBlocks } from '../helpers/readme-blocks.js';
 
 const run = promisify(execFile);
 const cli = resolve('bin/minisandbox');
@@ -99,5 +104,94 @@ describe('demo dataset: build -> run -> score', { timeout: 900_000 }, () => {
     const a = JSON.parse((await ms(['audit'])).stdout) as { totals: { registryToLogical: number; refs: number } };
     expect(a.totals.refs).toBe(4);
     expect(a.totals.registryToLogical).toBeLessThan(0.15);
+  });
+});
+
+/**
+ * A place for the README's commands to run as a reader would, in the checkout (`recipes/...`,
+ * `bin/...` resolve), without leaving files in it: a dir of links to the checkout's top level.
+ */
+function readerDir(): string {
+  const d = join(work, 'reader');
+  if (existsSync(d)) return d;
+  mkdirSync(d);
+  for (const name of ['recipes', 'bin', 'clients', 'examples', 'dist', 'src', 'node_modules', 'package.json']) symlinkSync(resolve(name), join(d, name));
+  return d;
+}
+
+/** A `serve` over the demo registry and store, grading the demo dataset, as the README starts one. */
+async function demoServer(): Promise<{ url: string; tokenFile: string; stop: () => Promise<void> }> {
+  const evalDataset = `demo=${join(demo, 'dataset.jsonl')},${join(demo, 'specs.yaml')}`;
+  // a token file of its own: a README block that starts a serve of this store writes the store's
+  const args = ['serve', '--listen', '127.0.0.1:0', '--token-file', join(work, 'readme.token'), '--eval-dataset', evalDataset];
+  const p = spawn(cli, [...args, '--reports-dir', join(work, 'serve-reports')], {
+    env,
+    stdio: ['ignore', 'pipe', 'ignore'],
+  });
+  const first = await new Promise<string>((r) => createInterface({ input: p.stdout }).once('line', r));
+  const { listening, token_file } = JSON.parse(first) as { listening: string; token_file: string };
+  const exited = new Promise((r) => p.on('exit', r));
+  return { url: listening, tokenFile: token_file, stop: async () => void (p.kill('SIGTERM'), await exited) };
+}
+
+async function runBlock(b: CodeBlock, server: { url: string; tokenFile: string }): Promise<void> {
+  const cwd = readerDir();
+  const readerEnv = {
+    ...env,
+    PATH: `${resolve('bin')}:${process.env.PATH ?? ''}`,
+    MINISANDBOX_URL: server.url,
+    MINISANDBOX_TOKEN_FILE: server.tokenFile,
+    PYTHONPATH: resolve('clients/python/src'),
+  };
+  const opts = { cwd, env: readerEnv, maxBuffer: 64 << 20, timeout: 600_000 };
+  const where = `${b.file}:${b.line}`;
+  try {
+    if (b.lang === 'sh') await run('bash', ['-euo', 'pipefail', '-c', b.code], opts);
+    else if (b.lang === 'python') {
+      const f = join(work, `block-${b.line}.py`);
+      writeFileSync(f, b.code);
+      await run('/usr/bin/python3', [f], opts);
+    } else if (b.lang === 'js') {
+      // as another project that installed the package: node_modules/minisandbox is the checkout
+      const app = join(work, `app-${b.line}`);
+      mkdirSync(join(app, 'node_modules'), { recursive: true });
+      symlinkSync(resolve('.'), join(app, 'node_modules', 'minisandbox'));
+      writeFileSync(join(app, 'main.mjs'), b.code);
+      await run(process.execPath, ['main.mjs'], { ...opts, cwd: app });
+    } else if (b.lang === 'yaml') {
+      const value = (await parseStructured(b.code, where)) as Record<string, unknown>;
+      // a specs file: loaded where the demo's recipes are, as `build --specs` would
+      if ('repos' in value) {
+        const f = join(demo, `.readme-specs-${process.pid}.yaml`);
+        writeFileSync(f, b.code);
+        try {
+          expect((await loadSpecs(f)).entries.size).toBeGreaterThan(0);
+        } finally {
+          rmSync(f, { force: true });
+        }
+      }
+    } else throw new Error(`no way to run a \`${b.lang || 'untagged'}\` block: tag it sh, python, js or yaml`);
+  } catch (e) {
+    const err = e as { stdout?: string; stderr?: string; message?: string };
+    throw new Error(`${where} (${b.lang}) failed: ${err.message}\n${String(err.stdout ?? '').slice(-2000)}\n${String(err.stderr ?? '').slice(-3000)}`);
+  }
+}
+
+describe('every code block of the READMEs runs against the demo environment', { timeout: 1_800_000 }, () => {
+  const blocks = ['README.md', 'clients/python/README.md'].flatMap((f) => codeBlocks(f));
+
+  it('skips only the blocks that say why, and no more than the two that run the suite itself', () => {
+    const skipped = blocks.filter((b) => b.skip !== undefined).map((b) => `${b.file}:${b.line}: ${b.skip}`);
+    expect(skipped).toHaveLength(2);
+    expect(skipped.join('\n')).toMatch(/npm run demo[\s\S]*npm test/);
+  });
+
+  it('runs them, in order', async () => {
+    const server = await demoServer();
+    try {
+      for (const b of blocks) if (b.skip === undefined) await runBlock(b, server);
+    } finally {
+      await server.stop();
+    }
   });
 });
