@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 /**
- * Fails (exit 1, one line per offender) when a source line is longer than biome's line width.
+ * Fails (exit 1, one line per offender) when a source line is longer than biome's line width, or
+ * a README line longer than 100 columns.
  * Biome's formatter wraps code to that width but not string literals, so a long message, test
  * name or script line would pass `biome check`: split such strings with `+` or template pieces.
  */
@@ -38,7 +39,20 @@ for (const dir of DIRS) {
     });
   }
 }
+// The READMEs are read in terminals: prose, tables and code blocks fit 100 columns.
+const DOCS = ['README.md', 'clients/python/README.md'];
+const DOC_WIDTH = 100;
+for (const doc of DOCS) {
+  readFileSync(join(root, doc), 'utf8')
+    .split('\n')
+    .forEach((line, i) => {
+      if (line.length > DOC_WIDTH) {
+        bad++;
+        console.error(`${doc}:${i + 1}: ${line.length} characters (a README line is at most ${DOC_WIDTH})`);
+      }
+    });
+}
 if (bad > 0) {
-  console.error(`${bad} line(s) over ${width} characters`);
+  console.error(`${bad} line(s) over their width`);
   process.exit(1);
 }
