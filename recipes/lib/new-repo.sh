@@ -3,6 +3,11 @@
 # of month "$4" (2024). Nothing here may change: the commit ids in each dataset.jsonl depend on it.
 #   new_repo OUT "AUTHOR NAME" EMAIL MONTH
 new_repo() {
+  # a rerun (as a README reader's) finds what it made before: the same commits, so nothing to do
+  if git -C "$1" rev-parse -q --verify HEAD >/dev/null 2>&1 && [ -z "$(git -C "$1" status --porcelain)" ]; then
+    echo "make-repo.sh: $1 is already made (remove it to make it anew)" >&2
+    exit 0
+  fi
   if [ -e "$1" ]; then echo "make-repo.sh: $1 exists; remove it first" >&2; exit 1; fi
   mkdir -p "$1"
   cd "$1"

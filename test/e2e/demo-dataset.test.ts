@@ -6,7 +6,7 @@
  * that demo environment, so an example the READMEs show can never rot.
  */
 import { execFile, spawn } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -115,7 +115,9 @@ function readerDir(): string {
   const d = join(work, 'reader');
   if (existsSync(d)) return d;
   mkdirSync(d);
-  for (const name of ['recipes', 'bin', 'clients', 'examples', 'dist', 'src', 'node_modules', 'package.json']) symlinkSync(resolve(name), join(d, name));
+  for (const name of ['bin', 'clients', 'examples', 'dist', 'src', 'node_modules', 'package.json']) symlinkSync(resolve(name), join(d, name));
+  // a copy: the blocks write into recipes (make-repo.sh), and the checkout stays as it was
+  cpSync(resolve('recipes'), join(d, 'recipes'), { recursive: true, filter: (src) => !/[/]repos$/.test(src) });
   return d;
 }
 
