@@ -33,6 +33,7 @@ import { prestartHashWorkers } from '../layer/capture-hash.js';
 import type { PhaseClock } from './phases.js';
 import { UpperFullError, upperFull } from './upper.js';
 import { HOST_CA_FILE, type HostNetworkSettings, hostNetworkEnv, stageHostCa } from './host-network.js';
+import { BUILD_GIT_CONFIG, buildGitConfigEnv } from './build-git-config.js';
 
 export class BuildCommandError extends MinisandboxError {
   constructor(
@@ -211,7 +212,9 @@ async function buildInSandboxOn(parent: Parent, script: string, ctx: BuildEnvCon
   clock.add('sandbox-create', performance.now() - t0);
   // what the parent's environment sets itself (an image's own SSL_CERT_FILE) stays its own
   const parentEnv = parent.config.config.env;
-  const execEnv = hostNet === undefined ? undefined : Object.fromEntries(Object.entries(hostNetworkEnv(hostNet)).filter(([k]) => !Object.hasOwn(parentEnv, k)));
+  const netEnv = hostNet === undefined ? undefined : Object.fromEntries(Object.entries(hostNetworkEnv(hostNet)).filter(([k]) => !Object.hasOwn(parentEnv, k)));
+  // local-path clones (a submodule naming a mirror in a lower layer) copy instead of linking
+  const execEnv = { ...netEnv, ...buildGitConfigEnv(parentEnv) };
   // What the commands write is owned by the sandbox's own range (its slot of root's pool over
   // idmapped layers): the capture takes that range's start off every owner.
   const shift = idShiftOf(sb.state.idMap);
@@ -231,15 +234,16 @@ async function buildInSandboxOn(parent: Parent, script: string, ctx: BuildEnvCon
     ctx.catalog.warm();
     // and start the capture's hashing threads, so it hashes off the main thread from its first file
     prestartHashWorkers(Math.min(4, availableParallelism()));
-    if (execEnv !== undefined) {
+    if (netEnv !== undefined) {
       // names only: a proxy URL may hold a password
-      const names = Object.keys(execEnv).filter((k) => k === k.toUpperCase());
+      const names = Object.keys(netEnv).filter((k) => k === k.toUpperCase());
       await log(
         ctx.logPath,
         `host network settings: ${names.length > 0 ? names.join(', ') : 'none'}${hostCa === null ? '' : ` (the host's CA bundle at ${HOST_CA_FILE})`}`,
       );
     }
-    const o = await clock.time('commands', () => sb.exec(['/bin/sh', '-c', script], execEnv === undefined ? {} : { env: execEnv }));
+    await log(ctx.logPath, `git settings: ${BUILD_GIT_CONFIG.map(([k, v]) => `${k}=${v}`).join(', ')} (local clones copy: see build-git-config.ts)`);
+    const o = await clock.time('commands', () => sb.exec(['/bin/sh', '-c', script], { env: execEnv }));
     await log(
       ctx.logPath,
       `${o.stdout}${o.stderr}${o.stdoutTruncated || o.stderrTruncated ? '\n[output truncated]' : ''}\n--- ` +

@@ -9,9 +9,14 @@ import { dirname, join } from 'node:path';
 
 const GIT_ENV = { ...process.env, GIT_CONFIG_GLOBAL: '/dev/null', GIT_CONFIG_NOSYSTEM: '1' };
 
-export function addHostGit(root: string): void {
+/** /usr/bin/git and the shared libraries ldd names for it. */
+export function hostGitFiles(): string[] {
   const libs = [...execFileSync('ldd', ['/usr/bin/git'], { encoding: 'utf8' }).matchAll(/(\/\S+) \(0x/g)].map((m) => m[1]!);
-  for (const f of ['/usr/bin/git', ...libs]) {
+  return ['/usr/bin/git', ...libs];
+}
+
+export function addHostGit(root: string): void {
+  for (const f of hostGitFiles()) {
     mkdirSync(join(root, dirname(f)), { recursive: true });
     copyFileSync(f, join(root, f));
   }
