@@ -3,7 +3,9 @@
  * as Kubernetes objects in one namespace, kustomization names them all, the Service, Secret and
  * probes point at what the DaemonSet's pod has, every flag of its command line is one `serve`
  * takes, and its probes answer as the kubelet needs from a real server: no token, 200 when live,
- * 503 to the readiness path while not ready.
+ * 503 to the readiness path while not ready. Every object is also checked against the Kubernetes
+ * API itself (its schemas and, for misspelt fields, its types), as `kubectl apply --validate=strict`
+ * would.
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -11,6 +13,7 @@ import { Command } from 'commander';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
 import { registerServeCommand } from '../src/cli/serve-command.js';
+import { type KubeObject, kubernetesApiProblems } from './helpers/kubernetes-api-check.js';
 import { REPO_ROOT } from './helpers/sandbox-testkit.js';
 import { ServerFixture } from './helpers/server-fixture.js';
 
@@ -74,6 +77,30 @@ describe('deploy/kubernetes', () => {
     expect(job.spec.completionMode).toBe('Indexed');
     expect(readFileSync(join(DIR, 'build-indexed-job.yaml'), 'utf8')).toContain(`--shard "\${JOB_COMPLETION_INDEX}/${job.spec.completions}"`);
   });
+
+  it('is valid against the Kubernetes API, with no unknown or misspelt field', () => {
+    const objects = [...all]
+      .flatMap(([file, objs]) => objs.map((o, i) => ({ label: `${file}#${i} ${o.kind}`, object: o as KubeObject })))
+      .filter((o) => o.object.kind !== 'Kustomization'); // kustomize's, not the API server's
+    expect(objects.length).toBe(6);
+    expect(kubernetesApiProblems(objects, REPO_ROOT)).toEqual([]);
+
+    // the check itself finds what a cluster would refuse (a port by name) or silently drop (a
+    // misspelt probe); one fault per copy, as a type check reports one error per literal
+    type Pod = { spec: { template: { spec: { containers: Array<Record<string, unknown> & { ports: Array<Record<string, unknown>> }> } } } };
+    const misspelt = structuredClone(ds) as unknown as Pod;
+    const c = misspelt.spec.template.spec.containers[0]!;
+    c.readinesProbe = c.readinessProbe;
+    delete c.readinessProbe;
+    const namedPort = structuredClone(ds) as unknown as Pod;
+    namedPort.spec.template.spec.containers[0]!.ports[0]!.containerPort = 'http';
+    const broken = (label: string, o: Pod) => kubernetesApiProblems([{ label, object: o as unknown as KubeObject }], REPO_ROOT);
+    expect(broken('misspelt', misspelt)).toEqual([expect.stringMatching(/^misspelt: .*'readinesProbe' does not exist/)]);
+    expect(broken('port', namedPort)).toEqual([
+      'port: data/spec/template/spec/containers/0/ports/0/containerPort must be integer',
+      expect.stringMatching(/^port: Type 'string' is not assignable to type 'number'/),
+    ]);
+  }, 60_000);
 
   it('has the DaemonSet, Service, Secret and probes agree with each other and with serve', () => {
     expect(ds.spec.selector.matchLabels).toEqual(pod.metadata.labels);
